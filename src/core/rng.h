@@ -1,0 +1,36 @@
+#pragma once
+// The one source of randomness. xoshiro256** seeded through splitmix64; the distributions are
+// written out here (not <random>'s) so a seed gives the same numbers with every standard library.
+#include <cstdint>
+
+namespace myriad {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+
+  uint64_t Next();
+  // Uniform in [0, 1).
+  double Uniform();
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
+  // Uniform integer in [0, n); n > 0.
+  uint64_t Below(uint64_t n);
+  bool Bernoulli(double p) { return Uniform() < p; }
+  double Exponential(double rate);
+  double Normal();
+  double LogNormal(double mu, double sigma);
+  // Marsaglia-Tsang; shape > 0.
+  double Gamma(double shape, double scale);
+  // Zipf over [0, n) with exponent s, by rejection-inversion (Hormann); O(1) per draw.
+  uint64_t Zipf(uint64_t n, double s);
+
+  // An independent stream derived from this generator's seed and a label, so that adding a
+  // consumer of randomness does not shift the numbers every other consumer sees.
+  Rng Fork(uint64_t label) const;
+
+ private:
+  uint64_t seed_;
+  uint64_t s_[4];
+};
+
+}  // namespace myriad

@@ -1,0 +1,102 @@
+#include "policy/load_balancer.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "core/strings.h"
+
+namespace myriad::policy {
+namespace {
+
+class RandomBalancer final : public LoadBalancer {
+ public:
+  std::string_view name() const override { return "random"; }
+  int Pick(std::span<const UnitLoad> c, Phase, Rng& rng) override {
+    int available = 0;
+    for (const auto& u : c) available += u.available;
+    if (available == 0) return -1;
+    uint64_t k = rng.Below(static_cast<uint64_t>(available));
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (c[i].available && k-- == 0) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
+class RoundRobinBalancer final : public LoadBalancer {
+ public:
+  std::string_view name() const override { return "round-robin"; }
+  int Pick(std::span<const UnitLoad> c, Phase phase, Rng&) override {
+    size_t& next = next_[phase == Phase::kPrefill ? 0 : 1];
+    for (size_t tried = 0; tried < c.size(); ++tried) {
+      size_t i = (next + tried) % c.size();
+      if (c[i].available) {
+        next = i + 1;
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+
+ private:
+  size_t next_[2] = {0, 0};
+};
+
+// Prefill: fewest queued prompt tokens (they decide the wait). Decode: fewest sequences, then
+// lowest KV usage. Ties go to the lowest index, so the choice is deterministic.
+class LeastLoadedBalancer final : public LoadBalancer {
+ public:
+  std::string_view name() const override { return "least-loaded"; }
+  int Pick(std::span<const UnitLoad> c, Phase phase, Rng&) override {
+    int best = -1;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (!c[i].available) continue;
+      if (best < 0 || Less(c[i], c[static_cast<size_t>(best)], phase)) best = static_cast<int>(i);
+    }
+    return best;
+  }
+
+ private:
+  static bool Less(const UnitLoad& a, const UnitLoad& b, Phase phase) {
+    if (phase == Phase::kPrefill) {
+      if (a.queued_prefill_tokens != b.queued_prefill_tokens) return a.queued_prefill_tokens < b.queued_prefill_tokens;
+      return a.running + a.waiting < b.running + b.waiting;
+    }
+    const int32_t la = a.running + a.waiting, lb = b.running + b.waiting;
+    if (la != lb) return la < lb;
+    return a.kv_usage < b.kv_usage;
+  }
+};
+
+struct Entry {
+  const char* name;
+  std::function<std::unique_ptr<LoadBalancer>()> make;
+};
+
+const std::vector<Entry>& Registry() {
+  static const std::vector<Entry> kEntries = {
+      {"random", [] { return std::make_unique<RandomBalancer>(); }},
+      {"round-robin", [] { return std::make_unique<RoundRobinBalancer>(); }},
+      {"least-loaded", [] { return std::make_unique<LeastLoadedBalancer>(); }},
+  };
+  return kEntries;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LoadBalancer>> MakeLoadBalancer(std::string_view name) {
+  for (const auto& e : Registry()) {
+    if (EqualsIgnoreCase(e.name, name)) return e.make();
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("unknown routing policy '{}' (known: {})", name, Join(LoadBalancerNames(), ", ")));
+}
+
+std::vector<std::string> LoadBalancerNames() {
+  std::vector<std::string> names;
+  for (const auto& e : Registry()) names.push_back(e.name);
+  return names;
+}
+
+}  // namespace myriad::policy

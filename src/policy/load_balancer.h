@@ -1,0 +1,39 @@
+#pragma once
+// Load-based choice of a serving unit among candidates: the routing policies that need no
+// prefix index. Pure: the caller passes the loads it knows and the generator to draw from.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/rng.h"
+
+namespace myriad::policy {
+
+// A candidate unit as the router sees it.
+struct UnitLoad {
+  int64_t queued_prefill_tokens = 0;  // prompt tokens accepted but not yet computed
+  int32_t running = 0;                // sequences in the running batch
+  int32_t waiting = 0;                // sequences queued for admission
+  double kv_usage = 0;                // fraction of KV capacity in use, 0..1
+  bool available = true;              // false: ejected, draining or failed
+};
+
+enum class Phase { kPrefill, kDecode };
+
+class LoadBalancer {
+ public:
+  virtual ~LoadBalancer() = default;
+  virtual std::string_view name() const = 0;
+  // Index into `candidates` of the chosen unit, or -1 when none is available.
+  virtual int Pick(std::span<const UnitLoad> candidates, Phase phase, Rng& rng) = 0;
+};
+
+// "random", "round-robin" or "least-loaded".
+absl::StatusOr<std::unique_ptr<LoadBalancer>> MakeLoadBalancer(std::string_view name);
+std::vector<std::string> LoadBalancerNames();
+
+}  // namespace myriad::policy

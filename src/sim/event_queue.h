@@ -1,0 +1,47 @@
+#pragma once
+// The simulator's clock and agenda: events ordered by (time, sequence of scheduling), so two
+// events at the same instant run in the order they were scheduled, on every platform.
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <vector>
+
+#include "core/time.h"
+
+namespace myriad::sim {
+
+class EventQueue {
+ public:
+  using Action = std::function<void()>;
+
+  Nanos now() const { return now_; }
+  uint64_t executed() const { return executed_; }
+  size_t pending() const { return heap_.size(); }
+
+  // Schedules `action` at absolute time `at` (clamped to now: the past cannot be changed).
+  void At(Nanos at, Action action);
+  void After(Nanos delay, Action action) { At(now_ + delay, std::move(action)); }
+
+  // Runs events until none is left or the next one is later than `until`; the clock ends at
+  // the last executed event (or `until` if the queue emptied earlier is not implied).
+  void RunUntil(Nanos until);
+  bool Step();  // runs one event; false when empty
+
+ private:
+  struct Entry {
+    Nanos at;
+    uint64_t seq;
+    Action action;
+  };
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+    }
+  };
+  std::priority_queue<Entry, std::vector<Entry>, Later> heap_;
+  Nanos now_ = 0;
+  uint64_t next_seq_ = 0;
+  uint64_t executed_ = 0;
+};
+
+}  // namespace myriad::sim
