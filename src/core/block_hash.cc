@@ -9,6 +9,7 @@ namespace myriad {
 
 BlockKey HashTokenBlock(BlockKey parent, std::span<const uint32_t> tokens, uint64_t extra) {
   XXH3_state_t state;
+  XXH3_INITSTATE(&state);
   XXH3_64bits_reset_withSeed(&state, extra);
   XXH3_64bits_update(&state, &parent, sizeof parent);
   XXH3_64bits_update(&state, tokens.data(), tokens.size_bytes());
