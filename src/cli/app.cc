@@ -2,12 +2,21 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/sim_command.h"
+
 namespace myriad::cli {
 
 int Main(int argc, char** argv) {
-  CLI::App app{"Myriad: infrastructure for LLM inference on 10,000-GPU clusters"};
+  CLI::App app{"Myriad: the infrastructure around LLM inference engines on 10,000-GPU clusters"};
   app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
+  app.set_version_flag("--version", "myriad 0.1.0");
+  SimCommand sim(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (sim.selected()) return sim.Run();
   return 0;
 }
 

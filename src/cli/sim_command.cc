@@ -1,0 +1,95 @@
+#include "cli/sim_command.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "sim/runner.h"
+
+namespace myriad::cli {
+
+SimCommand::SimCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("sim", "Simulate a cluster scenario in virtual time");
+  cmd_->add_option("scenario", scenario_path_, "Scenario YAML file (see scenarios/)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd_->add_option("-o,--output", output_path_, "Write the JSON results here");
+  cmd_->add_option("--seed", seed_, "Override the scenario's seed");
+  cmd_->add_option("--router", router_, "Override the routing policy (random, round-robin, least-loaded)");
+  cmd_->add_option("--scale", scale_, "Scale cluster, pools and load by this factor")
+      ->check(CLI::PositiveNumber);
+  cmd_->add_flag("-q,--quiet", quiet_, "Print nothing but errors (and --json)");
+  cmd_->add_flag("--json", json_, "Print the JSON results on stdout instead of the summary");
+  cmd_->add_flag("--no-progress", no_progress_, "No progress bar even on a terminal");
+}
+
+namespace {
+
+void DrawProgress(double f) {
+  constexpr int kWidth = 40;
+  const int filled = static_cast<int>(f * kWidth);
+  std::fprintf(stderr, "\r[%s%s] %3.0f%%", std::string(static_cast<size_t>(filled), '#').c_str(),
+               std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), f * 100);
+  if (f >= 1.0) std::fprintf(stderr, "\r%*s\r", kWidth + 8, "");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int SimCommand::Run() {
+  auto scenario = sim::LoadScenario(scenario_path_);
+  if (!scenario.ok()) {
+    std::fprintf(stderr, "myriad sim: %s\n", std::string(scenario.status().message()).c_str());
+    return 2;
+  }
+  if (seed_) scenario->seed = *seed_, scenario->workload.synthetic.seed = *seed_, scenario->workload.replay.seed = *seed_;
+  if (router_) {
+    if (auto b = policy::MakeLoadBalancer(*router_); !b.ok()) {
+      std::fprintf(stderr, "myriad sim: --router: %s\n", std::string(b.status().message()).c_str());
+      return 2;
+    }
+    scenario->router = *router_;
+  }
+  if (scale_ != 1.0) {
+    if (absl::Status st = sim::ScaleScenario(*scenario, scale_); !st.ok()) {
+      std::fprintf(stderr, "myriad sim: --scale: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
+  sim::ProgressFn progress;
+  if (!quiet_ && !no_progress_ && isatty(STDERR_FILENO)) progress = DrawProgress;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto report = sim::RunScenario(*scenario, progress);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!report.ok()) {
+    std::fprintf(stderr, "myriad sim: %s\n", std::string(report.status().message()).c_str());
+    return 1;
+  }
+  if (!output_path_.empty()) {
+    std::ofstream out(output_path_);
+    out << report->dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "myriad sim: cannot write %s\n", output_path_.c_str());
+      return 1;
+    }
+  }
+  if (json_) {
+    std::printf("%s\n", report->dump(2).c_str());
+  } else if (!quiet_) {
+    std::printf("%s", sim::FormatSummary(*report).c_str());
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    const double events = (*report)["simulator"]["events"].get<double>();
+    const double completed = (*report)["requests"]["completed"].get<double>();
+    std::printf("\nwall %.1fs  %.2fM events/s  %.0fk simulated requests/s  peak RSS %.0f MiB\n", wall,
+                events / wall / 1e6, completed / wall / 1e3, static_cast<double>(ru.ru_maxrss) / 1024);
+  }
+  return 0;
+}
+
+}  // namespace myriad::cli

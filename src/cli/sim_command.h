@@ -1,0 +1,29 @@
+#pragma once
+// `myriad sim SCENARIO.yaml`: runs a scenario in virtual time and reports.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace myriad::cli {
+
+class SimCommand {
+ public:
+  explicit SimCommand(CLI::App& app);
+  bool selected() const { return cmd_->parsed(); }
+  int Run();
+
+ private:
+  CLI::App* cmd_;
+  std::string scenario_path_;
+  std::string output_path_;
+  std::optional<uint64_t> seed_;
+  std::optional<std::string> router_;
+  double scale_ = 1.0;
+  bool quiet_ = false;
+  bool json_ = false;
+  bool no_progress_ = false;
+};
+
+}  // namespace myriad::cli

@@ -1,0 +1,310 @@
+#include "sim/cluster.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "perf/hardware.h"
+#include "perf/model.h"
+
+namespace myriad::sim {
+
+Cluster::Cluster(const Scenario& s, std::unique_ptr<Workload> workload)
+    : scenario_(s),
+      workload_(std::move(workload)),
+      rng_(Rng(s.seed).Fork(0x726f75746572)),  // "router"
+      metrics_(s.slo.ttft, s.slo.tpot),
+      topology_(s.hardware.nodes, s.hardware.gpus_per_node, s.hardware.nodes_per_rack) {}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Scenario& scenario,
+                                                         std::unique_ptr<Workload> workload) {
+  std::unique_ptr<Cluster> c(new Cluster(scenario, std::move(workload)));
+  if (absl::Status st = c->Build(); !st.ok()) return st;
+  return c;
+}
+
+absl::Status Cluster::Build() {
+  auto gpu = perf::FindGpu(scenario_.hardware.gpu);
+  if (!gpu.ok()) return gpu.status();
+  auto model = perf::FindModel(scenario_.model);
+  if (!model.ok()) return model.status();
+  auto balancer = policy::MakeLoadBalancer(scenario_.router);
+  if (!balancer.ok()) return balancer.status();
+  balancer_ = std::move(*balancer);
+  const perf::Fabric fabric{.gpus_per_node = scenario_.hardware.gpus_per_node,
+                            .nic_gbps = scenario_.hardware.nic_gbps};
+  transfer_.gpu = *gpu;
+  transfer_.fabric = fabric;
+  transfer_.spine_oversubscription = scenario_.hardware.spine_oversubscription;
+
+  for (size_t p = 0; p < scenario_.pools.size(); ++p) {
+    const PoolConfig& pool = scenario_.pools[p];
+    auto step = perf::StepModel::Create(*gpu, *model, pool.layout, fabric, scenario_.calibration);
+    if (!step.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("pools[{}] ({}): {}", p, pool.name, std::string(step.status().message())));
+    }
+    pool_models_.push_back(std::make_unique<perf::StepModel>(std::move(*step)));
+    for (int i = 0; i < pool.count; ++i) {
+      auto place = topology_.Place(pool.layout.gpus(), pool.layout.nodes);
+      if (!place.ok()) {
+        return absl::InvalidArgumentError(fmt::format("pools[{}] ({}) unit {}: {}", p, pool.name, i,
+                                                      std::string(place.status().message())));
+      }
+      const int id = static_cast<int>(units_.size());
+      UnitConfig cfg{.id = id,
+                     .pool = static_cast<int>(p),
+                     .role = pool.role,
+                     .max_batch_tokens_per_rank = pool.max_batch_tokens,
+                     .max_seqs_per_rank = pool.max_seqs,
+                     .block_tokens = scenario_.kv_block_tokens};
+      units_.push_back(std::make_unique<Unit>(cfg, *pool_models_.back(), events_, table_, *this));
+      placements_.push_back(*place);
+      nic_free_.emplace_back(static_cast<size_t>(pool.layout.dp), 0);
+      nic_next_.push_back(0);
+      if (pool.role == Role::kDecode) decode_units_.push_back(id);
+      else entry_units_.push_back(id);
+      max_prompt_tokens_ = std::max(max_prompt_tokens_, units_.back()->kv_capacity());
+    }
+  }
+  if (entry_units_.empty()) {
+    return absl::InvalidArgumentError("pools: no prefill or colocated pool to receive requests");
+  }
+  bool has_prefill = false;
+  for (const auto& p : scenario_.pools) has_prefill |= p.role == Role::kPrefill && p.count > 0;
+  if (has_prefill && decode_units_.empty()) {
+    return absl::InvalidArgumentError("pools: a prefill pool needs a decode pool to hand off to");
+  }
+  return absl::OkStatus();
+}
+
+int Cluster::PickUnit(const std::vector<int>& candidates, policy::Phase phase) {
+  loads_.clear();
+  for (int u : candidates) loads_.push_back(units_[static_cast<size_t>(u)]->Load());
+  const int i = balancer_->Pick(loads_, phase, rng_);
+  return i < 0 ? -1 : candidates[static_cast<size_t>(i)];
+}
+
+void Cluster::ScheduleNextArrival() {
+  std::optional<Request> next = workload_->Next();
+  if (!next || next->arrival >= scenario_.duration) {
+    arrivals_done_ = true;
+    return;
+  }
+  const Nanos at = next->arrival;
+  events_.At(at, [this, r = std::move(*next)]() mutable { OnArrival(std::move(r)); });
+}
+
+void Cluster::OnArrival(Request r) {
+  const Nanos now = events_.now();
+  metrics_.OnArrival(now, r);
+  if (int64_t{r.input_tokens} + r.output_tokens > max_prompt_tokens_) {
+    metrics_.OnReject(now, r, "exceeds_kv_capacity");
+  } else {
+    const int unit = PickUnit(entry_units_, policy::Phase::kPrefill);
+    if (unit < 0) {
+      metrics_.OnReject(now, r, "no_available_unit");
+    } else {
+      const PoolConfig& pool = scenario_.pools[static_cast<size_t>(units_[static_cast<size_t>(unit)]->config().pool)];
+      const policy::UnitLoad load = units_[static_cast<size_t>(unit)]->Load();
+      if (pool.max_waiting > 0 && load.waiting >= pool.max_waiting) {
+        metrics_.OnReject(now, r, "queue_full");
+      } else if (int64_t{r.input_tokens} + r.output_tokens > units_[static_cast<size_t>(unit)]->kv_capacity()) {
+        metrics_.OnReject(now, r, "exceeds_kv_capacity");
+      } else {
+        const uint32_t slot = table_.Add(std::move(r));
+        units_[static_cast<size_t>(unit)]->EnqueuePrefill(slot);
+      }
+    }
+  }
+  ScheduleNextArrival();
+}
+
+void Cluster::OnPrefillDone(int unit, uint32_t slot) {
+  ReqState& r = table_[slot];
+  const int target = PickUnit(decode_units_, policy::Phase::kDecode);
+  const int64_t kv_tokens = r.kv_reserved;
+  if (target < 0) {
+    units_[static_cast<size_t>(unit)]->ReleaseKv(kv_tokens);
+    metrics_.OnReject(events_.now(), r.req, "no_decode_unit");
+    table_.Release(slot);
+    return;
+  }
+  // The sequence's KV sits on one DP rank of each side; each rank has its own NIC, busy with
+  // one transfer at a time.
+  const auto src = static_cast<size_t>(unit), dst = static_cast<size_t>(target);
+  const perf::StepModel& m = units_[src]->model();
+  const double bytes = static_cast<double>(kv_tokens) * m.KvBytesPerToken();
+  const perf::LinkKind link = topology_.Link(placements_[src], placements_[dst]);
+  Nanos duration = transfer_.Time(bytes / m.layout().tp, link,
+                                  topology_.CrossesSpine(placements_[src], placements_[dst]));
+  Nanos start = events_.now();
+  Nanos* src_nic = nullptr;
+  Nanos* dst_nic = nullptr;
+  if (link == perf::LinkKind::kNic) {
+    src_nic = &nic_free_[src][nic_next_[src]++ % nic_free_[src].size()];
+    dst_nic = &nic_free_[dst][nic_next_[dst]++ % nic_free_[dst].size()];
+    start = std::max({start, *src_nic, *dst_nic});
+    *src_nic = *dst_nic = start + duration;
+  }
+  const Nanos done = start + duration;
+  ++transfers_;
+  transfer_bytes_ += bytes;
+  transfer_s_.Add(NanosToSeconds(done - events_.now()));
+  events_.At(done, [this, unit, target, slot, kv_tokens] {
+    units_[static_cast<size_t>(unit)]->ReleaseKv(kv_tokens);
+    units_[static_cast<size_t>(target)]->EnqueueDecode(slot);
+  });
+}
+
+void Cluster::OnRequestDone(int, uint32_t slot) {
+  metrics_.OnComplete(events_.now(), table_[slot]);
+  table_.Release(slot);
+}
+
+void Cluster::Run(const ProgressFn& progress) {
+  ScheduleNextArrival();
+  const Nanos horizon = scenario_.duration + scenario_.drain;
+  const Nanos tick = std::max<Nanos>(horizon / 200, kSecond);
+  for (Nanos until = tick;; until += tick) {
+    events_.RunUntil(std::min(until, horizon));
+    if (progress) progress(std::min(1.0, static_cast<double>(until) / static_cast<double>(horizon)));
+    const bool drained = arrivals_done_ && table_.live() == 0;
+    if (drained || until >= horizon || events_.pending() == 0) break;
+  }
+  FinishRun();
+}
+
+void Cluster::FinishRun() {
+  end_ = std::max(events_.now(), scenario_.duration);
+  // Whatever is still in flight is reported with a reason, not dropped.
+  for (uint32_t slot = 0; slot < table_.capacity() && table_.live() > 0; ++slot) {
+    ReqState& r = table_[slot];
+    if (!r.live) continue;
+    if (r.decoding) r.generated = units_[static_cast<size_t>(r.decode_unit)]->Generated(r);
+    metrics_.OnUnfinished(end_, r);
+    table_.Release(slot);
+  }
+}
+
+namespace {
+
+nlohmann::ordered_json SummaryJson(const Distribution& d) {
+  const Summary s = d.Summarize();
+  return {{"count", s.count}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
+          {"p99", s.p99},     {"max", s.max}};
+}
+
+double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+}  // namespace
+
+nlohmann::ordered_json Cluster::Report() const {
+  using nlohmann::ordered_json;
+  const RequestMetrics& m = metrics_;
+  const double span_s = NanosToSeconds(end_);
+  const double window_s = NanosToSeconds(scenario_.duration);
+  const double gpus = scenario_.hardware.gpus();
+  const double gpu_hours = gpus * span_s / 3600.0;
+  const double dollars = gpu_hours * scenario_.gpu_hour_price;
+  const double good_tokens = static_cast<double>(m.good_input_tokens + m.good_output_tokens);
+
+  ordered_json rejected = ordered_json::object();
+  uint64_t rejected_total = 0;
+  for (const auto& [reason, n] : m.rejected) {
+    rejected[reason] = n;
+    rejected_total += n;
+  }
+
+  int64_t prefilled = 0, recomputed = 0, decoded = 0, preemptions = 0;
+  ordered_json pools = ordered_json::array();
+  for (size_t p = 0; p < scenario_.pools.size(); ++p) {
+    const PoolConfig& pool = scenario_.pools[p];
+    Distribution util;
+    double batch_sum = 0, steps = 0;
+    int64_t pool_preempt = 0;
+    for (const auto& u : units_) {
+      if (u->config().pool != static_cast<int>(p)) continue;
+      const UnitStats& st = u->stats();
+      util.Add(Ratio(NanosToSeconds(st.busy), span_s));
+      batch_sum += st.batch_seq_sum;
+      steps += static_cast<double>(st.steps);
+      prefilled += st.prefill_tokens;
+      recomputed += st.recompute_tokens;
+      decoded += st.decode_tokens;
+      pool_preempt += st.preemptions;
+    }
+    preemptions += pool_preempt;
+    const Summary us = util.Summarize();
+    pools.push_back({{"name", pool.name},
+                     {"role", RoleName(pool.role)},
+                     {"units", pool.count},
+                     {"gpus_per_unit", pool.layout.gpus()},
+                     {"kv_capacity_tokens_per_unit", pool_models_[p]->KvCapacityTokens()},
+                     {"busy_fraction", {{"mean", us.mean}, {"min", us.min}, {"max", us.max}}},
+                     {"mean_decode_batch_per_gpu", Ratio(batch_sum, steps * pool.layout.gpus())},
+                     {"steps", steps},
+                     {"preemptions", pool_preempt}});
+  }
+
+  ordered_json j;
+  j["scenario"] = {{"name", scenario_.name},
+                   {"seed", scenario_.seed},
+                   {"model", scenario_.model},
+                   {"gpu", scenario_.hardware.gpu},
+                   {"gpus", scenario_.hardware.gpus()},
+                   {"gpus_in_units", topology_.used_gpus()},
+                   {"router", scenario_.router},
+                   {"duration_s", window_s},
+                   {"end_s", span_s},
+                   {"slo", {{"ttft_s", NanosToSeconds(scenario_.slo.ttft)},
+                            {"tpot_s", NanosToSeconds(scenario_.slo.tpot)}}}};
+  j["requests"] = {{"arrived", m.arrived},
+                   {"completed", m.completed},
+                   {"rejected", rejected_total},
+                   {"rejected_by_reason", rejected},
+                   {"within_slo", m.good},
+                   {"slo_attainment", Ratio(static_cast<double>(m.good), static_cast<double>(m.arrived))},
+                   {"preempted", m.preempted_requests}};
+  j["latency_s"] = {{"ttft", SummaryJson(m.ttft_s)}, {"tpot", SummaryJson(m.tpot_s)},
+                    {"e2e", SummaryJson(m.e2e_s)}};
+  j["tokens"] = {{"arrived_input", m.arrived_input_tokens},
+                 {"arrived_output", m.arrived_output_tokens},
+                 {"completed_input", m.input_tokens},
+                 {"completed_output", m.output_tokens},
+                 {"rejected_input", m.rejected_input_tokens},
+                 {"rejected_output", m.rejected_output_tokens},
+                 {"unfinished_output_produced", m.unfinished_output_tokens},
+                 {"prefix_cached", m.cached_tokens},
+                 {"prefix_hit_rate", Ratio(static_cast<double>(m.cached_tokens), static_cast<double>(m.input_tokens))},
+                 {"prefill_computed", prefilled},
+                 {"recomputed_after_preemption", recomputed},
+                 {"decoded", decoded},
+                 {"preemptions", preemptions}};
+  j["throughput"] = {{"input_tokens_per_s", Ratio(static_cast<double>(m.input_tokens), window_s)},
+                     {"output_tokens_per_s", Ratio(static_cast<double>(m.output_tokens), window_s)},
+                     {"requests_per_s", Ratio(static_cast<double>(m.completed), window_s)},
+                     {"goodput_tokens_per_s", Ratio(good_tokens, window_s)},
+                     {"goodput_output_tokens_per_s", Ratio(static_cast<double>(m.good_output_tokens), window_s)}};
+  j["cost"] = {{"gpu_hour_price", scenario_.gpu_hour_price},
+               {"gpu_hours", gpu_hours},
+               {"dollars", dollars},
+               {"per_million_tokens_within_slo", Ratio(dollars, good_tokens / 1e6)},
+               {"per_million_output_tokens_within_slo",
+                Ratio(dollars, static_cast<double>(m.good_output_tokens) / 1e6)}};
+  j["pools"] = pools;
+  j["kv_transfer"] = {{"count", transfers_}, {"gigabytes", transfer_bytes_ / 1e9},
+                      {"time_s", SummaryJson(transfer_s_)}};
+  // Little's law: the time-average number in the system (from arrival and departure events)
+  // against arrival rate times mean time in system (from each request's own timestamps).
+  const double w = Ratio(m.e2e_s.sum(), static_cast<double>(m.completed));
+  const double lambda_done = Ratio(static_cast<double>(m.completed), span_s);
+  j["littles_law"] = {{"mean_in_system", m.in_system.Average(end_)},
+                      {"completion_rate_per_s", lambda_done},
+                      {"mean_time_in_system_s", w},
+                      {"lambda_times_w", lambda_done * w}};
+  j["simulator"] = {{"events", events_.executed()}, {"peak_requests_in_flight", table_.capacity()}};
+  return j;
+}
+
+}  // namespace myriad::sim

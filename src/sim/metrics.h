@@ -1,0 +1,41 @@
+#pragma once
+// What a run measures about requests: latency distributions, SLO attainment, token counts,
+// rejections by reason, and the number in the system over time (for Little's law).
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/stats.h"
+#include "sim/request_table.h"
+
+namespace myriad::sim {
+
+struct SloConfig;
+
+class RequestMetrics {
+ public:
+  RequestMetrics(Nanos slo_ttft, Nanos slo_tpot) : slo_ttft_(slo_ttft), slo_tpot_(slo_tpot) {}
+
+  void OnArrival(Nanos now, const Request& r);
+  void OnReject(Nanos now, const Request& r, const std::string& reason);
+  void OnComplete(Nanos now, const ReqState& s);
+  // A request still in flight when the run ends.
+  void OnUnfinished(Nanos now, const ReqState& s);
+
+  uint64_t arrived = 0, completed = 0, good = 0;
+  std::map<std::string, uint64_t> rejected;  // by reason (ordered: stable JSON)
+  int64_t arrived_input_tokens = 0, arrived_output_tokens = 0;
+  int64_t input_tokens = 0, output_tokens = 0;  // of completed requests
+  int64_t good_input_tokens = 0, good_output_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t rejected_input_tokens = 0, rejected_output_tokens = 0;
+  int64_t unfinished_output_tokens = 0;  // produced by requests cut off at the end
+  int64_t preempted_requests = 0;
+  Distribution ttft_s, tpot_s, e2e_s;
+  TimeWeighted in_system;
+
+ private:
+  Nanos slo_ttft_, slo_tpot_;
+};
+
+}  // namespace myriad::sim

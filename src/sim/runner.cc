@@ -1,0 +1,95 @@
+#include "sim/runner.h"
+
+#include <fmt/format.h>
+
+namespace myriad::sim {
+
+absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const Scenario& s) {
+  const WorkloadConfig& w = s.workload;
+  if (w.type == "synthetic") return MakeSyntheticWorkload(w.synthetic);
+  auto records = LoadTraceFile(w.trace_path, w.type);
+  if (!records.ok()) return records.status();
+  return MakeTraceWorkload(std::move(*records), w.replay);
+}
+
+absl::StatusOr<nlohmann::ordered_json> RunScenario(const Scenario& s, const ProgressFn& progress) {
+  auto workload = MakeWorkload(s);
+  if (!workload.ok()) return workload.status();
+  auto cluster = Cluster::Create(s, std::move(*workload));
+  if (!cluster.ok()) return cluster.status();
+  (*cluster)->Run(progress);
+  return (*cluster)->Report();
+}
+
+namespace {
+
+std::string Secs(double s) {
+  if (s < 1e-3) return fmt::format("{:.0f}us", s * 1e6);
+  if (s < 1) return fmt::format("{:.1f}ms", s * 1e3);
+  return fmt::format("{:.2f}s", s);
+}
+
+std::string Count(double v) {
+  if (v >= 1e9) return fmt::format("{:.2f}G", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+}  // namespace
+
+std::string FormatSummary(const nlohmann::ordered_json& r) {
+  std::string out;
+  const auto& sc = r["scenario"];
+  const auto& rq = r["requests"];
+  out += fmt::format("scenario {}  seed {}  {} x {} GPUs ({} in units)  {}  router {}\n",
+                     sc["name"].get<std::string>(), sc["seed"].get<uint64_t>(), sc["gpus"].get<int>(),
+                     sc["gpu"].get<std::string>(), sc["gpus_in_units"].get<int>(), sc["model"].get<std::string>(),
+                     sc["router"].get<std::string>());
+  out += fmt::format("simulated {:.0f}s of arrivals, ended at {:.0f}s\n\n", sc["duration_s"].get<double>(),
+                     sc["end_s"].get<double>());
+  out += fmt::format("requests   arrived {}  completed {}  rejected {}  within SLO {} ({:.1f}%)\n",
+                     Count(rq["arrived"].get<double>()), Count(rq["completed"].get<double>()),
+                     Count(rq["rejected"].get<double>()), Count(rq["within_slo"].get<double>()),
+                     100 * rq["slo_attainment"].get<double>());
+  for (const auto& [reason, n] : rq["rejected_by_reason"].items()) {
+    out += fmt::format("           rejected: {} {}\n", reason, Count(n.get<double>()));
+  }
+  out += fmt::format("\n{:<10} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "latency", "mean", "p50", "p90", "p99", "max");
+  for (const char* k : {"ttft", "tpot", "e2e"}) {
+    const auto& d = r["latency_s"][k];
+    out += fmt::format("{:<10} {:>9} {:>9} {:>9} {:>9} {:>9}\n", k, Secs(d["mean"].get<double>()),
+                       Secs(d["p50"].get<double>()), Secs(d["p90"].get<double>()), Secs(d["p99"].get<double>()),
+                       Secs(d["max"].get<double>()));
+  }
+  const auto& t = r["tokens"];
+  const auto& th = r["throughput"];
+  out += fmt::format("\ntokens     input {}  output {}  prefix hit rate {:.1f}%  preemptions {}\n",
+                     Count(t["completed_input"].get<double>()), Count(t["completed_output"].get<double>()),
+                     100 * t["prefix_hit_rate"].get<double>(), Count(t["preemptions"].get<double>()));
+  out += fmt::format("throughput {} input tok/s  {} output tok/s  goodput {} tok/s ({} output tok/s)\n",
+                     Count(th["input_tokens_per_s"].get<double>()), Count(th["output_tokens_per_s"].get<double>()),
+                     Count(th["goodput_tokens_per_s"].get<double>()),
+                     Count(th["goodput_output_tokens_per_s"].get<double>()));
+  const auto& c = r["cost"];
+  out += fmt::format("cost       ${:.0f} for {:.0f} GPU-hours: ${:.3f} per M tokens within SLO, ${:.2f} per M output tokens within SLO\n",
+                     c["dollars"].get<double>(), c["gpu_hours"].get<double>(),
+                     c["per_million_tokens_within_slo"].get<double>(),
+                     c["per_million_output_tokens_within_slo"].get<double>());
+  out += fmt::format("\n{:<12} {:<10} {:>6} {:>10} {:>22} {:>14}\n", "pool", "role", "units", "GPUs/unit",
+                     "busy mean (min-max)", "batch/GPU");
+  for (const auto& p : r["pools"]) {
+    const auto& b = p["busy_fraction"];
+    out += fmt::format("{:<12} {:<10} {:>6} {:>10} {:>10.1f}% ({:.0f}-{:.0f}%) {:>14.1f}\n",
+                       p["name"].get<std::string>(), p["role"].get<std::string>(), p["units"].get<int>(),
+                       p["gpus_per_unit"].get<int>(), 100 * b["mean"].get<double>(), 100 * b["min"].get<double>(),
+                       100 * b["max"].get<double>(), p["mean_decode_batch_per_gpu"].get<double>());
+  }
+  const auto& kv = r["kv_transfer"];
+  out += fmt::format("\nkv transfer {} transfers, {:.1f} GB, p50 {} p99 {}\n", Count(kv["count"].get<double>()),
+                     kv["gigabytes"].get<double>(), Secs(kv["time_s"]["p50"].get<double>()),
+                     Secs(kv["time_s"]["p99"].get<double>()));
+  return out;
+}
+
+}  // namespace myriad::sim

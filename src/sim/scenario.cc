@@ -1,0 +1,385 @@
+#include "sim/scenario.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+
+#include "core/strings.h"
+
+namespace myriad::sim {
+namespace {
+
+#define MYRIAD_RETURN_IF_ERROR(expr)         \
+  do {                                       \
+    if (absl::Status _st = (expr); !_st.ok()) return _st; \
+  } while (0)
+
+// Reads typed values out of YAML nodes; every error names the file, line and key path.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  absl::Status Error(const YAML::Node& n, const std::string& path, const std::string& msg) const {
+    const YAML::Mark m = n.Mark();
+    if (m.is_null()) return absl::InvalidArgumentError(fmt::format("{}: {}: {}", source_, path, msg));
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}: {}", source_, m.line + 1, path, msg));
+  }
+
+  absl::Status Map(const YAML::Node& n, const std::string& path,
+                   std::initializer_list<const char*> allowed) const {
+    if (!n.IsMap()) return Error(n, path, "expected a mapping");
+    for (const auto& kv : n) {
+      const std::string key = kv.first.as<std::string>();
+      bool known = false;
+      for (const char* a : allowed) known |= key == a;
+      if (!known) {
+        std::vector<std::string> names(allowed.begin(), allowed.end());
+        return Error(kv.first, Join(path, key),
+                     fmt::format("unknown key (known here: {})", myriad::Join(names, ", ")));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  static std::string Join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  template <typename T>
+  absl::Status Get(const YAML::Node& map, const char* key, const std::string& path, T* out) const {
+    const YAML::Node n = map[key];
+    if (!n) return absl::OkStatus();
+    const std::string where = Join(path, key);
+    if (!n.IsScalar()) return Error(n, where, "expected a single value");
+    try {
+      if constexpr (std::is_same_v<T, bool>) {
+        *out = n.as<bool>();
+      } else if constexpr (std::is_integral_v<T>) {
+        const double v = n.as<double>();
+        if (v != std::floor(v)) return Error(n, where, fmt::format("expected an integer, got '{}'", n.Scalar()));
+        if (v < static_cast<double>(std::numeric_limits<T>::min()) ||
+            v > static_cast<double>(std::numeric_limits<T>::max())) {
+          return Error(n, where, fmt::format("{} is out of range", n.Scalar()));
+        }
+        *out = static_cast<T>(v);
+      } else {
+        *out = n.as<T>();
+      }
+    } catch (const YAML::Exception&) {
+      return Error(n, where, fmt::format("cannot read '{}' as {}", n.Scalar(), TypeName<T>()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Duration(const YAML::Node& map, const char* key, const std::string& path, Nanos* out) const {
+    const YAML::Node n = map[key];
+    if (!n) return absl::OkStatus();
+    if (!n.IsScalar()) return Error(n, Join(path, key), "expected a duration such as 90s or 1h");
+    auto d = ParseDuration(n.Scalar());
+    if (!d.ok()) return Error(n, Join(path, key), std::string(d.status().message()));
+    *out = *d;
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status Check(const YAML::Node& map, const char* key, const std::string& path, bool ok,
+                     const std::string& what, T value) const {
+    if (ok) return absl::OkStatus();
+    const YAML::Node n = map[key];
+    return Error(n ? n : map, Join(path, key), fmt::format("{} (got {})", what, value));
+  }
+
+ private:
+  template <typename T>
+  static const char* TypeName() {
+    if constexpr (std::is_same_v<T, bool>) return "a boolean";
+    else if constexpr (std::is_floating_point_v<T>) return "a number";
+    else return "a string";
+  }
+  std::string source_;
+};
+
+absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, HardwareConfig* hw) {
+  const std::string p = "hardware";
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"gpu", "nodes", "gpus_per_node", "nodes_per_rack", "nic_gbps",
+                                       "spine_oversubscription"}));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "gpu", p, &hw->gpu));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "nodes", p, &hw->nodes));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "gpus_per_node", p, &hw->gpus_per_node));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "nodes_per_rack", p, &hw->nodes_per_rack));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "nic_gbps", p, &hw->nic_gbps));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "spine_oversubscription", p, &hw->spine_oversubscription));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "nodes", p, hw->nodes >= 1, "must be at least 1", hw->nodes));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "gpus_per_node", p, hw->gpus_per_node >= 1 && hw->gpus_per_node <= 72,
+                                  "must be between 1 and 72", hw->gpus_per_node));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "nodes_per_rack", p, hw->nodes_per_rack >= 1, "must be at least 1",
+                                  hw->nodes_per_rack));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "nic_gbps", p, hw->nic_gbps > 0, "must be positive", hw->nic_gbps));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "spine_oversubscription", p, hw->spine_oversubscription >= 1,
+                                  "must be at least 1", hw->spine_oversubscription));
+  if (auto g = perf::FindGpu(hw->gpu); !g.ok()) return rd.Error(n["gpu"], "hardware.gpu", std::string(g.status().message()));
+  return absl::OkStatus();
+}
+
+absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string& p,
+                       const HardwareConfig& hw, PoolConfig* pool) {
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"name", "role", "count", "layout", "max_batch_tokens", "max_seqs",
+                                       "max_waiting"}));
+  std::string role = "colocated";
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "name", p, &pool->name));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "role", p, &role));
+  if (role == "prefill") pool->role = Role::kPrefill;
+  else if (role == "decode") pool->role = Role::kDecode;
+  else if (role == "colocated") pool->role = Role::kColocated;
+  else return rd.Error(n["role"], p + ".role", fmt::format("'{}' is not prefill, decode or colocated", role));
+  if (pool->role == Role::kDecode) pool->max_batch_tokens = 2048;
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "count", p, &pool->count));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_batch_tokens", p, &pool->max_batch_tokens));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_seqs", p, &pool->max_seqs));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_waiting", p, &pool->max_waiting));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "count", p, pool->count >= 0, "must not be negative", pool->count));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "max_batch_tokens", p, pool->max_batch_tokens >= 1, "must be at least 1",
+                                  pool->max_batch_tokens));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "max_seqs", p, pool->max_seqs >= 1, "must be at least 1", pool->max_seqs));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "max_waiting", p, pool->max_waiting >= 0, "must not be negative",
+                                  pool->max_waiting));
+  const YAML::Node l = n["layout"];
+  if (!l) return rd.Error(n, p + ".layout", "missing (e.g. {tp: 1, dp: 32, ep: 32, nodes: 4})");
+  const std::string lp = p + ".layout";
+  MYRIAD_RETURN_IF_ERROR(rd.Map(l, lp, {"tp", "dp", "ep", "nodes", "redundant_experts"}));
+  perf::UnitLayout& lay = pool->layout;
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "tp", lp, &lay.tp));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "dp", lp, &lay.dp));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "ep", lp, &lay.ep));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "redundant_experts", lp, &lay.redundant_experts));
+  lay.nodes = std::max(1, (lay.tp * lay.dp + hw.gpus_per_node - 1) / hw.gpus_per_node);
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "nodes", lp, &lay.nodes));
+  for (const char* k : {"tp", "dp", "ep", "nodes"}) {
+    const int v = std::string(k) == "tp" ? lay.tp : std::string(k) == "dp" ? lay.dp
+                : std::string(k) == "ep" ? lay.ep : lay.nodes;
+    MYRIAD_RETURN_IF_ERROR(rd.Check(l, k, lp, v >= 1, "must be at least 1", v));
+  }
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "redundant_experts", lp, lay.redundant_experts >= 0, "must not be negative",
+                                  lay.redundant_experts));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "nodes", lp, lay.nodes <= hw.nodes,
+                                  fmt::format("a unit cannot span more than the cluster's {} nodes", hw.nodes),
+                                  lay.nodes));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "dp", lp, lay.gpus() <= lay.nodes * hw.gpus_per_node,
+                                  fmt::format("tp*dp = {} GPUs do not fit on {} node(s) of {}", lay.gpus(),
+                                              lay.nodes, hw.gpus_per_node),
+                                  lay.dp));
+  return absl::OkStatus();
+}
+
+absl::Status ParseLength(const Reader& rd, const YAML::Node& n, const std::string& p, LengthDist* d) {
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"mean", "cv", "min", "max"}));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "mean", p, &d->mean));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "cv", p, &d->cv));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "min", p, &d->min));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max", p, &d->max));
+  return absl::OkStatus();
+}
+
+absl::Status ParseWorkload(const Reader& rd, const YAML::Node& n, const std::string& source_dir,
+                           WorkloadConfig* w) {
+  const std::string p = "workload";
+  if (!n.IsMap()) return rd.Error(n, p, "expected a mapping");
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "type", p, &w->type));
+  if (w->type == "synthetic") {
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"type", "rate", "arrival", "burst_cv", "diurnal", "input", "output",
+                                         "system_prompts", "sessions", "tenants"}));
+    SyntheticOptions& o = w->synthetic;
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "rate", p, &o.rate));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "arrival", p, &o.arrival));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "burst_cv", p, &o.burst_cv));
+    if (const YAML::Node d = n["diurnal"]) {
+      const std::string dp = p + ".diurnal";
+      MYRIAD_RETURN_IF_ERROR(rd.Map(d, dp, {"amplitude", "period", "phase"}));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "amplitude", dp, &o.diurnal_amplitude));
+      MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "period", dp, &o.diurnal_period));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "phase", dp, &o.diurnal_phase));
+    }
+    if (const YAML::Node d = n["input"]) MYRIAD_RETURN_IF_ERROR(ParseLength(rd, d, p + ".input", &o.input));
+    if (const YAML::Node d = n["output"]) MYRIAD_RETURN_IF_ERROR(ParseLength(rd, d, p + ".output", &o.output));
+    if (const YAML::Node d = n["system_prompts"]) {
+      const std::string dp = p + ".system_prompts";
+      MYRIAD_RETURN_IF_ERROR(rd.Map(d, dp, {"count", "zipf", "tokens", "fraction"}));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "count", dp, &o.system_prompts));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "zipf", dp, &o.system_prompt_zipf));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "tokens", dp, &o.system_prompt_tokens));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "fraction", dp, &o.system_prompt_fraction));
+    }
+    if (const YAML::Node d = n["sessions"]) {
+      const std::string dp = p + ".sessions";
+      MYRIAD_RETURN_IF_ERROR(rd.Map(d, dp, {"fraction", "turns_mean", "think_time", "turn_tokens"}));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "fraction", dp, &o.session_fraction));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "turns_mean", dp, &o.turns_mean));
+      MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "think_time", dp, &o.think_time_mean));
+      if (const YAML::Node t = d["turn_tokens"]) {
+        MYRIAD_RETURN_IF_ERROR(ParseLength(rd, t, dp + ".turn_tokens", &o.turn_tokens));
+      }
+    }
+    if (const YAML::Node d = n["tenants"]) {
+      const std::string dp = p + ".tenants";
+      MYRIAD_RETURN_IF_ERROR(rd.Map(d, dp, {"weights"}));
+      const YAML::Node ws = d["weights"];
+      if (!ws || !ws.IsSequence()) return rd.Error(d, dp + ".weights", "expected a list of shares");
+      o.tenant_weights.clear();
+      for (size_t i = 0; i < ws.size(); ++i) {
+        try {
+          o.tenant_weights.push_back(ws[i].as<double>());
+        } catch (const YAML::Exception&) {
+          return rd.Error(ws[i], fmt::format("{}.weights[{}]", dp, i), "expected a number");
+        }
+      }
+      o.tenants = static_cast<int>(o.tenant_weights.size());
+    }
+    return absl::OkStatus();
+  }
+  if (w->type == "mooncake" || w->type == "azure") {
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"type", "path", "rate_scale", "replicas", "loop"}));
+    if (!n["path"]) return rd.Error(n, p + ".path", "missing: the trace file to replay");
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "path", p, &w->trace_path));
+    std::filesystem::path path(w->trace_path);
+    if (path.is_relative() && !source_dir.empty()) w->trace_path = (std::filesystem::path(source_dir) / path).string();
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "rate_scale", p, &w->replay.rate_scale));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "replicas", p, &w->replay.replicas));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "loop", p, &w->replay.loop));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "rate_scale", p, w->replay.rate_scale > 0, "must be positive",
+                                    w->replay.rate_scale));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "replicas", p, w->replay.replicas >= 1, "must be at least 1",
+                                    w->replay.replicas));
+    return absl::OkStatus();
+  }
+  return rd.Error(n["type"] ? n["type"] : n, p + ".type",
+                  fmt::format("'{}' is not synthetic, mooncake or azure", w->type));
+}
+
+absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::string& source_dir, Scenario* s) {
+  MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "duration", "drain", "hardware", "model", "pools",
+                                           "workload", "router", "slo", "gpu_hour_price", "kv_block_tokens"}));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "name", "", &s->name));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "seed", "", &s->seed));
+  MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "duration", "", &s->duration));
+  MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "drain", "", &s->drain));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(root, "duration", "", s->duration > 0, "must be positive", FormatDuration(s->duration)));
+  if (!root["hardware"]) return rd.Error(root, "hardware", "missing");
+  MYRIAD_RETURN_IF_ERROR(ParseHardware(rd, root["hardware"], &s->hardware));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "model", "", &s->model));
+  if (auto m = perf::FindModel(s->model); !m.ok()) {
+    return rd.Error(root["model"] ? root["model"] : root, "model", std::string(m.status().message()));
+  }
+  const YAML::Node pools = root["pools"];
+  if (!pools || !pools.IsSequence() || pools.size() == 0) {
+    return rd.Error(pools ? pools : root, "pools", "expected a non-empty list of pools");
+  }
+  int gpus = 0;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    PoolConfig pool;
+    pool.name = fmt::format("pool{}", i);
+    MYRIAD_RETURN_IF_ERROR(ParsePool(rd, pools[i], fmt::format("pools[{}]", i), s->hardware, &pool));
+    gpus += pool.count * pool.layout.nodes * s->hardware.gpus_per_node;
+    s->pools.push_back(std::move(pool));
+  }
+  int need = 0;
+  for (const auto& pl : s->pools) {
+    need += pl.layout.gpus() >= s->hardware.gpus_per_node || pl.layout.nodes > 1
+                ? pl.count * pl.layout.nodes * s->hardware.gpus_per_node
+                : pl.count * pl.layout.gpus();
+  }
+  (void)gpus;
+  if (need > s->hardware.gpus()) {
+    return rd.Error(pools, "pools",
+                    fmt::format("the units need {} GPUs but the cluster has {} ({} nodes of {})", need,
+                                s->hardware.gpus(), s->hardware.nodes, s->hardware.gpus_per_node));
+  }
+  if (const YAML::Node w = root["workload"]) MYRIAD_RETURN_IF_ERROR(ParseWorkload(rd, w, source_dir, &s->workload));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "router", "", &s->router));
+  if (auto b = policy::MakeLoadBalancer(s->router); !b.ok()) {
+    return rd.Error(root["router"], "router", std::string(b.status().message()));
+  }
+  if (const YAML::Node slo = root["slo"]) {
+    MYRIAD_RETURN_IF_ERROR(rd.Map(slo, "slo", {"ttft", "tpot"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(slo, "ttft", "slo", &s->slo.ttft));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(slo, "tpot", "slo", &s->slo.tpot));
+  }
+  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "gpu_hour_price", "", &s->gpu_hour_price));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(root, "gpu_hour_price", "", s->gpu_hour_price >= 0, "must not be negative",
+                                  s->gpu_hour_price));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "kv_block_tokens", "", &s->kv_block_tokens));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(root, "kv_block_tokens", "", s->kv_block_tokens >= 1 && 512 % s->kv_block_tokens == 0,
+                                  "must divide 512 (the Mooncake trace's block)", s->kv_block_tokens));
+  s->workload.synthetic.block_tokens = s->kv_block_tokens;
+  s->workload.synthetic.duration = s->duration;
+  s->workload.synthetic.seed = s->seed;
+  s->workload.replay.block_tokens = s->kv_block_tokens;
+  s->workload.replay.duration = s->duration;
+  s->workload.replay.seed = s->seed;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Scenario> Parse(std::string_view yaml, const std::string& source_name,
+                               const std::string& source_dir) {
+  Reader rd(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}: YAML syntax: {}", source_name, e.mark.line + 1, e.msg));
+  }
+  if (!root || !root.IsMap()) return absl::InvalidArgumentError(fmt::format("{}: expected a YAML mapping at the top", source_name));
+  Scenario s;
+  try {
+    MYRIAD_RETURN_IF_ERROR(ParseRoot(rd, root, source_dir, &s));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}", source_name, e.mark.line + 1, e.msg));
+  }
+  if (s.name.empty()) s.name = std::filesystem::path(source_name).stem().string();
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, const std::string& source_name) {
+  return Parse(yaml, source_name, "");
+}
+
+absl::StatusOr<Scenario> LoadScenario(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(fmt::format("{}: cannot open scenario file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Parse(ss.str(), path, std::filesystem::path(path).parent_path().string());
+}
+
+absl::Status ScaleScenario(Scenario& s, double factor) {
+  if (!(factor > 0)) return absl::InvalidArgumentError("scale factor must be positive");
+  s.hardware.nodes = static_cast<int>(std::lround(s.hardware.nodes * factor));
+  if (s.hardware.nodes < 1) return absl::InvalidArgumentError("scale leaves the cluster with no nodes");
+  for (auto& p : s.pools) {
+    const int count = static_cast<int>(std::lround(p.count * factor));
+    if (p.count > 0 && count < 1) {
+      return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' with no units", p.name));
+    }
+    p.count = count;
+  }
+  s.workload.synthetic.rate *= factor;
+  s.workload.replay.rate_scale *= factor;
+  return absl::OkStatus();
+}
+
+std::string_view RoleName(Role r) {
+  switch (r) {
+    case Role::kPrefill: return "prefill";
+    case Role::kDecode: return "decode";
+    case Role::kColocated: return "colocated";
+  }
+  return "?";
+}
+
+}  // namespace myriad::sim

@@ -1,0 +1,339 @@
+#include "sim/synthetic_workload.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numbers>
+#include <span>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/block_hash.h"
+#include "core/rng.h"
+
+namespace myriad::sim {
+namespace {
+
+// splitmix64's finalizer: a bijection, so absorbing one word at a time never merges two
+// different inputs that share a prefix.
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A run of tokens with one identity: a system prompt, a user message or a model output.
+struct Segment {
+  uint64_t id;
+  int32_t tokens;
+};
+
+constexpr uint64_t kBlockSeed = 0x5e67a3d1c0ffee11ULL;
+// Ids of messages and outputs start above every system prompt's id.
+constexpr uint64_t kFirstDynamicSegment = uint64_t{1} << 48;
+
+// Keys the full blocks of a prompt made of `segments`. A block's content id absorbs every
+// (segment, offset, length) piece it covers, so equal segment sequences give equal keys and a
+// block straddling a shared and a unique segment is unique, as in an engine.
+void KeyBlocks(std::span<const Segment> segments, int block_tokens, int32_t total_tokens,
+               std::vector<BlockKey>& out) {
+  out.reserve(static_cast<size_t>(total_tokens / block_tokens));
+  BlockKey parent = kRootBlockKey;
+  uint64_t content = kBlockSeed;
+  int fill = 0;
+  for (const Segment& seg : segments) {
+    int32_t offset = 0;
+    while (offset < seg.tokens) {
+      const int32_t take = std::min(block_tokens - fill, seg.tokens - offset);
+      content = Mix(content + seg.id);
+      content = Mix(content + ((static_cast<uint64_t>(offset) << 32) | static_cast<uint32_t>(take)));
+      offset += take;
+      fill += take;
+      if (fill == block_tokens) {
+        parent = HashContentBlock(parent, content);
+        out.push_back(parent);
+        content = kBlockSeed;
+        fill = 0;
+      }
+    }
+  }
+}
+
+class LengthSampler {
+ public:
+  explicit LengthSampler(const LengthDist& d) : dist_(d) {
+    // Lognormal moments: cv^2 = exp(sigma^2) - 1, mean = exp(mu + sigma^2 / 2).
+    sigma_ = std::sqrt(std::log1p(d.cv * d.cv));
+    mu_ = std::log(d.mean) - sigma_ * sigma_ / 2;
+  }
+  int32_t Draw(Rng& rng) const {
+    const double x = sigma_ > 0 ? rng.LogNormal(mu_, sigma_) : dist_.mean;
+    return static_cast<int32_t>(
+        std::clamp<double>(std::round(x), dist_.min, static_cast<double>(dist_.max)));
+  }
+
+ private:
+  LengthDist dist_;
+  double mu_ = 0;
+  double sigma_ = 0;
+};
+
+absl::Status CheckLength(const LengthDist& d, std::string_view name) {
+  auto bad = [&](std::string_view field, std::string_view what) {
+    return absl::InvalidArgumentError(fmt::format("{}.{} {}", name, field, what));
+  };
+  if (!(d.mean > 0) || !std::isfinite(d.mean)) return bad("mean", "must be > 0");
+  if (!(d.cv >= 0) || !std::isfinite(d.cv)) return bad("cv", "must be >= 0");
+  if (d.min < 1) return bad("min", "must be >= 1");
+  if (d.max < d.min) return bad("max", "must be >= min");
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const SyntheticOptions& o) {
+  auto bad = [](std::string msg) { return absl::InvalidArgumentError(std::move(msg)); };
+  auto in01 = [](double x) { return x >= 0 && x <= 1; };
+  if (!(o.rate > 0) || !std::isfinite(o.rate)) return bad("rate must be > 0");
+  if (o.arrival != "poisson" && o.arrival != "gamma") {
+    return bad(fmt::format("arrival must be poisson or gamma, got '{}'", o.arrival));
+  }
+  if (o.arrival == "gamma" && (!(o.burst_cv > 0) || !std::isfinite(o.burst_cv))) {
+    return bad("burst_cv must be > 0");
+  }
+  if (!in01(o.diurnal_amplitude)) return bad("diurnal_amplitude must be in [0, 1]");
+  if (o.diurnal_amplitude > 0 && o.diurnal_period <= 0) return bad("diurnal_period must be > 0");
+  if (!std::isfinite(o.diurnal_phase)) return bad("diurnal_phase must be finite");
+  for (auto [dist, name] : {std::pair{&o.input, "input"}, std::pair{&o.output, "output"},
+                            std::pair{&o.turn_tokens, "turn_tokens"}}) {
+    if (absl::Status s = CheckLength(*dist, name); !s.ok()) return s;
+  }
+  if (!in01(o.system_prompt_fraction)) return bad("system_prompt_fraction must be in [0, 1]");
+  if (o.system_prompts < 0) return bad("system_prompts must be >= 0");
+  if (o.system_prompt_fraction > 0 && o.system_prompts < 1) {
+    return bad("system_prompts must be >= 1 when system_prompt_fraction > 0");
+  }
+  if (!(o.system_prompt_zipf >= 0) || !std::isfinite(o.system_prompt_zipf)) {
+    return bad("system_prompt_zipf must be >= 0");
+  }
+  if (o.system_prompt_fraction > 0 && o.system_prompt_tokens < 1) {
+    return bad("system_prompt_tokens must be >= 1");
+  }
+  if (!in01(o.session_fraction)) return bad("session_fraction must be in [0, 1]");
+  if (!(o.turns_mean >= 1) || !std::isfinite(o.turns_mean)) return bad("turns_mean must be >= 1");
+  if (o.session_fraction > 0 && o.think_time_mean <= 0) return bad("think_time_mean must be > 0");
+  if (o.block_tokens < 1) return bad("block_tokens must be >= 1");
+  if (o.duration < 0) return bad("duration must be >= 0");
+  if (o.tenants < 1) return bad("tenants must be >= 1");
+  if (!o.tenant_weights.empty()) {
+    if (o.tenant_weights.size() != static_cast<size_t>(o.tenants)) {
+      return bad(fmt::format("tenant_weights must have {} entries (one per tenant), got {}",
+                             o.tenants, o.tenant_weights.size()));
+    }
+    double sum = 0;
+    for (double w : o.tenant_weights) {
+      if (!(w >= 0) || !std::isfinite(w)) return bad("tenant_weights must be >= 0");
+      sum += w;
+    }
+    if (!(sum > 0)) return bad("tenant_weights must not all be 0");
+  }
+  return absl::OkStatus();
+}
+
+class SyntheticWorkload final : public Workload {
+ public:
+  explicit SyntheticWorkload(SyntheticOptions o)
+      : o_(std::move(o)),
+        // One stream per concern, so changing e.g. the session options does not move the
+        // arrival times or the single requests' lengths.
+        arrival_rng_(Rng(o_.seed).Fork(1)),
+        length_rng_(Rng(o_.seed).Fork(2)),
+        prompt_rng_(Rng(o_.seed).Fork(3)),
+        session_rng_(Rng(o_.seed).Fork(4)),
+        tenant_rng_(Rng(o_.seed).Fork(5)),
+        input_(o_.input),
+        output_(o_.output),
+        turn_(o_.turn_tokens),
+        continue_p_(1.0 - 1.0 / o_.turns_mean),
+        gamma_(o_.arrival == "gamma") {
+    Rng sys_rng = Rng(o_.seed).Fork(6);
+    if (o_.system_prompt_fraction > 0) {
+      // Leave room for at least input.min tokens of user message under input.max.
+      const double cap = std::max(1, o_.input.max - o_.input.min);
+      system_lengths_.resize(static_cast<size_t>(o_.tenants) * o_.system_prompts);
+      for (int32_t& len : system_lengths_) {
+        len = static_cast<int32_t>(std::clamp(
+            std::round(sys_rng.Uniform(0.5, 1.5) * o_.system_prompt_tokens), 1.0, cap));
+      }
+    }
+    if (!o_.tenant_weights.empty()) {
+      double sum = 0;
+      for (double w : o_.tenant_weights) tenant_cdf_.push_back(sum += w);
+      for (double& c : tenant_cdf_) c /= sum;
+    }
+    if (o_.diurnal_amplitude > 0) {
+      const double period_s = NanosToSeconds(o_.diurnal_period);
+      omega_ = 2 * std::numbers::pi / period_s;
+      theta0_ = 2 * std::numbers::pi * o_.diurnal_phase;
+      swing_ = o_.diurnal_amplitude / omega_;
+    }
+    AdvanceFresh();
+  }
+
+  std::optional<Request> Next() override {
+    const bool turn_first =
+        !turns_.empty() && (fresh_done_ || turns_.front().arrival <= next_fresh_);
+    if (turn_first) {
+      std::pop_heap(turns_.begin(), turns_.end(), LaterTurn);
+      Turn turn = std::move(turns_.back());
+      turns_.pop_back();
+      Request req = Emit(turn.arrival, turn.tenant, turn.input_tokens, turn.output_tokens,
+                         turn.segments);
+      ScheduleNextTurn(std::move(turn.segments), req);
+      return req;
+    }
+    if (fresh_done_) return std::nullopt;
+    const Nanos at = next_fresh_;
+    AdvanceFresh();
+    return Fresh(at);
+  }
+
+ private:
+  // A follow-up turn of a session, waiting for its arrival.
+  struct Turn {
+    Nanos arrival;
+    uint64_t seq;  // ties at one instant resolve in scheduling order
+    uint32_t tenant;
+    int32_t input_tokens;
+    int32_t output_tokens;
+    std::vector<Segment> segments;
+  };
+  static bool LaterTurn(const Turn& a, const Turn& b) {
+    return a.arrival != b.arrival ? a.arrival > b.arrival : a.seq > b.seq;
+  }
+
+  // The intensity's integral: Lambda(t) = t + (a/omega)(cos(theta0) - cos(omega t + theta0)),
+  // in units of 1/rate. Arrivals of the undisturbed process at u map to Lambda^-1(u).
+  double Lambda(double t) const {
+    return t + swing_ * (std::cos(theta0_) - std::cos(omega_ * t + theta0_));
+  }
+
+  // Safeguarded Newton on the monotone Lambda, bracketed by |Lambda(t) - t| <= 2 * swing_.
+  double InvertLambda(double u) const {
+    double lo = std::max(last_fresh_s_, u - 2 * swing_);
+    double hi = u + 2 * swing_;
+    const double tolerance = std::max(1e-10, std::abs(u) * 1e-15);
+    double t = lo;
+    for (int i = 0; i < 100 && hi - lo > tolerance; ++i) {
+      const double f = Lambda(t) - u;
+      if (std::abs(f) <= tolerance) break;
+      (f < 0 ? lo : hi) = t;
+      const double slope = 1 + o_.diurnal_amplitude * std::sin(omega_ * t + theta0_);
+      double next = slope > 1e-12 ? t - f / slope : lo;
+      if (!(next > lo && next < hi)) next = (lo + hi) / 2;
+      t = next;
+    }
+    return t;
+  }
+
+  void AdvanceFresh() {
+    const double gap = gamma_
+                           ? arrival_rng_.Gamma(1 / (o_.burst_cv * o_.burst_cv),
+                                                o_.burst_cv * o_.burst_cv / o_.rate)
+                           : arrival_rng_.Exponential(o_.rate);
+    fresh_clock_s_ += gap;
+    const double t = std::max(last_fresh_s_, swing_ > 0 ? InvertLambda(fresh_clock_s_)
+                                                         : fresh_clock_s_);
+    last_fresh_s_ = t;
+    next_fresh_ = SecondsToNanos(t);
+    if (o_.duration > 0 && next_fresh_ >= o_.duration) fresh_done_ = true;
+  }
+
+  uint32_t PickTenant() {
+    if (o_.tenants == 1) return 0;
+    const double u = tenant_rng_.Uniform();
+    if (tenant_cdf_.empty()) return static_cast<uint32_t>(u * o_.tenants);
+    auto it = std::upper_bound(tenant_cdf_.begin(), tenant_cdf_.end(), u);
+    return static_cast<uint32_t>(std::min<size_t>(it - tenant_cdf_.begin(), o_.tenants - 1));
+  }
+
+  Request Fresh(Nanos at) {
+    const uint32_t tenant = PickTenant();
+    int32_t total = input_.Draw(length_rng_);
+    const int32_t output = output_.Draw(length_rng_);
+    std::array<Segment, 2> segments{};
+    size_t n = 0;
+    if (o_.system_prompt_fraction > 0 && prompt_rng_.Bernoulli(o_.system_prompt_fraction)) {
+      const uint64_t rank = prompt_rng_.Zipf(o_.system_prompts, o_.system_prompt_zipf);
+      const size_t index = static_cast<size_t>(tenant) * o_.system_prompts + rank;
+      const int32_t system_len = system_lengths_[index];
+      total = std::max(total, system_len + o_.input.min);
+      segments[n++] = {1 + index, system_len};
+    }
+    segments[n] = {next_segment_++, total - (n ? segments[0].tokens : 0)};
+    ++n;
+    const std::span<const Segment> prompt(segments.data(), n);
+    Request req = Emit(at, tenant, total, output, prompt);
+    if (o_.session_fraction > 0 && session_rng_.Bernoulli(o_.session_fraction)) {
+      ScheduleNextTurn(std::vector<Segment>(prompt.begin(), prompt.end()), req);
+    }
+    return req;
+  }
+
+  Request Emit(Nanos at, uint32_t tenant, int32_t input, int32_t output,
+               std::span<const Segment> segments) {
+    Request req;
+    req.id = next_id_++;
+    req.arrival = at;
+    req.input_tokens = input;
+    req.output_tokens = output;
+    req.tenant = tenant;
+    KeyBlocks(segments, o_.block_tokens, input, req.blocks);
+    return req;
+  }
+
+  // Decides whether the session that just emitted `prev` goes on, and if so queues its next
+  // turn: the previous prompt, its output and a new user message.
+  void ScheduleNextTurn(std::vector<Segment> segments, const Request& prev) {
+    if (!session_rng_.Bernoulli(continue_p_)) return;
+    const double think_s = session_rng_.Exponential(1.0 / NanosToSeconds(o_.think_time_mean));
+    const Nanos at = prev.arrival + SecondsToNanos(think_s);
+    const int32_t message = turn_.Draw(session_rng_);
+    const int32_t output = output_.Draw(session_rng_);
+    if (o_.duration > 0 && at >= o_.duration) return;
+    const int64_t input = int64_t{prev.input_tokens} + prev.output_tokens + message;
+    if (input > o_.input.max) return;  // the context window is full: the user starts over
+    segments.push_back({next_segment_++, prev.output_tokens});
+    segments.push_back({next_segment_++, message});
+    turns_.push_back(Turn{at, next_turn_seq_++, prev.tenant, static_cast<int32_t>(input), output,
+                          std::move(segments)});
+    std::push_heap(turns_.begin(), turns_.end(), LaterTurn);
+  }
+
+  const SyntheticOptions o_;
+  Rng arrival_rng_, length_rng_, prompt_rng_, session_rng_, tenant_rng_;
+  const LengthSampler input_, output_, turn_;
+  const double continue_p_;
+  const bool gamma_;
+  std::vector<int32_t> system_lengths_;  // [tenant * system_prompts + rank]
+  std::vector<double> tenant_cdf_;
+  double omega_ = 0, theta0_ = 0, swing_ = 0;  // diurnal curve; swing_ = 0 when flat
+  double fresh_clock_s_ = 0;  // the undisturbed arrival process's clock
+  double last_fresh_s_ = 0;
+  Nanos next_fresh_ = 0;
+  bool fresh_done_ = false;
+  std::vector<Turn> turns_;  // min-heap by (arrival, seq)
+  uint64_t next_turn_seq_ = 0;
+  uint64_t next_segment_ = kFirstDynamicSegment;
+  uint64_t next_id_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Workload>> MakeSyntheticWorkload(SyntheticOptions options) {
+  if (absl::Status s = Validate(options); !s.ok()) return s;
+  return std::make_unique<SyntheticWorkload>(std::move(options));
+}
+
+}  // namespace myriad::sim

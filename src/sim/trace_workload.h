@@ -1,0 +1,66 @@
+#pragma once
+// Replay of recorded request traces: Mooncake's JSONL (arrival, lengths and 512-token prefix
+// block ids) and Azure's LLM inference CSV (arrival and lengths only). Parsing and replay are
+// separate so a trace is read once and replayed under many options.
+#include <cstdint>
+#include <istream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/time.h"
+#include "sim/workload.h"
+
+namespace myriad::sim {
+
+// Both trace formats name prefix content in blocks of this many tokens.
+inline constexpr int kTraceBlockTokens = 512;
+
+struct TraceRecord {
+  Nanos offset = 0;  // since the trace's first request
+  int32_t input_tokens = 0;
+  int32_t output_tokens = 0;
+  // One id per 512-token block of the prompt (the last may be partial); equal ids at equal
+  // positions mean shared content. Empty when the trace has no prefix information (Azure):
+  // such a request shares nothing with any other.
+  std::vector<uint64_t> content_ids;
+};
+
+// Mooncake JSONL: one {"timestamp": ms, "input_length", "output_length", "hash_ids": [...]}
+// object per line, blank lines skipped. Errors are InvalidArgument "source:line: field: what".
+absl::StatusOr<std::vector<TraceRecord>> ParseMooncakeTrace(std::istream& in,
+                                                            std::string_view source_name);
+
+// Azure CSV with a header naming TIMESTAMP, ContextTokens and GeneratedTokens (any order,
+// CRLF tolerated); TIMESTAMP is "YYYY-MM-DD HH:MM:SS[.fraction]". Errors name line and column.
+absl::StatusOr<std::vector<TraceRecord>> ParseAzureTrace(std::istream& in,
+                                                         std::string_view source_name);
+
+// Opens `path` and parses it as `format`: "mooncake" or "azure".
+absl::StatusOr<std::vector<TraceRecord>> LoadTraceFile(const std::string& path,
+                                                       std::string_view format);
+
+struct TraceReplayOptions {
+  // Arrivals are sped up by this factor (2 = twice the request rate, half the span).
+  double rate_scale = 1.0;
+  // Copies of the trace with disjoint prefixes, interleaved in time. Copy k > 0 is shifted by a
+  // seeded jitter in [0, mean inter-arrival gap) so the copies don't arrive in lockstep.
+  int replicas = 1;
+  // Repeat the trace back to back, each pass with a fresh prefix space (so a pass cannot hit
+  // the previous pass's cache). Needs a positive `duration`, or the stream would never end.
+  bool loop = false;
+  // The simulator's KV block size; must divide 512 so trace blocks map onto whole sim blocks.
+  int block_tokens = 512;
+  // No arrivals at or after this simulated time; 0 = until the end of the trace.
+  Nanos duration = 0;
+  uint64_t seed = 1;
+};
+
+// Requests in non-decreasing arrival order, ids 0, 1, 2... Only the prompt's full blocks are
+// keyed (input_tokens / block_tokens of them), and never more than the content ids cover.
+absl::StatusOr<std::unique_ptr<Workload>> MakeTraceWorkload(std::vector<TraceRecord> records,
+                                                            TraceReplayOptions options);
+
+}  // namespace myriad::sim

@@ -1,0 +1,244 @@
+#include "sim/unit.h"
+
+#include <algorithm>
+
+namespace myriad::sim {
+
+Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, RequestTable& table,
+           UnitHost& host)
+    : cfg_(cfg), model_(model), events_(events), table_(table), host_(host) {
+  kv_capacity_ = model.KvCapacityTokens();
+  max_running_ = int64_t{cfg.max_seqs_per_rank} * model.layout().dp;
+  step_budget_ = int64_t{cfg.max_batch_tokens_per_rank} * model.layout().dp;
+}
+
+size_t Unit::CacheCapacityBlocks() const {
+  int64_t free_tokens = kv_capacity_ - kv_used_;
+  return free_tokens > 0 ? static_cast<size_t>(free_tokens / cfg_.block_tokens) : 0;
+}
+
+void Unit::EnqueuePrefill(uint32_t slot) {
+  PushPrefill(slot);
+  Kick();
+}
+
+void Unit::PushPrefill(uint32_t slot) {
+  ReqState& r = table_[slot];
+  PrefillItem item{slot, r.epoch, r.req.input_tokens + r.generated, 0, false};
+  queued_prefill_tokens_ += item.target;
+  // A preempted sequence goes first, it already waited its turn once; never while a step is
+  // in flight, whose chunks belong to the leading items.
+  if (r.preemptions > 0 && !busy_) prefill_.push_front(item);
+  else prefill_.push_back(item);
+}
+
+void Unit::EnqueueDecode(uint32_t slot) {
+  table_[slot].kv_held = false;
+  decode_wait_.push_back(slot);
+  Kick();
+}
+
+void Unit::ReleaseKv(int64_t tokens) {
+  kv_used_ -= tokens;
+  Kick();
+}
+
+policy::UnitLoad Unit::Load() const {
+  policy::UnitLoad l;
+  l.queued_prefill_tokens = queued_prefill_tokens_;
+  l.running = static_cast<int32_t>(running_);
+  l.waiting = static_cast<int32_t>(prefill_.size() + decode_wait_.size());
+  l.kv_usage = kv_capacity_ > 0 ? static_cast<double>(kv_used_) / static_cast<double>(kv_capacity_) : 1.0;
+  return l;
+}
+
+bool Unit::AdmitPrefill(PrefillItem& item) {
+  if (item.admitted) return true;
+  if (kv_used_ + item.target > kv_capacity_) return false;
+  ReqState& r = table_[item.slot];
+  const size_t hit_blocks = cache_.MatchAndTouch(r.req.blocks);
+  // At least one token is always computed: the engine needs the last position's logits.
+  const int32_t cached = std::min<int32_t>(static_cast<int32_t>(hit_blocks) * cfg_.block_tokens, item.target - 1);
+  item.done = std::max(cached, 0);
+  item.admitted = true;
+  queued_prefill_tokens_ -= item.done;
+  kv_used_ += item.target;
+  r.kv_reserved = item.target;
+  cache_.Shrink(CacheCapacityBlocks());
+  if (r.cached_tokens < 0) {
+    r.cached_tokens = item.done;
+    stats_.cached_tokens += item.done;
+  }
+  r.prefill_unit = cfg_.id;
+  return true;
+}
+
+void Unit::AdmitDecodes() {
+  while (!decode_wait_.empty() && running_ < max_running_) {
+    uint32_t slot = decode_wait_.front();
+    ReqState& r = table_[slot];
+    if (!r.kv_held) {
+      const int32_t need = r.req.input_tokens + r.generated;
+      // Keep room for one step of growth of the batch, plus vLLM's 1% watermark.
+      if (kv_used_ + need + running_ + kv_capacity_ / 100 > kv_capacity_) break;
+      kv_used_ += need;
+      r.kv_reserved = need;
+      r.kv_held = true;
+    }
+    decode_wait_.pop_front();
+    JoinDecode(slot);
+  }
+  cache_.Shrink(CacheCapacityBlocks());
+}
+
+void Unit::JoinDecode(uint32_t slot) {
+  ReqState& r = table_[slot];
+  r.decode_unit = cfg_.id;
+  const int32_t remaining = r.req.output_tokens - r.generated;
+  if (remaining <= 0) {
+    r.kv_held = true;
+    FinishSeq(slot);
+    return;
+  }
+  r.decoding = true;
+  r.join_step = step_;
+  r.gen_at_join = r.generated;
+  ++running_;
+  running_context_ += r.kv_reserved;
+  finishes_.push({step_ + remaining, slot, r.epoch});
+  admission_order_.emplace_back(slot, r.epoch);
+  if (r.first_token < 0) awaiting_first_.emplace_back(slot, r.epoch);
+}
+
+void Unit::FinishSeq(uint32_t slot) {
+  ReqState& r = table_[slot];
+  const int64_t held = KvHeld(r);
+  if (r.decoding) {
+    --running_;
+    running_context_ -= held;
+    r.decoding = false;
+  }
+  r.generated = r.req.output_tokens;
+  kv_used_ -= held;
+  r.kv_held = false;
+  host_.OnRequestDone(cfg_.id, slot);
+}
+
+void Unit::Preempt(uint32_t slot) {
+  ReqState& r = table_[slot];
+  const int64_t held = KvHeld(r);
+  r.generated = r.gen_at_join + static_cast<int32_t>(step_ - r.join_step);
+  r.decoding = false;
+  r.kv_held = false;
+  ++r.epoch;
+  ++r.preemptions;
+  --running_;
+  running_context_ -= held;
+  kv_used_ -= held;
+  ++stats_.preemptions;
+  // vLLM's recompute preemption: the KV is dropped and rebuilt by a prefill later.
+  PushPrefill(slot);
+}
+
+void Unit::EnsureGrowthRoom() {
+  // Every running sequence adds one token of KV this step.
+  while (running_ > 0 && kv_used_ + running_ > kv_capacity_ && !admission_order_.empty()) {
+    auto [slot, epoch] = admission_order_.back();
+    admission_order_.pop_back();
+    const ReqState& r = table_[slot];
+    if (r.epoch == epoch && r.decoding && r.decode_unit == cfg_.id) Preempt(slot);
+  }
+}
+
+void Unit::Kick() {
+  if (busy_) return;
+  AdmitDecodes();
+  EnsureGrowthRoom();
+  // Lazy deletions accumulate in the LIFO list; compact it now and then.
+  if (admission_order_.size() > 2 * static_cast<size_t>(running_) + 1024) {
+    std::erase_if(admission_order_, [this](const std::pair<uint32_t, uint32_t>& e) {
+      const ReqState& r = table_[e.first];
+      return !(r.epoch == e.second && r.decoding && r.decode_unit == cfg_.id);
+    });
+  }
+
+  perf::BatchShape batch;
+  batch.decode_seqs = running_;
+  batch.decode_context = running_context_;
+  int64_t budget = std::max<int64_t>(step_budget_ - running_, 0);
+  chunks_.clear();
+  for (auto& item : prefill_) {
+    if (budget <= 0) break;
+    if (!AdmitPrefill(item)) break;  // head-of-line: KV is handed out in arrival order
+    const int32_t chunk = static_cast<int32_t>(std::min<int64_t>(item.target - item.done, budget));
+    chunks_.push_back(chunk);
+    budget -= chunk;
+    const double a = item.done, b = item.done + chunk;
+    batch.prefill_tokens += chunk;
+    batch.prefill_attended += (b * (b + 1) - a * (a + 1)) / 2;
+    ++batch.prefill_seqs;
+  }
+  if (batch.decode_seqs == 0 && batch.prefill_tokens == 0) return;
+  busy_ = true;
+  step_decode_seqs_ = running_;
+  const Nanos duration = std::max<Nanos>(model_.StepTime(batch), 1);
+  events_.After(duration, [this, duration] { OnStepDone(duration); });
+}
+
+void Unit::OnStepDone(Nanos duration) {
+  busy_ = false;
+  stats_.busy += duration;
+  ++stats_.steps;
+  const Nanos now = events_.now();
+
+  if (step_decode_seqs_ > 0) {
+    ++step_;
+    stats_.decode_tokens += running_;
+    stats_.batch_seq_sum += static_cast<double>(running_);
+    running_context_ += running_;
+    kv_used_ += running_;
+    for (auto [slot, epoch] : awaiting_first_) {
+      ReqState& r = table_[slot];
+      if (r.epoch == epoch && r.first_token < 0) r.first_token = now;
+    }
+    awaiting_first_.clear();
+    while (!finishes_.empty() && finishes_.top().step <= step_) {
+      Finish f = finishes_.top();
+      finishes_.pop();
+      const ReqState& r = table_[f.slot];
+      if (r.epoch != f.epoch || !r.decoding || r.decode_unit != cfg_.id) continue;
+      FinishSeq(f.slot);
+    }
+  }
+
+  // Chunks went to the leading items in order, so completed items form a prefix.
+  for (int32_t chunk : chunks_) {
+    PrefillItem& item = prefill_.front();
+    item.done += chunk;
+    queued_prefill_tokens_ -= chunk;
+    ReqState& r = table_[item.slot];
+    if (r.generated > 0) stats_.recompute_tokens += chunk;
+    else stats_.prefill_tokens += chunk;
+    if (item.done < item.target) break;
+    const uint32_t slot = item.slot;
+    prefill_.pop_front();
+    cache_.Insert(r.req.blocks, CacheCapacityBlocks());
+    r.kv_held = true;
+    if (cfg_.role == Role::kPrefill) {
+      host_.OnPrefillDone(cfg_.id, slot);
+      continue;
+    }
+    if (r.first_token < 0) {
+      // Colocated: the prefill step's logits give the first token.
+      r.first_token = now;
+      r.generated = 1;
+      ++stats_.decode_tokens;
+    }
+    if (running_ < max_running_) JoinDecode(slot);
+    else decode_wait_.push_front(slot);
+  }
+  chunks_.clear();
+  Kick();
+}
+
+}  // namespace myriad::sim

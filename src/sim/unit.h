@@ -1,0 +1,135 @@
+#pragma once
+// A serving unit modelled as an engine: continuous batching of decode sequences, chunked
+// prefill under a per-step token budget, KV capacity from the HBM left after weights, a prefix
+// cache over token-block keys, LIFO preemption with recompute when KV runs out, and a cap on
+// running sequences. Step times come from perf::StepModel.
+#include <cstdint>
+#include <deque>
+#include <queue>
+#include <vector>
+
+#include "perf/step_model.h"
+#include "policy/load_balancer.h"
+#include "sim/event_queue.h"
+#include "sim/prefix_cache.h"
+#include "sim/request_table.h"
+
+namespace myriad::sim {
+
+enum class Role { kPrefill, kDecode, kColocated };
+
+struct UnitConfig {
+  int id = 0;
+  int pool = 0;
+  Role role = Role::kColocated;
+  int max_batch_tokens_per_rank = 8192;  // chunked-prefill budget per DP rank per step
+  int max_seqs_per_rank = 128;           // running decode sequences per DP rank
+  int block_tokens = 256;                // KV block size of the prefix cache
+};
+
+// What a unit tells the cluster around it.
+class UnitHost {
+ public:
+  virtual ~UnitHost() = default;
+  // A prefill-role unit finished a prompt; its KV stays reserved until ReleaseKv.
+  virtual void OnPrefillDone(int unit, uint32_t slot) = 0;
+  // The request produced its last token.
+  virtual void OnRequestDone(int unit, uint32_t slot) = 0;
+};
+
+struct UnitStats {
+  Nanos busy = 0;
+  uint64_t steps = 0;
+  int64_t prefill_tokens = 0;    // tokens computed in prefill (first time)
+  int64_t recompute_tokens = 0;  // tokens computed again after preemption
+  int64_t cached_tokens = 0;     // prompt tokens served from the prefix cache
+  int64_t decode_tokens = 0;
+  int64_t preemptions = 0;
+  double batch_seq_sum = 0;      // sum over steps of decode batch size
+};
+
+class Unit {
+ public:
+  Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, RequestTable& table,
+       UnitHost& host);
+
+  // Compute the request's KV here (its prompt, plus generated tokens after a preemption).
+  void EnqueuePrefill(uint32_t slot);
+  // The request's KV has arrived from a prefill unit; decode it here.
+  void EnqueueDecode(uint32_t slot);
+  // A handed-off request's KV has left this unit.
+  void ReleaseKv(int64_t tokens);
+
+  policy::UnitLoad Load() const;
+  int64_t kv_capacity() const { return kv_capacity_; }
+  int64_t kv_used() const { return kv_used_; }
+  bool idle() const { return !busy_ && prefill_.empty() && decode_wait_.empty() && running_ == 0; }
+  const UnitConfig& config() const { return cfg_; }
+  const UnitStats& stats() const { return stats_; }
+  const perf::StepModel& model() const { return model_; }
+  size_t cached_blocks() const { return cache_.size(); }
+  // Output tokens the request has produced so far, counting decode steps on this unit.
+  int32_t Generated(const ReqState& r) const {
+    return r.decoding ? r.gen_at_join + static_cast<int32_t>(step_ - r.join_step) : r.generated;
+  }
+
+ private:
+  struct PrefillItem {
+    uint32_t slot;
+    uint32_t epoch;
+    int32_t target = 0;  // context tokens whose KV must exist when done
+    int32_t done = 0;
+    bool admitted = false;
+  };
+  struct Finish {
+    int64_t step;
+    uint32_t slot;
+    uint32_t epoch;
+    bool operator>(const Finish& o) const { return step != o.step ? step > o.step : slot > o.slot; }
+  };
+
+  void Kick();
+  void OnStepDone(Nanos duration);
+  bool AdmitPrefill(PrefillItem& item);
+  void AdmitDecodes();
+  void EnsureGrowthRoom();
+  void Preempt(uint32_t slot);
+  void JoinDecode(uint32_t slot);
+  void FinishSeq(uint32_t slot);
+  void PushPrefill(uint32_t slot);
+  // KV tokens the request holds now: what was reserved plus one per decode step since.
+  int64_t KvHeld(const ReqState& r) const {
+    return r.kv_reserved + (r.decoding ? step_ - r.join_step : 0);
+  }
+  size_t CacheCapacityBlocks() const;
+
+  UnitConfig cfg_;
+  const perf::StepModel& model_;
+  EventQueue& events_;
+  RequestTable& table_;
+  UnitHost& host_;
+  int64_t kv_capacity_;
+  int64_t max_running_;
+  int64_t step_budget_;
+
+  bool busy_ = false;
+  int64_t kv_used_ = 0;
+  PrefixCache cache_;
+
+  std::deque<PrefillItem> prefill_;
+  int64_t queued_prefill_tokens_ = 0;
+  std::vector<int32_t> chunks_;  // this step's chunk per leading prefill item
+
+  std::deque<uint32_t> decode_wait_;
+  int64_t step_ = 0;
+  int64_t running_ = 0;
+  int64_t running_context_ = 0;
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
+  std::vector<std::pair<uint32_t, uint32_t>> admission_order_;  // (slot, epoch), LIFO victims
+  std::vector<std::pair<uint32_t, uint32_t>> awaiting_first_;   // joined with no token yet
+  int64_t step_decode_seqs_ = 0;
+
+  UnitStats stats_;
+};
+
+}  // namespace myriad::sim
