@@ -49,7 +49,7 @@ void KeyBlocks(std::span<const Segment> segments, int block_tokens, int32_t tota
     while (offset < seg.tokens) {
       const int32_t take = std::min(block_tokens - fill, seg.tokens - offset);
       content = Mix(content + seg.id);
-      content = Mix(content + ((static_cast<uint64_t>(offset) << 32) | static_cast<uint32_t>(take)));
+      content = Mix(content + (static_cast<uint64_t>(offset) << 32 | static_cast<uint32_t>(take)));
       offset += take;
       fill += take;
       if (fill == block_tokens) {

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <optional>
 #include <utility>
 
@@ -319,7 +318,9 @@ absl::StatusOr<std::vector<TraceRecord>> ParseAzureTrace(std::istream& in,
       return LineError(source_name, line_no, "row",
                        fmt::format("expected {} columns, got {}", header.size(), cells.size()));
     }
-    auto column_name = [&](int c) { return fmt::format("column {} ({})", col[c] + 1, kColumns[c]); };
+    auto column_name = [&](int c) {
+      return fmt::format("column {} ({})", col[c] + 1, kColumns[c]);
+    };
     TraceRecord rec;
     std::optional<Nanos> at = ParseCivilTime(cells[col[0]]);
     if (!at) {

@@ -279,7 +279,7 @@ std::vector<Request> Generate(SyntheticOptions o, size_t n = SIZE_MAX) {
   return w.ok() ? Drain(**w, n) : std::vector<Request>{};
 }
 
-TEST(Synthetic, SameSeedSameRequests) {
+TEST(SyntheticWorkload, SameSeedSameRequests) {
   SyntheticOptions o;  // defaults: system prompts and sessions on
   o.seed = 9;
   o.tenants = 3;
@@ -301,7 +301,7 @@ TEST(Synthetic, SameSeedSameRequests) {
   EXPECT_NE(a[10].arrival, c[10].arrival);
 }
 
-TEST(Synthetic, ArrivalsNonDecreasingAndIdsSequential) {
+TEST(SyntheticWorkload, ArrivalsNonDecreasingAndIdsSequential) {
   SyntheticOptions o;
   o.arrival = "gamma";
   o.burst_cv = 3;
@@ -321,7 +321,7 @@ TEST(Synthetic, ArrivalsNonDecreasingAndIdsSequential) {
   }
 }
 
-TEST(Synthetic, MeanRateWithinTolerance) {
+TEST(SyntheticWorkload, MeanRateWithinTolerance) {
   for (const char* arrival : {"poisson", "gamma"}) {
     SyntheticOptions o = Plain();
     o.arrival = arrival;
@@ -343,7 +343,7 @@ TEST(Synthetic, MeanRateWithinTolerance) {
   }
 }
 
-TEST(Synthetic, LengthsWithinBoundsAndMeansMatch) {
+TEST(SyntheticWorkload, LengthsWithinBoundsAndMeansMatch) {
   SyntheticOptions o = Plain();
   auto reqs = Generate(o, 20'000);
   double in = 0, out = 0;
@@ -366,7 +366,7 @@ TEST(Synthetic, LengthsWithinBoundsAndMeansMatch) {
   }
 }
 
-TEST(Synthetic, SessionTurnsExtendThePreviousTurn) {
+TEST(SyntheticWorkload, SessionTurnsExtendThePreviousTurn) {
   SyntheticOptions o = Plain();
   o.session_fraction = 1.0;
   o.turns_mean = 4;
@@ -396,7 +396,7 @@ TEST(Synthetic, SessionTurnsExtendThePreviousTurn) {
   EXPECT_GT(reqs.size(), 20'000u * 2);  // follow-ups come on top of `rate`
 }
 
-TEST(Synthetic, SessionTurnsWithExactLengths) {
+TEST(SyntheticWorkload, SessionTurnsWithExactLengths) {
   SyntheticOptions o = Plain();
   o.session_fraction = 1.0;
   o.turns_mean = 1e9;  // every session continues
@@ -414,7 +414,7 @@ TEST(Synthetic, SessionTurnsWithExactLengths) {
   }
 }
 
-TEST(Synthetic, SystemPromptsAreSharedAndStraddlingBlocksAreNot) {
+TEST(SyntheticWorkload, SystemPromptsAreSharedAndStraddlingBlocksAreNot) {
   SyntheticOptions o = Plain();
   o.system_prompt_fraction = 1.0;
   o.system_prompts = 1;
@@ -446,7 +446,7 @@ TEST(Synthetic, SystemPromptsAreSharedAndStraddlingBlocksAreNot) {
   EXPECT_GT(top, 4000 * 0.5 / 10 * 2);  // Zipf: the top prompt well above a uniform share
 }
 
-TEST(Synthetic, DiurnalAmplitudeChangesRateBetweenPeakAndTrough) {
+TEST(SyntheticWorkload, DiurnalAmplitudeChangesRateBetweenPeakAndTrough) {
   SyntheticOptions o = Plain();
   o.diurnal_amplitude = 0.8;
   o.diurnal_period = 100 * kSecond;
@@ -462,7 +462,7 @@ TEST(Synthetic, DiurnalAmplitudeChangesRateBetweenPeakAndTrough) {
   EXPECT_NEAR(trough, 213, 50);
 }
 
-TEST(Synthetic, TenantsFollowWeights) {
+TEST(SyntheticWorkload, TenantsFollowWeights) {
   SyntheticOptions o = Plain();
   o.tenants = 3;
   o.tenant_weights = {1, 2, 7};
@@ -473,7 +473,7 @@ TEST(Synthetic, TenantsFollowWeights) {
   EXPECT_NEAR(count[2] / 20'000.0, 0.7, 0.015);
 }
 
-TEST(Synthetic, RejectsBadOptionsNamingTheField) {
+TEST(SyntheticWorkload, RejectsBadOptionsNamingTheField) {
   auto expect_error = [](auto mutate, const std::string& field) {
     SyntheticOptions o;
     mutate(o);

@@ -1,0 +1,83 @@
+// The `myriad` binary as a user runs it.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result Sh(const std::string& args) {
+  std::string cmd = std::string(MYRIAD_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / ("myriad_cli_test_" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(Cli, HelpOnEverySubcommand) {
+  auto r = Sh("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("sim"), std::string::npos);
+  r = Sh("sim --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--seed"), std::string::npos);
+}
+
+TEST(Cli, ErrorsAreClearAndNonZero) {
+  auto r = Sh("");
+  EXPECT_NE(r.code, 0);
+  r = Sh("sim /nonexistent/scenario.yaml");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent/scenario.yaml"), std::string::npos) << r.out;
+  auto bad = TempFile("bad.yaml", "seed: 1\nhardware: {gpu: H100, nodes: 1}\npools: []\nfrobnicate: 3\n");
+  r = Sh("sim " + bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("bad.yaml:"), std::string::npos) << r.out;
+  r = Sh("sim " + bad + " --scale -1");
+  EXPECT_NE(r.code, 0);
+}
+
+TEST(Cli, SimWritesJsonResults) {
+  auto scenario = TempFile("ok.yaml", R"(
+seed: 2
+duration: 20s
+hardware: {gpu: H200, nodes: 1}
+model: Llama-3.1-8B
+pools:
+  - {name: u, role: colocated, count: 8, layout: {tp: 1, dp: 1, ep: 1}}
+workload: {type: synthetic, rate: 20}
+)");
+  auto out = std::filesystem::temp_directory_path() / "myriad_cli_test_out.json";
+  auto r = Sh("sim " + scenario + " -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("within SLO"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  auto j = nlohmann::json::parse(in);
+  EXPECT_GT(j["requests"]["completed"].get<int>(), 100);
+  r = Sh("sim " + scenario + " --router round-robin --json --seed 9");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j2 = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j2["scenario"]["router"], "round-robin");
+  EXPECT_EQ(j2["scenario"]["seed"], 9);
+  EXPECT_NE(Sh("sim " + scenario + " --router psychic").code, 0);
+}
+
+}  // namespace

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/block_hash.h"
+#include "core/rng.h"
+#include "core/stats.h"
+#include "core/time.h"
+
+namespace myriad {
+namespace {
+
+TEST(Duration, ParsesUnitsAndRejectsGarbage) {
+  EXPECT_EQ(*ParseDuration("1h"), kHour);
+  EXPECT_EQ(*ParseDuration("90m"), 90 * kMinute);
+  EXPECT_EQ(*ParseDuration("250ms"), 250 * kMillisecond);
+  EXPECT_EQ(*ParseDuration("2.5"), 2500 * kMillisecond);
+  EXPECT_EQ(*ParseDuration("10us"), 10 * kMicrosecond);
+  EXPECT_FALSE(ParseDuration("fast").ok());
+  EXPECT_FALSE(ParseDuration("10 parsecs").ok());
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+  EXPECT_FALSE(ParseDuration("").ok());
+}
+
+TEST(Rng, SameSeedSameStreamAndForksIndependent) {
+  Rng a(7), b(7), c(8);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.Next(), b.Next());
+  EXPECT_NE(Rng(7).Next(), c.Next());
+  EXPECT_NE(Rng(7).Fork(1).Next(), Rng(7).Fork(2).Next());
+  EXPECT_EQ(Rng(7).Fork(1).Next(), Rng(7).Fork(1).Next());
+}
+
+TEST(Rng, DistributionsHaveTheirMeans) {
+  Rng r(1);
+  double exp_sum = 0, gamma_sum = 0, uni_sum = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    exp_sum += r.Exponential(2.0);
+    gamma_sum += r.Gamma(0.5, 4.0);
+    uni_sum += r.Uniform();
+  }
+  EXPECT_NEAR(exp_sum / n, 0.5, 0.01);
+  EXPECT_NEAR(gamma_sum / n, 2.0, 0.05);
+  EXPECT_NEAR(uni_sum / n, 0.5, 0.01);
+  std::vector<int> counts(10);
+  for (int i = 0; i < n; ++i) ++counts[r.Zipf(10, 1.0)];
+  EXPECT_GT(counts[0], counts[1]);
+  EXPECT_GT(counts[1], counts[9]);
+  for (int i = 0; i < 1000; ++i) EXPECT_LT(r.Below(3), 3u);
+}
+
+TEST(BlockHash, ChainNamesPrefixes) {
+  std::vector<uint32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<uint32_t> b = {1, 2, 3, 4, 9, 9, 9, 9};
+  auto ka = HashTokenBlocks(a, 4);
+  auto kb = HashTokenBlocks(b, 4);
+  ASSERT_EQ(ka.size(), 2u);  // the partial last block is not keyed
+  ASSERT_EQ(kb.size(), 2u);
+  EXPECT_EQ(ka[0], kb[0]);
+  EXPECT_NE(ka[1], kb[1]);
+  EXPECT_NE(HashTokenBlocks(a, 4, /*extra=*/1)[0], ka[0]);
+  // Same block content after a different parent is a different key.
+  std::vector<uint32_t> c = {9, 9, 9, 9, 5, 6, 7, 8};
+  EXPECT_NE(HashTokenBlocks(c, 4)[1], ka[1]);
+}
+
+TEST(Distribution, NearestRankQuantiles) {
+  Distribution d;
+  for (int i = 100; i >= 1; --i) d.Add(i);
+  EXPECT_EQ(d.Quantile(0.5), 50);
+  EXPECT_EQ(d.Quantile(0.99), 99);
+  EXPECT_EQ(d.Quantile(1.0), 100);
+  EXPECT_DOUBLE_EQ(d.mean(), 50.5);
+  EXPECT_DOUBLE_EQ(d.FractionAtMost(10), 0.1);
+  Summary s = d.Summarize();
+  EXPECT_EQ(s.count, 100u);
+  EXPECT_EQ(s.max, 100);
+}
+
+TEST(TimeWeighted, AveragesOverTime) {
+  TimeWeighted t;
+  t.Set(0, 2);
+  t.Set(kSecond, 4);
+  EXPECT_DOUBLE_EQ(t.Average(2 * kSecond), 3.0);
+  EXPECT_DOUBLE_EQ(t.Integral(2 * kSecond), 6.0);
+}
+
+}  // namespace
+}  // namespace myriad

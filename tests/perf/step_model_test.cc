@@ -1,0 +1,85 @@
+#include <gtest/gtest.h>
+
+#include "perf/step_model.h"
+#include "perf/transfer.h"
+
+namespace myriad::perf {
+namespace {
+
+StepModel Make(const char* gpu, const char* model, UnitLayout layout) {
+  auto m = StepModel::Create(*FindGpu(gpu), *FindModel(model), layout, Fabric{});
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+TEST(ModelCatalog, DeepSeekV3Figures) {
+  auto m = FindModel("deepseek-v3");
+  ASSERT_TRUE(m.ok());
+  // PUBLIC_DATA.md: 671B total, 37B active, (512+64)*61 KV values per token.
+  EXPECT_NEAR(m->TotalParams() / 1e9, 671, 671 * 0.02);
+  EXPECT_NEAR(m->ActiveParams() / 1e9, 37, 37 * 0.05);
+  EXPECT_DOUBLE_EQ(m->KvValuesPerTokenPerLayer() * m->layers, 35136);
+  EXPECT_DOUBLE_EQ(m->KvBytesPerToken(), 70272);
+}
+
+TEST(ModelCatalog, DenseAndGqaModels) {
+  auto llama = FindModel("Llama-3.1-70B");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_NEAR(llama->TotalParams() / 1e9, 70.6, 1.5);
+  EXPECT_DOUBLE_EQ(llama->KvBytesPerToken(), 2.0 * 8 * 128 * 80 * 2);
+  auto qwen = FindModel("Qwen3-235B-A22B");
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_NEAR(qwen->TotalParams() / 1e9, 235, 235 * 0.03);
+  EXPECT_NEAR(qwen->ActiveParams() / 1e9, 22, 22 * 0.1);
+  auto kimi = FindModel("Kimi-K2");
+  ASSERT_TRUE(kimi.ok());
+  EXPECT_NEAR(kimi->TotalParams() / 1e12, 1.03, 0.05);
+  EXPECT_FALSE(FindModel("GPT-9").ok());
+  EXPECT_FALSE(FindGpu("TPU").ok());
+}
+
+TEST(StepModel, DecodeGrowsWithBatchAndContext) {
+  StepModel m = Make("H200", "DeepSeek-V3", {.tp = 1, .dp = 144, .ep = 144, .nodes = 18});
+  BatchShape small{.decode_seqs = 144 * 16, .decode_context = 144 * 16 * 2000};
+  BatchShape big{.decode_seqs = 144 * 128, .decode_context = 144 * 128 * 2000};
+  BatchShape longer{.decode_seqs = 144 * 128, .decode_context = 144 * 128 * 8000};
+  EXPECT_LT(m.StepTime(small), m.StepTime(big));
+  EXPECT_LT(m.StepTime(big), m.StepTime(longer));
+  // Bigger batches amortise weights: throughput per step rises.
+  EXPECT_GT(128.0 / NanosToSeconds(m.StepTime(big)), 16.0 / NanosToSeconds(m.StepTime(small)));
+}
+
+TEST(StepModel, FasterHardwareIsFaster) {
+  UnitLayout l{.tp = 1, .dp = 32, .ep = 32, .nodes = 4};
+  BatchShape b{.prefill_tokens = 32 * 8192, .prefill_attended = 32 * 8192.0 * 4096, .prefill_seqs = 32};
+  EXPECT_GT(Make("H800", "DeepSeek-V3", l).StepTime(b), Make("B200", "DeepSeek-V3", l).StepTime(b));
+}
+
+TEST(StepModel, TensorParallelDenseModel) {
+  StepModel tp4 = Make("H100", "Llama-3.1-70B", {.tp = 4, .dp = 1, .ep = 1, .nodes = 1});
+  StepModel tp8 = Make("H100", "Llama-3.1-70B", {.tp = 8, .dp = 1, .ep = 1, .nodes = 1});
+  BatchShape b{.decode_seqs = 64, .decode_context = 64 * 4000};
+  EXPECT_GT(tp4.StepTime(b), tp8.StepTime(b));
+  EXPECT_GT(tp8.KvCapacityTokens(), tp4.KvCapacityTokens());
+}
+
+TEST(StepModel, RejectsLayoutsThatCannotWork) {
+  auto gpu = *FindGpu("H100");
+  EXPECT_FALSE(StepModel::Create(gpu, *FindModel("DeepSeek-V3"), {.tp = 1, .dp = 8, .ep = 8, .nodes = 1}, Fabric{}).ok())
+      << "671B FP8 does not fit on 8 x 80 GB";
+  EXPECT_FALSE(StepModel::Create(gpu, *FindModel("Llama-3.1-70B"), {.tp = 1, .dp = 1, .ep = 4, .nodes = 1}, Fabric{}).ok());
+  EXPECT_FALSE(StepModel::Create(gpu, *FindModel("Llama-3.1-70B"), {.tp = 16, .dp = 1, .ep = 1, .nodes = 1}, Fabric{}).ok());
+}
+
+TEST(Transfer, NvlinkBeatsNicAndSpineCosts) {
+  TransferModel t{.gpu = *FindGpu("H800"), .fabric = Fabric{}};
+  t.spine_oversubscription = 2.0;
+  const double bytes = 5000 * 70272.0;
+  EXPECT_LT(t.Time(bytes, LinkKind::kNvlink, false), t.Time(bytes, LinkKind::kNic, false));
+  EXPECT_LT(t.Time(bytes, LinkKind::kNic, false), t.Time(bytes, LinkKind::kNic, true));
+  // 351 MB over a 400 Gb/s NIC at 80%: about 8.8 ms plus set-up.
+  EXPECT_NEAR(NanosToSeconds(t.Time(bytes, LinkKind::kNic, false)), 351.36e6 / 40e9 + 50e-6, 1e-4);
+}
+
+}  // namespace
+}  // namespace myriad::perf
