@@ -67,6 +67,11 @@ absl::Status Cluster::Build() {
       max_prompt_tokens_ = std::max(max_prompt_tokens_, units_.back()->kv_capacity());
     }
   }
+  // Sized once: units keep pointers into these.
+  entry_loads_.resize(entry_units_.size());
+  decode_loads_.resize(decode_units_.size());
+  for (size_t i = 0; i < entry_units_.size(); ++i) units_[static_cast<size_t>(entry_units_[i])]->PublishLoadTo(&entry_loads_[i]);
+  for (size_t i = 0; i < decode_units_.size(); ++i) units_[static_cast<size_t>(decode_units_[i])]->PublishLoadTo(&decode_loads_[i]);
   if (entry_units_.empty()) {
     return absl::InvalidArgumentError("pools: no prefill or colocated pool to receive requests");
   }
@@ -78,10 +83,9 @@ absl::Status Cluster::Build() {
   return absl::OkStatus();
 }
 
-int Cluster::PickUnit(const std::vector<int>& candidates, policy::Phase phase) {
-  loads_.clear();
-  for (int u : candidates) loads_.push_back(units_[static_cast<size_t>(u)]->Load());
-  const int i = balancer_->Pick(loads_, phase, rng_);
+int Cluster::PickUnit(const std::vector<int>& candidates, const std::vector<policy::UnitLoad>& loads,
+                      policy::Phase phase) {
+  const int i = balancer_->Pick(loads, phase, rng_);
   return i < 0 ? -1 : candidates[static_cast<size_t>(i)];
 }
 
@@ -101,7 +105,7 @@ void Cluster::OnArrival(Request r) {
   if (int64_t{r.input_tokens} + r.output_tokens > max_prompt_tokens_) {
     metrics_.OnReject(now, r, "exceeds_kv_capacity");
   } else {
-    const int unit = PickUnit(entry_units_, policy::Phase::kPrefill);
+    const int unit = PickUnit(entry_units_, entry_loads_, policy::Phase::kPrefill);
     if (unit < 0) {
       metrics_.OnReject(now, r, "no_available_unit");
     } else {
@@ -122,7 +126,7 @@ void Cluster::OnArrival(Request r) {
 
 void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   ReqState& r = table_[slot];
-  const int target = PickUnit(decode_units_, policy::Phase::kDecode);
+  const int target = PickUnit(decode_units_, decode_loads_, policy::Phase::kDecode);
   const int64_t kv_tokens = r.kv_reserved;
   if (target < 0) {
     units_[static_cast<size_t>(unit)]->ReleaseKv(kv_tokens);

@@ -50,7 +50,8 @@ class Cluster final : public UnitHost {
   absl::Status Build();
   void ScheduleNextArrival();
   void OnArrival(Request r);
-  int PickUnit(const std::vector<int>& candidates, policy::Phase phase);
+  int PickUnit(const std::vector<int>& candidates, const std::vector<policy::UnitLoad>& loads,
+               policy::Phase phase);
   void FinishRun();
 
   Scenario scenario_;
@@ -69,7 +70,8 @@ class Cluster final : public UnitHost {
   std::vector<uint32_t> nic_next_;            // round-robin over a unit's DP ranks
   std::vector<int> entry_units_;   // prefill and colocated: where requests arrive
   std::vector<int> decode_units_;
-  std::vector<policy::UnitLoad> loads_;  // scratch for routing
+  // Loads the units publish, in the order of entry_units_ and decode_units_.
+  std::vector<policy::UnitLoad> entry_loads_, decode_loads_;
   int64_t max_prompt_tokens_ = 0;
   int64_t transfers_ = 0;
   double transfer_bytes_ = 0;

@@ -151,6 +151,11 @@ void Unit::EnsureGrowthRoom() {
 }
 
 void Unit::Kick() {
+  StartStepIfIdle();
+  if (published_ != nullptr) *published_ = Load();
+}
+
+void Unit::StartStepIfIdle() {
   if (busy_) return;
   AdmitDecodes();
   EnsureGrowthRoom();

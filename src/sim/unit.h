@@ -61,6 +61,12 @@ class Unit {
   void ReleaseKv(int64_t tokens);
 
   policy::UnitLoad Load() const;
+  // Where the unit keeps its current load for the router to read without touching the unit
+  // (routing reads hundreds of loads per request; a contiguous array keeps that cheap).
+  void PublishLoadTo(policy::UnitLoad* slot) {
+    published_ = slot;
+    *published_ = Load();
+  }
   int64_t kv_capacity() const { return kv_capacity_; }
   int64_t kv_used() const { return kv_used_; }
   bool idle() const { return !busy_ && prefill_.empty() && decode_wait_.empty() && running_ == 0; }
@@ -89,6 +95,7 @@ class Unit {
   };
 
   void Kick();
+  void StartStepIfIdle();
   void OnStepDone(Nanos duration);
   bool AdmitPrefill(PrefillItem& item);
   void AdmitDecodes();
@@ -130,6 +137,7 @@ class Unit {
   int64_t step_decode_seqs_ = 0;
 
   UnitStats stats_;
+  policy::UnitLoad* published_ = nullptr;
 };
 
 }  // namespace myriad::sim
