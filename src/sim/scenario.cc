@@ -369,7 +369,11 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
     p.count = count;
   }
   s.workload.synthetic.rate *= factor;
-  s.workload.replay.rate_scale *= factor;
+  // A trace keeps its own shape: more or fewer disjoint copies of it, and only when there is
+  // a single copy, a faster or slower replay.
+  const double replicas = s.workload.replay.replicas * factor;
+  if (replicas >= 1) s.workload.replay.replicas = static_cast<int>(std::lround(replicas));
+  else s.workload.replay.rate_scale *= replicas;
   return absl::OkStatus();
 }
 
