@@ -362,7 +362,8 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
   s.hardware.nodes = static_cast<int>(std::lround(s.hardware.nodes * factor));
   if (s.hardware.nodes < 1) return absl::InvalidArgumentError("scale leaves the cluster with no nodes");
   for (auto& p : s.pools) {
-    const int count = static_cast<int>(std::lround(p.count * factor));
+    // Rounded down so that the scaled pools still fit the scaled cluster.
+    const int count = static_cast<int>(std::floor(p.count * factor + 1e-9));
     if (p.count > 0 && count < 1) {
       return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' with no units", p.name));
     }

@@ -1,0 +1,71 @@
+// Micro-benchmarks of the simulator's hot paths: run build/release/myriad_bench.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "core/rng.h"
+#include "perf/step_model.h"
+#include "sim/event_queue.h"
+#include "sim/prefix_cache.h"
+#include "sim/synthetic_workload.h"
+
+namespace myriad {
+namespace {
+
+// A prompt of 10 blocks, the first 4 shared among 100 prefixes, into a cache of 1M blocks.
+void BM_PrefixCacheMatchInsert(benchmark::State& state) {
+  sim::PrefixCache cache;
+  Rng rng(1);
+  std::vector<BlockKey> blocks(10);
+  uint64_t unique = 1'000'000;
+  for (auto _ : state) {
+    const uint64_t prefix = rng.Below(100);
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = i < 4 ? prefix * 16 + i : ++unique;
+    benchmark::DoNotOptimize(cache.MatchAndTouch(blocks));
+    cache.Insert(blocks, 1'000'000);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PrefixCacheMatchInsert);
+
+void BM_DecodeStepTime(benchmark::State& state) {
+  auto m = perf::StepModel::Create(*perf::FindGpu("H200"), *perf::FindModel("DeepSeek-V3"),
+                                   {.tp = 1, .dp = 144, .ep = 144, .nodes = 18}, perf::Fabric{});
+  perf::BatchShape b{.decode_seqs = 144 * 100, .decode_context = 144 * 100 * 5000};
+  for (auto _ : state) {
+    ++b.decode_context;
+    benchmark::DoNotOptimize(m->StepTime(b));
+  }
+}
+BENCHMARK(BM_DecodeStepTime);
+
+void BM_EventQueue(benchmark::State& state) {
+  sim::EventQueue q;
+  Rng rng(2);
+  int64_t sink = 0;
+  for (int i = 0; i < 10000; ++i) q.After(static_cast<Nanos>(rng.Below(1'000'000)), [&sink] { ++sink; });
+  for (auto _ : state) {
+    q.After(static_cast<Nanos>(rng.Below(1'000'000)), [&sink] { ++sink; });
+    q.Step();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_EventQueue);
+
+void BM_SyntheticWorkload(benchmark::State& state) {
+  sim::SyntheticOptions o;
+  o.rate = 2500;
+  o.input = {2500, 1.0, 16, 65536};
+  o.output = {2500, 1.0, 1, 16384};
+  o.block_tokens = 512;
+  o.system_prompt_fraction = 0.8;
+  o.system_prompt_tokens = 2000;
+  o.session_fraction = 0.15;
+  auto w = sim::MakeSyntheticWorkload(o);
+  for (auto _ : state) benchmark::DoNotOptimize((*w)->Next());
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SyntheticWorkload);
+
+}  // namespace
+}  // namespace myriad
