@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/eplb_command.h"
 #include "cli/sim_command.h"
 
 namespace myriad::cli {
@@ -11,12 +12,14 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "myriad 0.1.0");
   SimCommand sim(app);
+  EplbCommand eplb(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (sim.selected()) return sim.Run();
+  if (eplb.selected()) return eplb.Run();
   return 0;
 }
 

@@ -19,9 +19,12 @@ SimCommand::SimCommand(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd_->add_option("-o,--output", output_path_, "Write the JSON results here");
   cmd_->add_option("--seed", seed_, "Override the scenario's seed");
-  cmd_->add_option("--router", router_, "Override the routing policy (random, round-robin, least-loaded)");
+  cmd_->add_option("--router", router_, "Override the routing policy (random, round-robin, least-loaded, prefix-only, kv-aware; +spread, +fair)");
   cmd_->add_option("--scale", scale_, "Scale cluster, pools and load by this factor")
       ->check(CLI::PositiveNumber);
+  cmd_->add_option("--compare", compare_,
+                   "Run each of these routing policies on the same workload and seed and print one table")
+      ->delimiter(',');
   cmd_->add_flag("-q,--quiet", quiet_, "Print nothing but errors (and --json)");
   cmd_->add_flag("--json", json_, "Print the JSON results on stdout instead of the summary");
   cmd_->add_flag("--no-progress", no_progress_, "No progress bar even on a terminal");
@@ -48,11 +51,11 @@ int SimCommand::Run() {
   }
   if (seed_) scenario->seed = *seed_, scenario->workload.synthetic.seed = *seed_, scenario->workload.replay.seed = *seed_;
   if (router_) {
-    if (auto b = policy::MakeLoadBalancer(*router_); !b.ok()) {
+    if (auto b = policy::ParsePolicyName(*router_); !b.ok()) {
       std::fprintf(stderr, "myriad sim: --router: %s\n", std::string(b.status().message()).c_str());
       return 2;
     }
-    scenario->router = *router_;
+    scenario->router.policy = *router_;
   }
   if (scale_ != 1.0) {
     if (absl::Status st = sim::ScaleScenario(*scenario, scale_); !st.ok()) {
@@ -60,6 +63,7 @@ int SimCommand::Run() {
       return 2;
     }
   }
+  if (!compare_.empty()) return RunCompare(*scenario);
   sim::ProgressFn progress;
   if (!quiet_ && !no_progress_ && isatty(STDERR_FILENO)) progress = DrawProgress;
 
@@ -89,6 +93,51 @@ int SimCommand::Run() {
     std::printf("\nwall %.1fs  %.2fM events/s  %.0fk simulated requests/s  peak RSS %.0f MiB\n", wall,
                 events / wall / 1e6, completed / wall / 1e3, static_cast<double>(ru.ru_maxrss) / 1024);
   }
+  return 0;
+}
+
+int SimCommand::RunCompare(const sim::Scenario& base) {
+  for (const auto& name : compare_) {
+    if (auto p = policy::ParsePolicyName(name); !p.ok()) {
+      std::fprintf(stderr, "myriad sim: --compare: %s\n", std::string(p.status().message()).c_str());
+      return 2;
+    }
+  }
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  std::string table = fmt::format("{:<26} {:>8} {:>9} {:>9} {:>9} {:>8} {:>12} {:>10} {:>9}\n", "policy", "hit rate",
+                                  "TTFT p50", "TTFT p99", "TPOT p99", "SLO", "goodput", "$/M tok", "rejected");
+  for (const auto& name : compare_) {
+    sim::Scenario s = base;
+    s.router.policy = name;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto report = sim::RunScenario(s);
+    if (!report.ok()) {
+      std::fprintf(stderr, "myriad sim: %s: %s\n", name.c_str(), std::string(report.status().message()).c_str());
+      return 1;
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto& r = *report;
+    table += fmt::format("{:<26} {:>7.1f}% {:>8.2f}s {:>8.2f}s {:>7.1f}ms {:>7.1f}% {:>10.3g}/s {:>10.3f} {:>9}\n", name,
+                         100 * r["tokens"]["prefix_hit_rate"].get<double>(),
+                         r["latency_s"]["ttft"]["p50"].get<double>(), r["latency_s"]["ttft"]["p99"].get<double>(),
+                         1e3 * r["latency_s"]["tpot"]["p99"].get<double>(),
+                         100 * r["requests"]["slo_attainment"].get<double>(),
+                         r["throughput"]["goodput_tokens_per_s"].get<double>(),
+                         r["cost"]["per_million_tokens_within_slo"].get<double>(),
+                         r["requests"]["rejected"].get<uint64_t>());
+    if (!quiet_ && !json_) std::fprintf(stderr, "%s: %.1fs wall\n", name.c_str(), wall);
+    all.push_back(std::move(*report));
+  }
+  if (!output_path_.empty()) {
+    std::ofstream out(output_path_);
+    out << all.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "myriad sim: cannot write %s\n", output_path_.c_str());
+      return 1;
+    }
+  }
+  if (json_) std::printf("%s\n", all.dump(2).c_str());
+  else if (!quiet_) std::printf("%s", table.c_str());
   return 0;
 }
 

@@ -4,7 +4,11 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include <CLI/CLI.hpp>
+
+#include "sim/scenario.h"
 
 namespace myriad::cli {
 
@@ -15,11 +19,14 @@ class SimCommand {
   int Run();
 
  private:
+  int RunCompare(const sim::Scenario& scenario);
+
   CLI::App* cmd_;
   std::string scenario_path_;
   std::string output_path_;
   std::optional<uint64_t> seed_;
   std::optional<std::string> router_;
+  std::vector<std::string> compare_;
   double scale_ = 1.0;
   bool quiet_ = false;
   bool json_ = false;

@@ -28,9 +28,28 @@ absl::Status Cluster::Build() {
   if (!gpu.ok()) return gpu.status();
   auto model = perf::FindModel(scenario_.model);
   if (!model.ok()) return model.status();
-  auto balancer = policy::MakeLoadBalancer(scenario_.router);
-  if (!balancer.ok()) return balancer.status();
-  balancer_ = std::move(*balancer);
+  const RouterConfig& rc = scenario_.router;
+  policy::RouterOptions base;
+  base.ttft_slo = scenario_.slo.ttft;
+  base.reject_factor = rc.reject_factor;
+  base.disagg_min_uncached = rc.disagg_min_uncached;
+  base.hot_queue_seconds = rc.hot_queue_seconds;
+  base.block_tokens = scenario_.kv_block_tokens;
+  base.fetch_bytes_per_s = scenario_.hardware.nic_gbps / 8 * 1e9 * 0.8;
+  auto parsed = policy::ParsePolicyName(rc.policy, base);
+  if (!parsed.ok()) return parsed.status();
+  policy_name_ = policy::FormatPolicyName(parsed->options, parsed->fair);
+  const bool prefix_aware = parsed->options.policy == policy::RoutingPolicy::kPrefixOnly ||
+                            parsed->options.policy == policy::RoutingPolicy::kKvAware;
+  if (prefix_aware) {
+    index_ = std::make_unique<policy::PrefixIndex>(policy::PrefixIndexOptions{
+        .max_entries = static_cast<size_t>(rc.index_max_entries), .index_every = 1, .provisional_ttl = rc.provisional_ttl});
+    bus_ = std::make_unique<CacheEventBus>(events_, *index_, rc.event_delay, rc.event_loss,
+                                           Rng(scenario_.seed).Fork(0x6576656e7473));  // "events"
+  }
+  router_ = std::make_unique<policy::Router>(parsed->options, index_.get());
+  tenants_ = std::make_unique<policy::TenantPolicy>(
+      scenario_.tenants, policy::TenantOptions{.fairness = parsed->fair, .contention = rc.contention});
   const perf::Fabric fabric{.gpus_per_node = scenario_.hardware.gpus_per_node,
                             .nic_gbps = scenario_.hardware.nic_gbps};
   transfer_.gpu = *gpu;
@@ -45,6 +64,7 @@ absl::Status Cluster::Build() {
           fmt::format("pools[{}] ({}): {}", p, pool.name, std::string(step.status().message())));
     }
     pool_models_.push_back(std::make_unique<perf::StepModel>(std::move(*step)));
+    pool_costs_.emplace_back(*pool_models_.back(), pool.max_batch_tokens);
     for (int i = 0; i < pool.count; ++i) {
       auto place = topology_.Place(pool.layout.gpus(), pool.layout.nodes);
       if (!place.ok()) {
@@ -68,10 +88,18 @@ absl::Status Cluster::Build() {
     }
   }
   // Sized once: units keep pointers into these.
-  entry_loads_.resize(entry_units_.size());
-  decode_loads_.resize(decode_units_.size());
-  for (size_t i = 0; i < entry_units_.size(); ++i) units_[static_cast<size_t>(entry_units_[i])]->PublishLoadTo(&entry_loads_[i]);
-  for (size_t i = 0; i < decode_units_.size(); ++i) units_[static_cast<size_t>(decode_units_[i])]->PublishLoadTo(&decode_loads_[i]);
+  auto fill = [this](const std::vector<int>& ids, std::vector<policy::Candidate>& cands) {
+    cands.resize(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Unit& u = *units_[static_cast<size_t>(ids[i])];
+      cands[i].holder = static_cast<policy::HolderId>(ids[i]);
+      cands[i].cost = &pool_costs_[static_cast<size_t>(u.config().pool)];
+      u.PublishLoadTo(&cands[i].load);
+      if (bus_) u.EnableCacheEvents();
+    }
+  };
+  fill(entry_units_, entry_cands_);
+  fill(decode_units_, decode_cands_);
   if (entry_units_.empty()) {
     return absl::InvalidArgumentError("pools: no prefill or colocated pool to receive requests");
   }
@@ -81,12 +109,6 @@ absl::Status Cluster::Build() {
     return absl::InvalidArgumentError("pools: a prefill pool needs a decode pool to hand off to");
   }
   return absl::OkStatus();
-}
-
-int Cluster::PickUnit(const std::vector<int>& candidates, const std::vector<policy::UnitLoad>& loads,
-                      policy::Phase phase) {
-  const int i = balancer_->Pick(loads, phase, rng_);
-  return i < 0 ? -1 : candidates[static_cast<size_t>(i)];
 }
 
 void Cluster::ScheduleNextArrival() {
@@ -102,31 +124,84 @@ void Cluster::ScheduleNextArrival() {
 void Cluster::OnArrival(Request r) {
   const Nanos now = events_.now();
   metrics_.OnArrival(now, r);
+  ScheduleNextArrival();
   if (int64_t{r.input_tokens} + r.output_tokens > max_prompt_tokens_) {
     metrics_.OnReject(now, r, "exceeds_kv_capacity");
-  } else {
-    const int unit = PickUnit(entry_units_, entry_loads_, policy::Phase::kPrefill);
-    if (unit < 0) {
-      metrics_.OnReject(now, r, "no_available_unit");
-    } else {
-      const PoolConfig& pool = scenario_.pools[static_cast<size_t>(units_[static_cast<size_t>(unit)]->config().pool)];
-      const policy::UnitLoad load = units_[static_cast<size_t>(unit)]->Load();
-      if (pool.max_waiting > 0 && load.waiting >= pool.max_waiting) {
-        metrics_.OnReject(now, r, "queue_full");
-      } else if (int64_t{r.input_tokens} + r.output_tokens > units_[static_cast<size_t>(unit)]->kv_capacity()) {
-        metrics_.OnReject(now, r, "exceeds_kv_capacity");
-      } else {
-        const uint32_t slot = table_.Add(std::move(r));
-        units_[static_cast<size_t>(unit)]->EnqueuePrefill(slot);
-      }
-    }
+    return;
   }
-  ScheduleNextArrival();
+  const policy::RouteDecision d = router_->Route(
+      policy::RouteRequest{.blocks = r.blocks, .input_tokens = r.input_tokens, .output_tokens = r.output_tokens, .now = now},
+      entry_cands_, decode_cands_, rng_);
+  if (d.rejected) {
+    metrics_.OnReject(now, r, std::string(d.reason));
+    return;
+  }
+  const double load = d.estimated_ttft_s / NanosToSeconds(scenario_.slo.ttft);
+  if (std::string_view why = tenants_->Admit(r.tenant, int64_t{r.input_tokens} + r.output_tokens, load, now);
+      !why.empty()) {
+    metrics_.OnReject(now, r, std::string(why));
+    return;
+  }
+  const bool on_decode = d.entry < 0;
+  const int unit = on_decode ? decode_units_[static_cast<size_t>(d.decode)] : entry_units_[static_cast<size_t>(d.entry)];
+  Unit& u = *units_[static_cast<size_t>(unit)];
+  const PoolConfig& pool = scenario_.pools[static_cast<size_t>(u.config().pool)];
+  if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) {
+    metrics_.OnReject(now, r, "queue_full");
+    return;
+  }
+  if (int64_t{r.input_tokens} + r.output_tokens > u.kv_capacity()) {
+    metrics_.OnReject(now, r, "exceeds_kv_capacity");
+    return;
+  }
+  if (d.hot_spot) ++hot_spots_;
+  if (on_decode) ++prefill_on_decode_;
+  if (index_ && !on_decode) index_->AddProvisional(static_cast<policy::HolderId>(unit), 0, r.blocks, now);
+  const int copy_from = d.fetch_from >= 0 ? entry_units_[static_cast<size_t>(d.fetch_from)] : -1;
+  const int64_t copy_blocks = d.fetch_from >= 0 ? static_cast<int64_t>(d.expected_cached_tokens / scenario_.kv_block_tokens) : 0;
+  Dispatch(table_.Add(std::move(r)), unit, copy_from, copy_blocks);
+}
+
+void Cluster::Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_blocks) {
+  Unit& target = *units_[static_cast<size_t>(unit)];
+  if (copy_from < 0 || copy_blocks <= 0) {
+    target.EnqueuePrefill(slot);
+    return;
+  }
+  // The index is a hint: copy what the source really holds beyond what the target has.
+  const std::span<const BlockKey> blocks = table_[slot].req.blocks;
+  const std::span<const BlockKey> wanted = blocks.first(std::min<size_t>(blocks.size(), static_cast<size_t>(copy_blocks)));
+  const size_t have = target.CachedPrefix(wanted);
+  const size_t there = units_[static_cast<size_t>(copy_from)]->CachedPrefix(wanted);
+  if (there <= have) {
+    target.EnqueuePrefill(slot);
+    return;
+  }
+  const auto src = static_cast<size_t>(copy_from), dst = static_cast<size_t>(unit);
+  const double bytes = static_cast<double>(there - have) * scenario_.kv_block_tokens * target.model().KvBytesPerToken();
+  const Nanos duration = transfer_.Time(bytes / target.model().layout().tp, topology_.Link(placements_[src], placements_[dst]),
+                                        topology_.CrossesSpine(placements_[src], placements_[dst]));
+  ++kv_fetches_;
+  kv_fetch_bytes_ += bytes;
+  events_.After(duration, [this, slot, unit, there] {
+    Unit& t = *units_[static_cast<size_t>(unit)];
+    t.AddToCache(std::span<const BlockKey>(table_[slot].req.blocks).first(there));
+    t.EnqueuePrefill(slot);
+  });
+}
+
+void Cluster::OnCacheStored(int unit, uint32_t first_position, std::span<const BlockKey> blocks) {
+  if (bus_) bus_->Stored(unit, first_position, blocks);
+}
+
+void Cluster::OnCacheRemoved(int unit, std::span<const BlockKey> blocks) {
+  if (bus_) bus_->Removed(unit, blocks);
 }
 
 void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   ReqState& r = table_[slot];
-  const int target = PickUnit(decode_units_, decode_loads_, policy::Phase::kDecode);
+  const int pick = router_->PickDecode(decode_cands_, rng_);
+  const int target = pick < 0 ? -1 : decode_units_[static_cast<size_t>(pick)];
   const int64_t kv_tokens = r.kv_reserved;
   if (target < 0) {
     units_[static_cast<size_t>(unit)]->ReleaseKv(kv_tokens);
@@ -203,6 +278,23 @@ double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 }  // namespace
 
+nlohmann::ordered_json Cluster::RouterReport() const {
+  nlohmann::ordered_json j = {{"policy", policy_name_},
+                              {"hot_spots_spread", hot_spots_},
+                              {"kv_fetches", kv_fetches_},
+                              {"kv_fetch_gigabytes", kv_fetch_bytes_ / 1e9},
+                              {"prefill_on_decode_unit", prefill_on_decode_}};
+  if (index_) {
+    const CacheEventStats& e = bus_->stats();
+    j["index"] = {{"entries", index_->entries()},
+                  {"blocks", index_->blocks()},
+                  {"memory_mib", static_cast<double>(index_->memory_bytes()) / (1 << 20)}};
+    j["events"] = {{"batches", e.batches}, {"lost", e.lost}, {"gaps_seen", e.gaps_seen},
+                   {"blocks_stored", e.blocks_stored}, {"blocks_removed", e.blocks_removed}};
+  }
+  return j;
+}
+
 nlohmann::ordered_json Cluster::Report() const {
   using nlohmann::ordered_json;
   const RequestMetrics& m = metrics_;
@@ -258,7 +350,7 @@ nlohmann::ordered_json Cluster::Report() const {
                    {"gpu", scenario_.hardware.gpu},
                    {"gpus", scenario_.hardware.gpus()},
                    {"gpus_in_units", topology_.used_gpus()},
-                   {"router", scenario_.router},
+                   {"router", policy_name_},
                    {"duration_s", window_s},
                    {"end_s", span_s},
                    {"slo", {{"ttft_s", NanosToSeconds(scenario_.slo.ttft)},
@@ -307,6 +399,8 @@ nlohmann::ordered_json Cluster::Report() const {
                       {"completion_rate_per_s", lambda_done},
                       {"mean_time_in_system_s", w},
                       {"lambda_times_w", lambda_done * w}};
+  j["router"] = RouterReport();
+  j["tenants"] = metrics_.TenantReport(scenario_.tenants);
   j["simulator"] = {{"events", events_.executed()}, {"peak_requests_in_flight", table_.capacity()}};
   return j;
 }

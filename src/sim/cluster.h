@@ -12,7 +12,10 @@
 #include "absl/status/statusor.h"
 #include "core/rng.h"
 #include "perf/transfer.h"
-#include "policy/load_balancer.h"
+#include "policy/prefix_index.h"
+#include "policy/router.h"
+#include "policy/tenants.h"
+#include "sim/cache_events.h"
 #include "sim/event_queue.h"
 #include "sim/metrics.h"
 #include "sim/scenario.h"
@@ -44,14 +47,18 @@ class Cluster final : public UnitHost {
 
   void OnPrefillDone(int unit, uint32_t slot) override;
   void OnRequestDone(int unit, uint32_t slot) override;
+  void OnCacheStored(int unit, uint32_t first_position, std::span<const BlockKey> blocks) override;
+  void OnCacheRemoved(int unit, std::span<const BlockKey> blocks) override;
 
  private:
   Cluster(const Scenario& s, std::unique_ptr<Workload> workload);
   absl::Status Build();
   void ScheduleNextArrival();
   void OnArrival(Request r);
-  int PickUnit(const std::vector<int>& candidates, const std::vector<policy::UnitLoad>& loads,
-               policy::Phase phase);
+  // Sends an admitted request to `unit`, first copying `copy_blocks` leading blocks of its KV
+  // from `copy_from` when the router asked for it (what that unit really holds, re-verified).
+  void Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_blocks);
+  nlohmann::ordered_json RouterReport() const;
   void FinishRun();
 
   Scenario scenario_;
@@ -62,7 +69,12 @@ class Cluster final : public UnitHost {
   RequestMetrics metrics_;
   Topology topology_;
   perf::TransferModel transfer_;
-  std::unique_ptr<policy::LoadBalancer> balancer_;
+  std::unique_ptr<policy::PrefixIndex> index_;  // only for prefix-aware policies
+  std::unique_ptr<policy::Router> router_;
+  std::unique_ptr<policy::TenantPolicy> tenants_;
+  std::unique_ptr<CacheEventBus> bus_;
+  std::string policy_name_;
+  std::vector<policy::PrefillCost> pool_costs_;
   std::vector<std::unique_ptr<perf::StepModel>> pool_models_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<Placement> placements_;
@@ -70,8 +82,11 @@ class Cluster final : public UnitHost {
   std::vector<uint32_t> nic_next_;            // round-robin over a unit's DP ranks
   std::vector<int> entry_units_;   // prefill and colocated: where requests arrive
   std::vector<int> decode_units_;
-  // Loads the units publish, in the order of entry_units_ and decode_units_.
-  std::vector<policy::UnitLoad> entry_loads_, decode_loads_;
+  // The router's view of the units, in the order of entry_units_ and decode_units_; the units
+  // publish their loads straight into these.
+  std::vector<policy::Candidate> entry_cands_, decode_cands_;
+  uint64_t hot_spots_ = 0, kv_fetches_ = 0, prefill_on_decode_ = 0;
+  double kv_fetch_bytes_ = 0;
   int64_t max_prompt_tokens_ = 0;
   int64_t transfers_ = 0;
   double transfer_bytes_ = 0;

@@ -4,6 +4,7 @@ namespace myriad::sim {
 
 void RequestMetrics::OnArrival(Nanos now, const Request& r) {
   ++arrived;
+  ++Tenant(r.tenant).arrived;
   arrived_input_tokens += r.input_tokens;
   arrived_output_tokens += r.output_tokens;
   in_system.Add(now, 1);
@@ -11,6 +12,7 @@ void RequestMetrics::OnArrival(Nanos now, const Request& r) {
 
 void RequestMetrics::OnReject(Nanos now, const Request& r, const std::string& reason) {
   ++rejected[reason];
+  ++Tenant(r.tenant).rejected;
   rejected_input_tokens += r.input_tokens;
   rejected_output_tokens += r.output_tokens;
   in_system.Add(now, -1);
@@ -26,6 +28,9 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
   if (s.preemptions > 0) ++preempted_requests;
   const Nanos ttft = s.first_token - r.arrival;
   ttft_s.Add(NanosToSeconds(ttft));
+  TenantStats& t = Tenant(r.tenant);
+  ++t.completed;
+  t.ttft_s.Add(NanosToSeconds(ttft));
   e2e_s.Add(NanosToSeconds(now - r.arrival));
   bool ok = ttft <= slo_ttft_;
   if (r.output_tokens > 1) {
@@ -35,6 +40,8 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
   }
   if (ok) {
     ++good;
+    ++t.good;
+    t.good_tokens += int64_t{r.input_tokens} + r.output_tokens;
     good_input_tokens += r.input_tokens;
     good_output_tokens += r.output_tokens;
   }
@@ -42,10 +49,33 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
 
 void RequestMetrics::OnUnfinished(Nanos now, const ReqState& s) {
   ++rejected["unfinished_at_end"];
+  ++Tenant(s.req.tenant).rejected;
   unfinished_output_tokens += s.generated;
   rejected_input_tokens += s.req.input_tokens;
   rejected_output_tokens += s.req.output_tokens;
   in_system.Add(now, -1);
+}
+
+}  // namespace myriad::sim
+
+namespace myriad::sim {
+
+nlohmann::ordered_json RequestMetrics::TenantReport(const std::vector<policy::TenantConfig>& configs) const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    const TenantStats& t = tenants[i];
+    const Summary ttft = t.ttft_s.Summarize();
+    out.push_back({{"tenant", i < configs.size() ? configs[i].name : "tenant" + std::to_string(i)},
+                   {"arrived", t.arrived},
+                   {"completed", t.completed},
+                   {"rejected", t.rejected},
+                   {"within_slo", t.good},
+                   {"slo_attainment", t.arrived ? static_cast<double>(t.good) / static_cast<double>(t.arrived) : 0.0},
+                   {"goodput_tokens", t.good_tokens},
+                   {"ttft_p50_s", ttft.p50},
+                   {"ttft_p99_s", ttft.p99}});
+  }
+  return out;
 }
 
 }  // namespace myriad::sim

@@ -5,7 +5,12 @@
 #include <map>
 #include <string>
 
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "core/stats.h"
+#include "policy/tenants.h"
 #include "sim/request_table.h"
 
 namespace myriad::sim {
@@ -34,7 +39,20 @@ class RequestMetrics {
   Distribution ttft_s, tpot_s, e2e_s;
   TimeWeighted in_system;
 
+  struct TenantStats {
+    uint64_t arrived = 0, completed = 0, good = 0, rejected = 0;
+    int64_t good_tokens = 0;
+    Distribution ttft_s;
+  };
+  std::vector<TenantStats> tenants;
+  // Per tenant: requests, SLO attainment, TTFT percentiles (names from the scenario).
+  nlohmann::ordered_json TenantReport(const std::vector<policy::TenantConfig>& configs) const;
+
  private:
+  TenantStats& Tenant(uint32_t t) {
+    if (t >= tenants.size()) tenants.resize(t + 1);
+    return tenants[t];
+  }
   Nanos slo_ttft_, slo_tpot_;
 };
 

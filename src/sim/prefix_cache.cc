@@ -17,9 +17,10 @@ void PrefixCache::PushFront(uint32_t i) {
   if (tail_ == kNil) tail_ = i;
 }
 
-void PrefixCache::EvictOne() {
+void PrefixCache::EvictOne(std::vector<BlockKey>* evicted) {
   uint32_t i = tail_;
   Unlink(i);
+  if (evicted != nullptr) evicted->push_back(nodes_[i].key);
   index_.erase(nodes_[i].key);
   free_.push_back(i);
   ++evictions_;
@@ -39,12 +40,23 @@ size_t PrefixCache::MatchAndTouch(std::span<const BlockKey> blocks) {
   return matched;
 }
 
-void PrefixCache::Insert(std::span<const BlockKey> blocks, size_t capacity) {
-  if (capacity == 0) {
-    Clear();
-    return;
-  }
+size_t PrefixCache::Count(std::span<const BlockKey> blocks) const {
+  size_t matched = 0;
   for (BlockKey k : blocks) {
+    if (!index_.contains(k)) break;
+    ++matched;
+  }
+  return matched;
+}
+
+size_t PrefixCache::Insert(std::span<const BlockKey> blocks, size_t capacity, std::vector<BlockKey>* evicted) {
+  if (capacity == 0) {
+    Shrink(0, evicted);
+    return blocks.size();
+  }
+  size_t first_new = blocks.size();
+  for (size_t pos = 0; pos < blocks.size(); ++pos) {
+    const BlockKey k = blocks[pos];
     auto [it, inserted] = index_.try_emplace(k, kNil);
     if (!inserted) {
       if (head_ != it->second) {
@@ -53,6 +65,7 @@ void PrefixCache::Insert(std::span<const BlockKey> blocks, size_t capacity) {
       }
       continue;
     }
+    if (first_new == blocks.size()) first_new = pos;
     uint32_t i;
     if (!free_.empty()) {
       i = free_.back();
@@ -65,12 +78,13 @@ void PrefixCache::Insert(std::span<const BlockKey> blocks, size_t capacity) {
     it->second = i;
     PushFront(i);
     // Evict after linking so the new block is never its own victim while capacity >= 1.
-    while (index_.size() > capacity) EvictOne();
+    while (index_.size() > capacity) EvictOne(evicted);
   }
+  return first_new;
 }
 
-void PrefixCache::Shrink(size_t capacity) {
-  while (index_.size() > capacity) EvictOne();
+void PrefixCache::Shrink(size_t capacity, std::vector<BlockKey>* evicted) {
+  while (index_.size() > capacity) EvictOne(evicted);
 }
 
 void PrefixCache::Clear() {

@@ -15,10 +15,14 @@ class PrefixCache {
  public:
   // Number of leading blocks of `blocks` present; they become most recently used.
   size_t MatchAndTouch(std::span<const BlockKey> blocks);
-  // Inserts (or refreshes) every block, evicting LRU blocks beyond `capacity`.
-  void Insert(std::span<const BlockKey> blocks, size_t capacity);
+  // Number of leading blocks present, without touching recency.
+  size_t Count(std::span<const BlockKey> blocks) const;
+  // Inserts (or refreshes) every block, evicting LRU blocks beyond `capacity`; evicted keys
+  // are appended to `evicted` when it is given. Returns the position of the first block that
+  // was not already cached (blocks.size() when all were).
+  size_t Insert(std::span<const BlockKey> blocks, size_t capacity, std::vector<BlockKey>* evicted = nullptr);
   // Evicts LRU blocks until at most `capacity` remain.
-  void Shrink(size_t capacity);
+  void Shrink(size_t capacity, std::vector<BlockKey>* evicted = nullptr);
   void Clear();
 
   size_t size() const { return index_.size(); }
@@ -32,7 +36,7 @@ class PrefixCache {
   };
   void Unlink(uint32_t i);
   void PushFront(uint32_t i);
-  void EvictOne();
+  void EvictOne(std::vector<BlockKey>* evicted);
 
   absl::flat_hash_map<BlockKey, uint32_t> index_;
   std::vector<Node> nodes_;

@@ -85,6 +85,29 @@ std::string FormatSummary(const nlohmann::ordered_json& r) {
                        p["gpus_per_unit"].get<int>(), 100 * b["mean"].get<double>(), 100 * b["min"].get<double>(),
                        100 * b["max"].get<double>(), p["mean_decode_batch_per_gpu"].get<double>());
   }
+  const auto& ro = r["router"];
+  out += fmt::format("\nrouter {}: {} hot-spot spreads, {} KV copies ({:.1f} GB), {} prefilled on decode units\n",
+                     ro["policy"].get<std::string>(), Count(ro["hot_spots_spread"].get<double>()),
+                     Count(ro["kv_fetches"].get<double>()), ro["kv_fetch_gigabytes"].get<double>(),
+                     Count(ro["prefill_on_decode_unit"].get<double>()));
+  if (ro.contains("index")) {
+    const auto& ix = ro["index"];
+    const auto& ev = ro["events"];
+    out += fmt::format("       index {} entries, {:.0f} MiB; events {} batches, {} lost, {} gaps seen\n",
+                       Count(ix["entries"].get<double>()), ix["memory_mib"].get<double>(),
+                       Count(ev["batches"].get<double>()), Count(ev["lost"].get<double>()),
+                       Count(ev["gaps_seen"].get<double>()));
+  }
+  if (r["tenants"].size() > 1) {
+    out += fmt::format("\n{:<14} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "tenant", "arrived", "rejected", "SLO", "TTFT p50",
+                       "TTFT p99");
+    for (const auto& t : r["tenants"]) {
+      out += fmt::format("{:<14} {:>9} {:>9} {:>8.1f}% {:>9} {:>9}\n", t["tenant"].get<std::string>(),
+                         Count(t["arrived"].get<double>()), Count(t["rejected"].get<double>()),
+                         100 * t["slo_attainment"].get<double>(), Secs(t["ttft_p50_s"].get<double>()),
+                         Secs(t["ttft_p99_s"].get<double>()));
+    }
+  }
   const auto& kv = r["kv_transfer"];
   out += fmt::format("\nkv transfer {} transfers, {:.1f} GB, p50 {} p99 {}\n", Count(kv["count"].get<double>()),
                      kv["gigabytes"].get<double>(), Secs(kv["time_s"]["p50"].get<double>()),

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/strings.h"
+#include "policy/router.h"
 
 namespace myriad::sim {
 namespace {
@@ -260,9 +261,64 @@ absl::Status ParseWorkload(const Reader& rd, const YAML::Node& n, const std::str
                   fmt::format("'{}' is not synthetic, mooncake or azure", w->type));
 }
 
+absl::Status ParseRouter(const Reader& rd, const YAML::Node& n, RouterConfig* r) {
+  const std::string p = "router";
+  if (n.IsScalar()) {
+    r->policy = n.Scalar();
+  } else {
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"policy", "event_delay", "event_loss", "reject_factor",
+                                         "disagg_min_uncached", "hot_queue_seconds", "index_max_entries",
+                                         "provisional_ttl", "contention"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "policy", p, &r->policy));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "event_delay", p, &r->event_delay));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "event_loss", p, &r->event_loss));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "reject_factor", p, &r->reject_factor));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "disagg_min_uncached", p, &r->disagg_min_uncached));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "hot_queue_seconds", p, &r->hot_queue_seconds));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "index_max_entries", p, &r->index_max_entries));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "provisional_ttl", p, &r->provisional_ttl));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "contention", p, &r->contention));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "event_loss", p, r->event_loss >= 0 && r->event_loss <= 1,
+                                    "must be between 0 and 1", r->event_loss));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "reject_factor", p, r->reject_factor >= 0, "must not be negative",
+                                    r->reject_factor));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "index_max_entries", p, r->index_max_entries >= 1, "must be at least 1",
+                                    r->index_max_entries));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "contention", p, r->contention > 0, "must be positive", r->contention));
+  }
+  if (auto parsed = policy::ParsePolicyName(r->policy); !parsed.ok()) {
+    return rd.Error(n.IsScalar() ? n : n["policy"], n.IsScalar() ? "router" : "router.policy",
+                    std::string(parsed.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTenants(const Reader& rd, const YAML::Node& n, std::vector<policy::TenantConfig>* out) {
+  if (!n.IsSequence() || n.size() == 0) return rd.Error(n, "tenants", "expected a non-empty list of tenants");
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string p = fmt::format("tenants[{}]", i);
+    const YAML::Node t = n[i];
+    MYRIAD_RETURN_IF_ERROR(rd.Map(t, p, {"name", "weight", "priority", "quota_tokens_per_s", "burst_tokens"}));
+    policy::TenantConfig c;
+    c.name = fmt::format("tenant{}", i);
+    MYRIAD_RETURN_IF_ERROR(rd.Get(t, "name", p, &c.name));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(t, "weight", p, &c.weight));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(t, "priority", p, &c.priority));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(t, "quota_tokens_per_s", p, &c.quota_tokens_per_s));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(t, "burst_tokens", p, &c.burst_tokens));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(t, "weight", p, c.weight > 0, "must be positive", c.weight));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(t, "quota_tokens_per_s", p, c.quota_tokens_per_s >= 0, "must not be negative",
+                                    c.quota_tokens_per_s));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(t, "burst_tokens", p, c.burst_tokens >= 0, "must not be negative", c.burst_tokens));
+    out->push_back(std::move(c));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::string& source_dir, Scenario* s) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "duration", "drain", "hardware", "model", "pools",
-                                           "workload", "router", "slo", "gpu_hour_price", "kv_block_tokens"}));
+                                           "workload", "router", "tenants", "slo", "gpu_hour_price",
+                                           "kv_block_tokens"}));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "name", "", &s->name));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "seed", "", &s->seed));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "duration", "", &s->duration));
@@ -299,10 +355,8 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
                                 s->hardware.gpus(), s->hardware.nodes, s->hardware.gpus_per_node));
   }
   if (const YAML::Node w = root["workload"]) MYRIAD_RETURN_IF_ERROR(ParseWorkload(rd, w, source_dir, &s->workload));
-  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "router", "", &s->router));
-  if (auto b = policy::MakeLoadBalancer(s->router); !b.ok()) {
-    return rd.Error(root["router"], "router", std::string(b.status().message()));
-  }
+  if (const YAML::Node r = root["router"]) MYRIAD_RETURN_IF_ERROR(ParseRouter(rd, r, &s->router));
+  if (const YAML::Node t = root["tenants"]) MYRIAD_RETURN_IF_ERROR(ParseTenants(rd, t, &s->tenants));
   if (const YAML::Node slo = root["slo"]) {
     MYRIAD_RETURN_IF_ERROR(rd.Map(slo, "slo", {"ttft", "tpot"}));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(slo, "ttft", "slo", &s->slo.ttft));

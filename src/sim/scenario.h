@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "perf/step_model.h"
+#include "policy/tenants.h"
 #include "sim/synthetic_workload.h"
 #include "sim/trace_workload.h"
 #include "sim/unit.h"
@@ -42,6 +43,20 @@ struct WorkloadConfig {
   TraceReplayOptions replay;
 };
 
+struct RouterConfig {
+  // random | round-robin | least-loaded | prefix-only | kv-aware, optionally with +spread
+  // (hot-prefix spreading) and +fair (tenant fairness).
+  std::string policy = "least-loaded";
+  Nanos event_delay = 50 * kMillisecond;  // engine cache event -> index
+  double event_loss = 0;                  // probability an event batch is lost
+  double reject_factor = 0;               // 429 when estimated TTFT > factor x SLO; 0: never
+  int64_t disagg_min_uncached = 0;        // prefill on the decode unit below this many tokens
+  double hot_queue_seconds = 0.5;         // a holder queued longer than this is saturated
+  int64_t index_max_entries = int64_t{64} << 20;
+  Nanos provisional_ttl = 2 * kSecond;
+  double contention = 0.5;                // fairness: contended above this x SLO
+};
+
 struct SloConfig {
   Nanos ttft = 2 * kSecond;
   Nanos tpot = 100 * kMillisecond;
@@ -56,7 +71,8 @@ struct Scenario {
   std::string model = "DeepSeek-V3";
   std::vector<PoolConfig> pools;
   WorkloadConfig workload;
-  std::string router = "least-loaded";
+  RouterConfig router;
+  std::vector<policy::TenantConfig> tenants;
   SloConfig slo;
   double gpu_hour_price = 2.0;  // dollars
   int kv_block_tokens = 256;

@@ -12,6 +12,25 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
   step_budget_ = int64_t{cfg.max_batch_tokens_per_rank} * model.layout().dp;
 }
 
+void Unit::ShrinkCache() {
+  cache_.Shrink(CacheCapacityBlocks(), events_enabled_ ? &evicted_ : nullptr);
+  PublishEvicted();
+}
+
+void Unit::PublishEvicted() {
+  if (evicted_.empty()) return;
+  host_.OnCacheRemoved(cfg_.id, evicted_);
+  evicted_.clear();
+}
+
+void Unit::AddToCache(std::span<const BlockKey> blocks) {
+  const size_t first_new = cache_.Insert(blocks, CacheCapacityBlocks(), events_enabled_ ? &evicted_ : nullptr);
+  PublishEvicted();
+  if (events_enabled_ && first_new < blocks.size()) {
+    host_.OnCacheStored(cfg_.id, static_cast<uint32_t>(first_new), blocks.subspan(first_new));
+  }
+}
+
 size_t Unit::CacheCapacityBlocks() const {
   int64_t free_tokens = kv_capacity_ - kv_used_;
   return free_tokens > 0 ? static_cast<size_t>(free_tokens / cfg_.block_tokens) : 0;
@@ -64,7 +83,7 @@ bool Unit::AdmitPrefill(PrefillItem& item) {
   queued_prefill_tokens_ -= item.done;
   kv_used_ += item.target;
   r.kv_reserved = item.target;
-  cache_.Shrink(CacheCapacityBlocks());
+  ShrinkCache();
   if (r.cached_tokens < 0) {
     r.cached_tokens = item.done;
     stats_.cached_tokens += item.done;
@@ -88,7 +107,7 @@ void Unit::AdmitDecodes() {
     decode_wait_.pop_front();
     JoinDecode(slot);
   }
-  cache_.Shrink(CacheCapacityBlocks());
+  ShrinkCache();
 }
 
 void Unit::JoinDecode(uint32_t slot) {
@@ -227,7 +246,7 @@ void Unit::OnStepDone(Nanos duration) {
     if (item.done < item.target) break;
     const uint32_t slot = item.slot;
     prefill_.pop_front();
-    cache_.Insert(r.req.blocks, CacheCapacityBlocks());
+    AddToCache(r.req.blocks);
     r.kv_held = true;
     if (cfg_.role == Role::kPrefill) {
       host_.OnPrefillDone(cfg_.id, slot);

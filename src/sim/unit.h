@@ -5,6 +5,7 @@
 // running sequences. Step times come from perf::StepModel.
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <queue>
 #include <vector>
 
@@ -35,6 +36,11 @@ class UnitHost {
   virtual void OnPrefillDone(int unit, uint32_t slot) = 0;
   // The request produced its last token.
   virtual void OnRequestDone(int unit, uint32_t slot) = 0;
+  // The unit's prefix cache gained or lost blocks (only when events are enabled): what an
+  // engine's KV events would say.
+  // `first_position` is the chain position of blocks[0].
+  virtual void OnCacheStored(int /*unit*/, uint32_t /*first_position*/, std::span<const BlockKey> /*blocks*/) {}
+  virtual void OnCacheRemoved(int /*unit*/, std::span<const BlockKey> /*blocks*/) {}
 };
 
 struct UnitStats {
@@ -59,6 +65,12 @@ class Unit {
   void EnqueueDecode(uint32_t slot);
   // A handed-off request's KV has left this unit.
   void ReleaseKv(int64_t tokens);
+  // Report prefix-cache changes to the host as events.
+  void EnableCacheEvents() { events_enabled_ = true; }
+  // Leading blocks of `blocks` in this unit's prefix cache (an engine re-verifying a hint).
+  size_t CachedPrefix(std::span<const BlockKey> blocks) const { return cache_.Count(blocks); }
+  // KV copied in from another unit lands in the prefix cache.
+  void AddToCache(std::span<const BlockKey> blocks);
 
   policy::UnitLoad Load() const;
   // Where the unit keeps its current load for the router to read without touching the unit
@@ -109,6 +121,8 @@ class Unit {
     return r.kv_reserved + (r.decoding ? step_ - r.join_step : 0);
   }
   size_t CacheCapacityBlocks() const;
+  void ShrinkCache();
+  void PublishEvicted();
 
   UnitConfig cfg_;
   const perf::StepModel& model_;
@@ -138,6 +152,8 @@ class Unit {
 
   UnitStats stats_;
   policy::UnitLoad* published_ = nullptr;
+  bool events_enabled_ = false;
+  std::vector<BlockKey> evicted_;
 };
 
 }  // namespace myriad::sim

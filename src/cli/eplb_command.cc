@@ -1,0 +1,345 @@
+#include "cli/eplb_command.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "policy/eplb.h"
+
+namespace myriad::cli {
+
+EplbCommand::EplbCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("eplb", "Place replicated MoE experts on GPUs (DeepSeek's EPLB)");
+  cmd_->add_option("--loads", loads_path_,
+                   "Expert loads: CSV (one row per layer, optional header line) or JSON "
+                   "(array of arrays)")
+      ->required();
+  cmd_->add_option("--replicas", replicas_, "Physical experts per layer (a multiple of --gpus)")
+      ->required();
+  cmd_->add_option("--gpus", gpus_, "GPUs of the unit (a multiple of --nodes)")->required();
+  cmd_->add_option("--groups", groups_, "Expert groups (hierarchical policy when a multiple of --nodes)")
+      ->capture_default_str();
+  cmd_->add_option("--nodes", nodes_, "Nodes of the unit")->capture_default_str();
+  cmd_->add_option("--format", format_, "Output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd_->add_option("--ties", ties_,
+                   "Order of equal loads: stable (torch.sort stable=True) or std-sort (torch's "
+                   "std::sort-based CPU sort)")
+      ->check(CLI::IsMember({"stable", "std-sort"}))
+      ->capture_default_str();
+}
+
+namespace {
+
+struct Loads {
+  std::vector<double> values;  // [layers x experts]
+  int layers = 0;
+  int experts = 0;
+};
+
+absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+std::pair<size_t, size_t> LineColumn(std::string_view text, size_t pos) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < pos && i < text.size(); ++i) {
+    if (text[i] == '\n') ++line, col = 1;
+    else ++col;
+  }
+  return {line, col};
+}
+
+// nlohmann::json keeps no source positions, so once the text is known to be valid JSON this
+// finds where row `row` (or its element `elem`) of the top-level array starts.
+size_t JsonValueOffset(std::string_view text, size_t row, std::optional<size_t> elem) {
+  size_t depth = 0, row_i = 0, elem_i = 0;
+  bool in_string = false, escaped = false, want_value = false;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    const char c = text[pos];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (want_value && !std::isspace(static_cast<unsigned char>(c))) {
+      want_value = false;
+      if (row_i == row && ((depth == 1 && !elem) || (depth == 2 && elem && elem_i == *elem))) {
+        return pos;
+      }
+    }
+    switch (c) {
+      case '"': in_string = true; break;
+      case '[':
+        ++depth;
+        if (depth == 2) elem_i = 0;
+        want_value = depth <= 2;
+        break;
+      case '{': ++depth; break;
+      case ']':
+      case '}': --depth; break;
+      case ',':
+        if (depth == 1) ++row_i, want_value = true;
+        if (depth == 2) ++elem_i, want_value = true;
+        break;
+      default: break;
+    }
+  }
+  return 0;
+}
+
+absl::StatusOr<Loads> ParseJsonLoads(const std::string& path, const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    const auto [line, col] = LineColumn(text, e.byte > 0 ? e.byte - 1 : 0);
+    std::string what = e.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return Bad(fmt::format("{}:{}:{}: invalid JSON: {}", path, line, col, what));
+  }
+  auto where = [&](size_t row, std::optional<size_t> elem) {
+    const auto [line, col] = LineColumn(text, JsonValueOffset(text, row, elem));
+    return fmt::format("{}:{}:{}", path, line, col);
+  };
+  if (!j.is_array() || j.empty()) {
+    return Bad(fmt::format("{}: expected a non-empty array of rows, one per layer", path));
+  }
+  Loads loads;
+  for (size_t r = 0; r < j.size(); ++r) {
+    const auto& row = j[r];
+    if (!row.is_array() || row.empty()) {
+      return Bad(fmt::format("{}: layer {}: expected a non-empty array of loads", where(r, {}), r));
+    }
+    if (r == 0) loads.experts = static_cast<int>(row.size());
+    if (row.size() != static_cast<size_t>(loads.experts)) {
+      return Bad(fmt::format("{}: layer {} has {} loads, expected {} (as layer 0)", where(r, {}), r,
+                             row.size(), loads.experts));
+    }
+    for (size_t e = 0; e < row.size(); ++e) {
+      if (!row[e].is_number()) {
+        return Bad(fmt::format("{}: layer {}, expert {}: expected a number, got {}", where(r, e), r,
+                               e, row[e].dump()));
+      }
+      const double v = row[e].get<double>();
+      if (!(v >= 0) || !std::isfinite(v)) {
+        return Bad(fmt::format("{}: layer {}, expert {}: load {} is negative or not finite",
+                               where(r, e), r, e, v));
+      }
+      loads.values.push_back(v);
+    }
+  }
+  loads.layers = static_cast<int>(j.size());
+  return loads;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+absl::StatusOr<Loads> ParseCsvLoads(const std::string& path, const std::string& text) {
+  Loads loads;
+  size_t first_data_line = 0;
+  bool seen_line = false;
+  size_t line_no = 0;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (Trim(line).empty()) continue;
+    if (!seen_line) {
+      seen_line = true;
+      const char c = Trim(line).front();
+      if (!std::isdigit(static_cast<unsigned char>(c)) && c != '-' && c != '+' && c != '.') {
+        continue;  // a header line
+      }
+    }
+    size_t fields = 0;
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = line.find(',', start);
+      const std::string_view raw =
+          line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      const std::string_view field = Trim(raw);
+      const size_t col = start + static_cast<size_t>(field.empty() ? 0 : field.data() - raw.data()) + 1;
+      ++fields;
+      const auto at = fmt::format("{}:{}:{}: field {}", path, line_no, col, fields);
+      if (field.empty()) return Bad(fmt::format("{}: empty field", at));
+      std::string_view digits = field;
+      if (digits.front() == '+') digits.remove_prefix(1);
+      double v = 0;
+      const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+      if (ec != std::errc() || ptr != digits.data() + digits.size() || !std::isfinite(v)) {
+        return Bad(fmt::format("{}: '{}' is not a finite number", at, field));
+      }
+      if (v < 0) return Bad(fmt::format("{}: negative load {}", at, field));
+      loads.values.push_back(v);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    if (loads.layers == 0) {
+      loads.experts = static_cast<int>(fields);
+      first_data_line = line_no;
+    } else if (fields != static_cast<size_t>(loads.experts)) {
+      return Bad(fmt::format("{}:{}: {} loads, expected {} (as on line {})", path, line_no, fields,
+                             loads.experts, first_data_line));
+    }
+    ++loads.layers;
+  }
+  if (loads.layers == 0) return Bad(fmt::format("{}: no loads (expected one CSV row per layer)", path));
+  return loads;
+}
+
+absl::StatusOr<Loads> ReadLoads(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Bad(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return Bad(fmt::format("cannot read {}", path));
+  const std::string text = buf.str();
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const bool json = (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) ||
+                    (first != std::string::npos && text[first] == '[');
+  return json ? ParseJsonLoads(path, text) : ParseCsvLoads(path, text);
+}
+
+std::string Join(std::span<const int32_t> v) {
+  return fmt::format("{}", fmt::join(v.begin(), v.end(), " "));
+}
+
+void PrintTable(const policy::EplbPlacement& p, const policy::EplbImbalance& imb, int groups,
+                int nodes) {
+  const int per_gpu = p.experts_per_gpu();
+  std::printf("EPLB: %d layers, %d logical experts -> %d replicas on %d GPUs (%d per GPU), "
+              "%d groups, %d nodes: %s policy\n",
+              p.layers, p.logical_experts, p.physical_experts, p.num_gpus, per_gpu, groups, nodes,
+              p.hierarchical ? "hierarchical" : "global");
+  std::printf("imbalance (max/mean GPU load): mean over layers %.4f -> %.4f, worst layer %.4f -> "
+              "%.4f\n",
+              imb.mean_before, imb.mean_after, imb.max_before, imb.max_after);
+  const auto psz = static_cast<size_t>(p.physical_experts);
+  const auto gpus = static_cast<size_t>(p.num_gpus);
+  for (size_t l = 0; l < static_cast<size_t>(p.layers); ++l) {
+    std::printf("\nlayer %zu: imbalance %.4f -> %.4f\n", l, imb.per_layer_before[l],
+                imb.per_layer_after[l]);
+    std::printf("  phy2log: %s\n",
+                Join(std::span<const int32_t>(p.phy2log).subspan(l * psz, psz)).c_str());
+    std::printf("  %5s %14s %14s  %s\n", "GPU", "load before", "load after", "experts");
+    for (size_t g = 0; g < gpus; ++g) {
+      const auto experts = std::span<const int32_t>(p.phy2log).subspan(
+          l * psz + g * static_cast<size_t>(per_gpu), static_cast<size_t>(per_gpu));
+      std::printf("  %5zu %14.2f %14.2f  %s\n", g, imb.gpu_load_before[l * gpus + g],
+                  imb.gpu_load_after[l * gpus + g], Join(experts).c_str());
+    }
+  }
+}
+
+nlohmann::ordered_json ToJson(const policy::EplbPlacement& p, const policy::EplbImbalance& imb,
+                              int groups, int nodes, const std::string& ties) {
+  using nlohmann::ordered_json;
+  const auto psz = static_cast<size_t>(p.physical_experts);
+  const auto lsz = static_cast<size_t>(p.logical_experts);
+  const auto gpus = static_cast<size_t>(p.num_gpus);
+  const auto per_gpu = static_cast<size_t>(p.experts_per_gpu());
+  const auto maxr = static_cast<size_t>(p.max_replicas);
+  ordered_json j;
+  j["config"] = {{"layers", p.layers},
+                 {"logical_experts", p.logical_experts},
+                 {"replicas", p.physical_experts},
+                 {"groups", groups},
+                 {"nodes", nodes},
+                 {"gpus", p.num_gpus},
+                 {"experts_per_gpu", per_gpu},
+                 {"policy", p.hierarchical ? "hierarchical" : "global"},
+                 {"ties", ties}};
+  j["imbalance"] = {{"mean_before", imb.mean_before},
+                    {"mean_after", imb.mean_after},
+                    {"max_before", imb.max_before},
+                    {"max_after", imb.max_after}};
+  ordered_json layers = ordered_json::array();
+  for (size_t l = 0; l < static_cast<size_t>(p.layers); ++l) {
+    ordered_json layer;
+    layer["layer"] = l;
+    layer["imbalance_before"] = imb.per_layer_before[l];
+    layer["imbalance_after"] = imb.per_layer_after[l];
+    layer["phy2log"] = std::vector<int32_t>(p.phy2log.begin() + static_cast<ptrdiff_t>(l * psz),
+                                            p.phy2log.begin() + static_cast<ptrdiff_t>((l + 1) * psz));
+    layer["logcnt"] = std::vector<int32_t>(p.logcnt.begin() + static_cast<ptrdiff_t>(l * lsz),
+                                           p.logcnt.begin() + static_cast<ptrdiff_t>((l + 1) * lsz));
+    ordered_json log2phy = ordered_json::array();
+    for (size_t e = 0; e < lsz; ++e) {
+      const auto first = p.log2phy.begin() + static_cast<ptrdiff_t>((l * lsz + e) * maxr);
+      log2phy.push_back(std::vector<int32_t>(first, first + static_cast<ptrdiff_t>(maxr)));
+    }
+    layer["log2phy"] = std::move(log2phy);
+    ordered_json per_gpu_json = ordered_json::array();
+    for (size_t g = 0; g < gpus; ++g) {
+      const auto first = p.phy2log.begin() + static_cast<ptrdiff_t>(l * psz + g * per_gpu);
+      per_gpu_json.push_back({{"gpu", g},
+                              {"experts", std::vector<int32_t>(first, first + static_cast<ptrdiff_t>(per_gpu))},
+                              {"load_before", imb.gpu_load_before[l * gpus + g]},
+                              {"load_after", imb.gpu_load_after[l * gpus + g]}});
+    }
+    layer["gpus"] = std::move(per_gpu_json);
+    layers.push_back(std::move(layer));
+  }
+  j["layers"] = std::move(layers);
+  return j;
+}
+
+}  // namespace
+
+int EplbCommand::Run() {
+  auto loads = ReadLoads(loads_path_);
+  if (!loads.ok()) {
+    std::fprintf(stderr, "myriad eplb: %s\n", std::string(loads.status().message()).c_str());
+    return 2;
+  }
+  auto placement = policy::RebalanceExperts(loads->values, loads->layers, loads->experts, replicas_,
+                                            groups_, nodes_, gpus_,
+                                            ties_ == "std-sort" ? policy::EplbTies::kStdSort
+                                                                : policy::EplbTies::kStable);
+  if (!placement.ok()) {
+    std::fprintf(stderr,
+                 "myriad eplb: %s (--replicas is num_replicas, --gpus num_gpus, --nodes num_nodes, "
+                 "--groups num_groups; %s has %d layers x %d logical experts)\n",
+                 std::string(placement.status().message()).c_str(), loads_path_.c_str(),
+                 loads->layers, loads->experts);
+    return 2;
+  }
+  auto imbalance = policy::MeasureImbalance(loads->values, *placement);
+  if (!imbalance.ok()) {
+    std::fprintf(stderr, "myriad eplb: %s\n", std::string(imbalance.status().message()).c_str());
+    return 1;
+  }
+  if (format_ == "json") {
+    std::printf("%s\n", ToJson(*placement, *imbalance, groups_, nodes_, ties_).dump(2).c_str());
+  } else {
+    PrintTable(*placement, *imbalance, groups_, nodes_);
+  }
+  return 0;
+}
+
+}  // namespace myriad::cli

@@ -1,0 +1,379 @@
+#include "policy/eplb.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+
+namespace myriad::policy {
+
+namespace {
+
+// Loads are non-negative floats and never -0 (the inputs are normalized), so their bit patterns
+// order as their values do, and a (load, index) pair packs into one integer that orders as the
+// pair: comparisons become single integer compares and the sorts can be radix sorts.
+uint32_t Bits(float v) { return std::bit_cast<uint32_t>(v); }
+uint64_t Key(uint32_t high, size_t index) { return (uint64_t{high} << 32) | static_cast<uint32_t>(index); }
+uint32_t Index(uint64_t key) { return static_cast<uint32_t>(key); }
+
+// Where eplb.py scans every pack (or expert) for the lightest (or heaviest) one, we keep them in a
+// binary min-heap of keys whose low half is the index: the index breaks ties exactly as the scan
+// does, so the top of the heap is always the element the scan would return.
+void SiftDown(std::vector<uint64_t>& h, size_t size, size_t i) {
+  const uint64_t x = h[i];
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= size) break;
+    if (c + 1 < size && h[c + 1] < h[c]) ++c;
+    if (x <= h[c]) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = x;
+}
+
+// Buffers reused across layers and nodes, so a rebalance allocates only up front.
+struct Workspace {
+  std::vector<uint64_t> sorted, scratch, heap;
+  std::vector<uint32_t> histogram;
+  std::vector<int32_t> count;
+  std::vector<float> pack_load;
+  // Step 1: groups onto nodes.
+  std::vector<float> group_load;
+  std::vector<int32_t> group_pack, group_rank, log2mlog, mlog2log;
+  // Step 2: replicas within a node.
+  std::vector<float> mlog_load, phy_load;
+  std::vector<int32_t> phy2mlog, phy_rank, mlog_count, node_mlog_count;
+  // Step 3: replicas onto the node's GPUs.
+  std::vector<int32_t> pack, rank;
+};
+
+// Sorts keys whose low halves ascend by their high halves, keeping equal high halves in input
+// order: an LSD radix sort in passes of kBits, skipping the passes whose digit never varies
+// (loads of one magnitude share their exponent bits).
+template <int kBits>
+void RadixSortByHigh(std::vector<uint64_t>& keys, Workspace& ws) {
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  constexpr int kPasses = (32 + kBits - 1) / kBits;
+  const size_t n = keys.size();
+  ws.scratch.resize(n);
+  ws.histogram.assign(kPasses * kBuckets, 0);
+  for (uint64_t k : keys) {
+    const auto high = static_cast<uint32_t>(k >> 32);
+    for (int pass = 0; pass < kPasses; ++pass) {
+      ++ws.histogram[static_cast<size_t>(pass) * kBuckets + ((high >> (pass * kBits)) & (kBuckets - 1))];
+    }
+  }
+  for (int pass = 0; pass < kPasses; ++pass) {
+    uint32_t* h = ws.histogram.data() + static_cast<size_t>(pass) * kBuckets;
+    const int shift = 32 + pass * kBits;
+    if (h[(keys[0] >> shift) & (kBuckets - 1)] == n) continue;
+    uint32_t sum = 0;
+    for (size_t b = 0; b < kBuckets; ++b) sum += std::exchange(h[b], sum);
+    for (uint64_t k : keys) ws.scratch[h[(k >> shift) & (kBuckets - 1)]++] = k;
+    keys.swap(ws.scratch);
+  }
+}
+
+// eplb.py's balanced_packing: items in descending load order, each into the lightest pack that
+// is not yet full; every pack takes exactly n / num_packs items. Loads add up in float32, as the
+// torch scalars do. With one item per pack eplb.py skips the greedy pass and keeps item i in
+// pack i, and so do we (the greedy pass would order them by load instead).
+void BalancedPacking(std::span<const float> load, int num_packs, std::span<int32_t> pack,
+                     std::span<int32_t> rank, EplbTies ties, Workspace& ws) {
+  const size_t n = load.size();
+  const auto per_pack = static_cast<int32_t>(n / static_cast<size_t>(num_packs));
+  if (per_pack == 1) {
+    std::iota(pack.begin(), pack.end(), 0);
+    std::fill(rank.begin(), rank.end(), 0);
+    return;
+  }
+  ws.sorted.resize(n);
+  if (ties == EplbTies::kStable) {
+    // Inverted load bits ascend as loads descend; the index then orders equal loads.
+    for (size_t i = 0; i < n; ++i) ws.sorted[i] = Key(~Bits(load[i]), i);
+    if (n >= 1024) {
+      RadixSortByHigh<11>(ws.sorted, ws);
+    } else if (n >= 32) {
+      RadixSortByHigh<8>(ws.sorted, ws);
+    } else {
+      std::sort(ws.sorted.begin(), ws.sorted.end());
+    }
+  } else {
+    // What torch's CPU sort does: std::sort over (load, index) pairs in index order, comparing
+    // loads only.
+    for (size_t i = 0; i < n; ++i) ws.sorted[i] = Key(Bits(load[i]), i);
+    std::sort(ws.sorted.begin(), ws.sorted.end(),
+              [](uint64_t a, uint64_t b) { return (a >> 32) > (b >> 32); });
+  }
+
+  // All packs start empty at load 0: in index order they already form a heap.
+  size_t live = static_cast<size_t>(num_packs);
+  ws.heap.resize(live);
+  ws.count.assign(live, 0);
+  ws.pack_load.assign(live, 0.0f);
+  for (size_t p = 0; p < live; ++p) ws.heap[p] = Key(0, p);
+  for (const uint64_t item : ws.sorted) {
+    const size_t i = Index(item);
+    const size_t p = Index(ws.heap[0]);
+    pack[i] = static_cast<int32_t>(p);
+    rank[i] = ws.count[p]++;
+    ws.pack_load[p] += load[i];
+    if (ws.count[p] == per_pack) {  // full: leaves the heap
+      ws.heap[0] = ws.heap[--live];
+      if (live == 0) break;
+    } else {
+      ws.heap[0] = Key(Bits(ws.pack_load[p]), p);
+    }
+    SiftDown(ws.heap, live, 0);
+  }
+}
+
+// eplb.py's replicate_experts for one row: experts 0..m-1 keep physical slots 0..m-1, and each
+// further slot replicates the expert with the highest load per replica (float32 quotient), the
+// lowest-indexed one among equals.
+void ReplicateExperts(std::span<const float> load, size_t num_phy, Workspace& ws) {
+  const size_t m = load.size();
+  ws.phy2mlog.resize(num_phy);
+  ws.phy_rank.resize(num_phy);
+  ws.mlog_count.assign(m, 1);
+  for (size_t i = 0; i < m; ++i) ws.phy2mlog[i] = static_cast<int32_t>(i), ws.phy_rank[i] = 0;
+  if (num_phy == m) return;
+  ws.heap.resize(m);
+  for (size_t i = 0; i < m; ++i) ws.heap[i] = Key(~Bits(load[i]), i);
+  for (size_t i = m / 2; i-- > 0;) SiftDown(ws.heap, m, i);
+  for (size_t i = m; i < num_phy; ++i) {
+    const size_t e = Index(ws.heap[0]);
+    ws.phy2mlog[i] = static_cast<int32_t>(e);
+    ws.phy_rank[i] = ws.mlog_count[e]++;
+    ws.heap[0] = Key(~Bits(load[e] / static_cast<float>(ws.mlog_count[e])), e);
+    SiftDown(ws.heap, m, 0);
+  }
+}
+
+struct Shape {
+  int logical, physical, groups, nodes, gpus;
+};
+
+// eplb.py's rebalance_experts_hierarchical for one layer (the global policy is this with one group
+// and one node). Writes the layer's phy2log, replica ranks and logcnt.
+void RebalanceLayer(std::span<const float> w, const Shape& s, EplbTies ties,
+                    std::span<int32_t> phy2log, std::span<int32_t> phy_rank,
+                    std::span<int32_t> logcnt, Workspace& ws) {
+  const auto group_size = static_cast<size_t>(s.logical / s.groups);
+  const auto groups_per_node = static_cast<size_t>(s.groups / s.nodes);
+  const auto log_per_node = static_cast<size_t>(s.logical / s.nodes);
+  const auto phy_per_node = static_cast<size_t>(s.physical / s.nodes);
+  const auto phy_per_gpu = static_cast<size_t>(s.physical / s.gpus);
+  const int gpus_per_node = s.gpus / s.nodes;
+  const auto groups = static_cast<size_t>(s.groups);
+
+  // Step 1: pack the groups onto nodes; "mlog" numbers the experts node by node.
+  ws.group_load.resize(groups);
+  ws.group_pack.resize(groups);
+  ws.group_rank.resize(groups);
+  if (groups_per_node > 1) {
+    for (size_t g = 0; g < groups; ++g) {
+      double sum = 0;
+      for (size_t j = 0; j < group_size; ++j) sum += w[g * group_size + j];
+      ws.group_load[g] = static_cast<float>(sum);
+    }
+  }
+  BalancedPacking(ws.group_load, s.nodes, ws.group_pack, ws.group_rank, ties, ws);
+  ws.log2mlog.resize(static_cast<size_t>(s.logical));
+  ws.mlog2log.resize(static_cast<size_t>(s.logical));
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t base = (static_cast<size_t>(ws.group_pack[g]) * groups_per_node +
+                         static_cast<size_t>(ws.group_rank[g])) *
+                        group_size;
+    for (size_t j = 0; j < group_size; ++j) {
+      ws.log2mlog[g * group_size + j] = static_cast<int32_t>(base + j);
+      ws.mlog2log[base + j] = static_cast<int32_t>(g * group_size + j);
+    }
+  }
+
+  ws.node_mlog_count.resize(static_cast<size_t>(s.logical));
+  ws.mlog_load.resize(log_per_node);
+  ws.phy_load.resize(phy_per_node);
+  ws.pack.resize(phy_per_node);
+  ws.rank.resize(phy_per_node);
+  for (size_t node = 0; node < static_cast<size_t>(s.nodes); ++node) {
+    const size_t mlog0 = node * log_per_node;
+    // Step 2: replicas within the node.
+    for (size_t k = 0; k < log_per_node; ++k) {
+      ws.mlog_load[k] = w[static_cast<size_t>(ws.mlog2log[mlog0 + k])];
+    }
+    ReplicateExperts(ws.mlog_load, phy_per_node, ws);
+    for (size_t k = 0; k < log_per_node; ++k) ws.node_mlog_count[mlog0 + k] = ws.mlog_count[k];
+    // Step 3: pack the node's replicas onto its GPUs by load per replica.
+    for (size_t i = 0; i < phy_per_node; ++i) {
+      const auto e = static_cast<size_t>(ws.phy2mlog[i]);
+      ws.phy_load[i] = ws.mlog_load[e] / static_cast<float>(ws.mlog_count[e]);
+    }
+    BalancedPacking(ws.phy_load, gpus_per_node, ws.pack, ws.rank, ties, ws);
+    for (size_t i = 0; i < phy_per_node; ++i) {
+      const size_t slot = node * phy_per_node +
+                          static_cast<size_t>(ws.pack[i]) * phy_per_gpu +
+                          static_cast<size_t>(ws.rank[i]);
+      phy2log[slot] = ws.mlog2log[mlog0 + static_cast<size_t>(ws.phy2mlog[i])];
+      phy_rank[slot] = ws.phy_rank[i];
+    }
+  }
+  for (size_t e = 0; e < static_cast<size_t>(s.logical); ++e) {
+    logcnt[e] = ws.node_mlog_count[static_cast<size_t>(ws.log2mlog[e])];
+  }
+}
+
+absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+absl::Status Validate(size_t weight_size, int layers, int logical_experts, int num_replicas,
+                      int num_groups, int num_nodes, int num_gpus) {
+  const std::pair<const char*, int> positive[] = {
+      {"layers", layers},         {"logical_experts", logical_experts},
+      {"num_replicas", num_replicas}, {"num_groups", num_groups},
+      {"num_nodes", num_nodes},   {"num_gpus", num_gpus}};
+  for (const auto& [name, value] : positive) {
+    if (value <= 0) return Invalid(fmt::format("{} must be positive, got {}", name, value));
+  }
+  const int64_t expected = int64_t{layers} * logical_experts;
+  if (static_cast<int64_t>(weight_size) != expected) {
+    return Invalid(fmt::format("weight has {} loads, expected layers x logical_experts = {} x {} = {}",
+                               weight_size, layers, logical_experts, expected));
+  }
+  if (num_replicas % num_gpus != 0) {
+    return Invalid(fmt::format("num_replicas ({}) must be a multiple of num_gpus ({})", num_replicas,
+                               num_gpus));
+  }
+  if (num_gpus % num_nodes != 0) {
+    return Invalid(
+        fmt::format("num_gpus ({}) must be a multiple of num_nodes ({})", num_gpus, num_nodes));
+  }
+  if (num_groups % num_nodes == 0 && logical_experts % num_groups != 0) {
+    return Invalid(fmt::format("logical_experts ({}) must be a multiple of num_groups ({})",
+                               logical_experts, num_groups));
+  }
+  if (num_replicas < logical_experts) {
+    return Invalid(fmt::format("num_replicas ({}) must be at least logical_experts ({})",
+                               num_replicas, logical_experts));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, int layers,
+                                               int logical_experts, int num_replicas,
+                                               int num_groups, int num_nodes, int num_gpus,
+                                               EplbTies ties) {
+  if (absl::Status st = Validate(weight.size(), layers, logical_experts, num_replicas, num_groups,
+                                 num_nodes, num_gpus);
+      !st.ok()) {
+    return st;
+  }
+  // eplb.py works on weight.float(): so do we, to meet the same ties and roundings.
+  std::vector<float> w(weight.size());
+  for (size_t i = 0; i < weight.size(); ++i) {
+    // +0 for -0, whose bits would order above every positive load (see Bits).
+    w[i] = weight[i] == 0 ? 0.0f : static_cast<float>(weight[i]);
+    if (!(weight[i] >= 0) || !std::isfinite(w[i])) {
+      const size_t l = i / static_cast<size_t>(logical_experts);
+      const size_t e = i % static_cast<size_t>(logical_experts);
+      return Invalid(fmt::format(
+          "weight[{}][{}] (layer {}, logical expert {}) is {}: loads must be finite, "
+          "non-negative and within float32 range",
+          l, e, l, e, weight[i]));
+    }
+  }
+
+  EplbPlacement out;
+  out.layers = layers;
+  out.logical_experts = logical_experts;
+  out.physical_experts = num_replicas;
+  out.num_gpus = num_gpus;
+  out.hierarchical = num_groups % num_nodes == 0;
+  const Shape shape = out.hierarchical
+                          ? Shape{logical_experts, num_replicas, num_groups, num_nodes, num_gpus}
+                          : Shape{logical_experts, num_replicas, 1, 1, num_gpus};
+  const auto lsz = static_cast<size_t>(logical_experts);
+  const auto psz = static_cast<size_t>(num_replicas);
+  const auto nl = static_cast<size_t>(layers);
+  out.phy2log.resize(nl * psz);
+  out.logcnt.resize(nl * lsz);
+  std::vector<int32_t> phy_rank(nl * psz);
+  Workspace ws;
+  for (size_t l = 0; l < nl; ++l) {
+    RebalanceLayer(std::span<const float>(w).subspan(l * lsz, lsz), shape, ties,
+                   std::span<int32_t>(out.phy2log).subspan(l * psz, psz),
+                   std::span<int32_t>(phy_rank).subspan(l * psz, psz),
+                   std::span<int32_t>(out.logcnt).subspan(l * lsz, lsz), ws);
+  }
+  out.max_replicas = *std::max_element(out.logcnt.begin(), out.logcnt.end());
+  const auto maxr = static_cast<size_t>(out.max_replicas);
+  out.log2phy.assign(nl * lsz * maxr, -1);
+  for (size_t l = 0; l < nl; ++l) {
+    for (size_t p = 0; p < psz; ++p) {
+      const size_t i = l * psz + p;
+      const size_t e = static_cast<size_t>(out.phy2log[i]);
+      out.log2phy[(l * lsz + e) * maxr + static_cast<size_t>(phy_rank[i])] =
+          static_cast<int32_t>(p);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<EplbImbalance> MeasureImbalance(std::span<const double> weight,
+                                               const EplbPlacement& placement) {
+  const auto nl = static_cast<size_t>(placement.layers);
+  const auto lsz = static_cast<size_t>(placement.logical_experts);
+  const auto psz = static_cast<size_t>(placement.physical_experts);
+  const auto gpus = static_cast<size_t>(placement.num_gpus);
+  if (weight.size() != nl * lsz) {
+    return Invalid(fmt::format("weight has {} loads, the placement is for {} x {} = {}",
+                               weight.size(), nl, lsz, nl * lsz));
+  }
+  if (gpus == 0 || psz % gpus != 0 || placement.phy2log.size() != nl * psz ||
+      placement.logcnt.size() != nl * lsz) {
+    return Invalid("placement is malformed (sizes of phy2log, logcnt or num_gpus)");
+  }
+  const size_t per_gpu = psz / gpus;
+  EplbImbalance r;
+  r.gpu_load_before.assign(nl * gpus, 0.0);
+  r.gpu_load_after.assign(nl * gpus, 0.0);
+  r.per_layer_before.resize(nl);
+  r.per_layer_after.resize(nl);
+  auto ratio = [gpus](std::span<const double> load) {
+    const double total = std::accumulate(load.begin(), load.end(), 0.0);
+    if (total <= 0) return 1.0;
+    return *std::max_element(load.begin(), load.end()) / (total / static_cast<double>(gpus));
+  };
+  for (size_t l = 0; l < nl; ++l) {
+    std::span<double> before(r.gpu_load_before.data() + l * gpus, gpus);
+    std::span<double> after(r.gpu_load_after.data() + l * gpus, gpus);
+    for (size_t e = 0; e < lsz; ++e) before[e * gpus / lsz] += weight[l * lsz + e];
+    for (size_t p = 0; p < psz; ++p) {
+      const auto e = static_cast<size_t>(placement.phy2log[l * psz + p]);
+      if (e >= lsz || placement.logcnt[l * lsz + e] <= 0) {
+        return Invalid(fmt::format("placement is malformed at layer {}, physical expert {}", l, p));
+      }
+      after[p / per_gpu] += weight[l * lsz + e] / placement.logcnt[l * lsz + e];
+    }
+    r.per_layer_before[l] = ratio(before);
+    r.per_layer_after[l] = ratio(after);
+  }
+  if (nl > 0) {
+    const double n = static_cast<double>(nl);
+    r.mean_before = std::accumulate(r.per_layer_before.begin(), r.per_layer_before.end(), 0.0) / n;
+    r.mean_after = std::accumulate(r.per_layer_after.begin(), r.per_layer_after.end(), 0.0) / n;
+    r.max_before = *std::max_element(r.per_layer_before.begin(), r.per_layer_before.end());
+    r.max_after = *std::max_element(r.per_layer_after.begin(), r.per_layer_after.end());
+  }
+  return r;
+}
+
+}  // namespace myriad::policy

@@ -1,0 +1,37 @@
+#pragma once
+// The router's estimate of how long a unit takes to prefill a prompt, reduced from the step
+// model to a closed form once per pool so that a routing decision over a thousand candidates
+// stays within microseconds: T(n uncached, c cached) = a + b*n + k*n*(c + n/2).
+#include <cstdint>
+
+#include "core/time.h"
+#include "perf/step_model.h"
+
+namespace myriad::policy {
+
+class PrefillCost {
+ public:
+  PrefillCost() = default;
+  // `chunk_tokens` is the unit's chunked-prefill budget per DP rank per step.
+  PrefillCost(const perf::StepModel& model, int64_t chunk_tokens);
+
+  double PrefillSeconds(int64_t uncached, int64_t cached) const {
+    const double n = static_cast<double>(uncached), c = static_cast<double>(cached);
+    return fixed_ + per_token_ * n + per_attended_ * n * (c + n / 2) +
+           step_overhead_ * static_cast<double>(uncached / chunk_tokens_);
+  }
+  // Waiting behind `queued_tokens` prompt tokens already accepted by the unit.
+  // Its DP ranks work through the queue in parallel.
+  double QueueSeconds(int64_t queued_tokens) const {
+    return per_token_ * static_cast<double>(queued_tokens) / ranks_;
+  }
+  double kv_bytes_per_token() const { return kv_bytes_per_token_; }
+
+ private:
+  double fixed_ = 0, per_token_ = 0, per_attended_ = 0, step_overhead_ = 0;
+  int64_t chunk_tokens_ = 1;
+  double ranks_ = 1;
+  double kv_bytes_per_token_ = 0;
+};
+
+}  // namespace myriad::policy

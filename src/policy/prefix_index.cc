@@ -1,0 +1,401 @@
+// Layout. Blocks live in an open-addressing table (prefix_index_store.h): a 16-byte slot holds
+// the key and either the one holder's 64-bit word or a pointer to a chain of pooled 3-word
+// nodes. A word packs holder id (22 bits), a provisional bit and a 38-bit stamp:
+//   confirmed entry:   the holder's epoch when it was stored;
+//   provisional entry: the serial of the AddProvisional call that added it.
+// Cleared and MarkSuspect are O(1) and lazy: they move the holder's epoch (and the serial)
+// floors, so older stamps read as cleared or suspect. Provisional expiry is a FIFO of one
+// batch per AddProvisional call (serial -> expiry, live count), popped as `now` passes. A
+// cleared or expired entry is "garbage": no longer counted by entries() nor reported by Match,
+// but still occupying memory (and counted against max_entries) until a sweep reclaims it.
+//
+// Eviction is CLOCK over the table's slots (an approximate LRU over blocks): Stored and Match
+// set the block's referenced bit; when an insert would exceed max_entries, the hand clears set
+// bits and evicts the first block found clear, reclaiming garbage on the way. A second hand
+// reclaims garbage a few slots per operation while any exists, so blocks() converges to the
+// blocks with a live entry. blocks() counts blocks present in the table, which may include
+// blocks whose entries are all garbage until a hand passes them.
+#include "policy/prefix_index.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "absl/container/flat_hash_map.h"
+#include "policy/prefix_index_store.h"
+
+namespace myriad::policy {
+namespace {
+
+using prefix_index_internal::BlockStore;
+
+constexpr int kStampBits = 38;
+constexpr uint64_t kStampMask = (uint64_t{1} << kStampBits) - 1;
+constexpr uint64_t kProvBit = uint64_t{1} << kStampBits;
+constexpr int kHolderShift = kStampBits + 1;
+// Holder ids at or above this are ignored (22 bits of the word).
+constexpr HolderId kMaxHolders = HolderId{1} << 22;
+static_assert(kHolderShift + 22 <= 61, "the word's top three bits belong to the store");
+
+constexpr uint64_t MakeWord(HolderId h, bool prov, uint64_t stamp) {
+  return (uint64_t{h} << kHolderShift) | (prov ? kProvBit : 0) | (stamp & kStampMask);
+}
+constexpr HolderId HolderOf(uint64_t p) { return static_cast<HolderId>(p >> kHolderShift); }
+constexpr bool IsProv(uint64_t p) { return p & kProvBit; }
+constexpr uint64_t StampOf(uint64_t p) { return p & kStampMask; }
+
+constexpr uint8_t kSuspectFlag = 1;
+constexpr uint8_t kProvFlag = 2;
+constexpr size_t kMatchBatch = 128;    // blocks whose slots are prefetched together
+constexpr size_t kStorePrefetch = 16;  // prefetch distance of Stored
+
+}  // namespace
+
+struct PrefixIndex::Impl {
+  struct Holder {
+    uint64_t epoch = 1;               // stamp of entries stored now
+    uint64_t clear_floor = 0;         // confirmed stamps below it are cleared
+    uint64_t suspect_floor = 0;       // confirmed stamps below it are suspect
+    uint64_t prov_clear_floor = 0;    // provisional serials below it are cleared
+    uint64_t prov_suspect_floor = 0;  // provisional serials below it are suspect
+    uint64_t live = 0;                // entries counted by entries()
+    uint32_t match_gen = 0;           // Match scratch: the holder's run in the current query
+    uint32_t match_len = 0;
+    uint8_t match_flags = 0;
+  };
+  struct ProvBatch {
+    Nanos expiry;
+    HolderId holder;
+    uint32_t live;  // its entries still live and provisional
+  };
+
+  explicit Impl(PrefixIndexOptions o) : opt(o) {
+    if (opt.index_every < 1) opt.index_every = 1;
+    homes.resize(kMatchBatch);
+    slots.resize(kMatchBatch);
+  }
+
+  PrefixIndexOptions opt;
+  BlockStore store;
+  std::vector<Holder> holders;
+  std::deque<ProvBatch> batches;  // serials first_serial .. next_serial - 1
+  uint64_t first_serial = 1;
+  uint64_t next_serial = 1;
+  size_t live = 0;
+  size_t garbage = 0;
+  uint32_t hand = 0;     // CLOCK eviction hand
+  uint32_t gc_hand = 0;  // garbage-reclaiming hand
+  uint32_t match_gen = 0;
+  std::vector<uint32_t> homes;
+  std::vector<uint32_t> slots;
+  std::vector<HolderId> matched;
+  absl::flat_hash_map<PublisherId, uint64_t> publishers;
+
+  // The full serial of a provisional stamp: the latest one congruent to it.
+  uint64_t Serial(uint64_t p) const { return next_serial - ((next_serial - StampOf(p)) & kStampMask); }
+
+  bool Live(uint64_t p) const {
+    const Holder& hs = holders[HolderOf(p)];
+    if (!IsProv(p)) return StampOf(p) >= hs.clear_floor;
+    const uint64_t s = Serial(p);
+    return s >= first_serial && s >= hs.prov_clear_floor;
+  }
+  // Live at `now` (a batch may outlive its expiry when `now` went backwards).
+  bool Usable(uint64_t p, Nanos now) const {
+    if (!Live(p)) return false;
+    return !IsProv(p) || now < batches[Serial(p) - first_serial].expiry;
+  }
+  uint8_t Flags(uint64_t p) const {
+    const Holder& hs = holders[HolderOf(p)];
+    if (!IsProv(p)) return StampOf(p) < hs.suspect_floor ? kSuspectFlag : 0;
+    return kProvFlag | (Serial(p) < hs.prov_suspect_floor ? kSuspectFlag : 0);
+  }
+
+  // Accounting of a word leaving the table / entering it (a new word is always live).
+  void Unaccount(uint64_t p) {
+    if (!Live(p)) {
+      --garbage;
+      return;
+    }
+    --live;
+    --holders[HolderOf(p)].live;
+    if (IsProv(p)) --batches[Serial(p) - first_serial].live;
+  }
+  void Account(uint64_t p) {
+    ++live;
+    ++holders[HolderOf(p)].live;
+    if (IsProv(p)) ++batches.back().live;
+  }
+
+  void Expire(Nanos now) {
+    while (!batches.empty() && batches.front().expiry <= now) {
+      const ProvBatch& b = batches.front();
+      Holder& hs = holders[b.holder];
+      if (b.live > 0 && first_serial >= hs.prov_clear_floor) {  // else Cleared counted them
+        live -= b.live;
+        hs.live -= b.live;
+        garbage += b.live;
+      }
+      batches.pop_front();
+      ++first_serial;
+    }
+  }
+
+  // Drops the garbage words of the block at `s`; true when that erased the block.
+  bool Reclaim(uint32_t s) {
+    return store.RemoveIf(s, [&](uint64_t p) {
+      if (Live(p)) return false;
+      --garbage;
+      return true;
+    });
+  }
+
+  void Sweep(size_t steps) {
+    while (garbage > 0 && steps-- > 0) {
+      if (gc_hand >= store.capacity()) gc_hand = 0;
+      if (store.empty(gc_hand) || !Reclaim(gc_hand)) ++gc_hand;
+    }
+  }
+
+  // Frees room for one more entry: garbage first, then CLOCK eviction of whole blocks.
+  void MakeRoom() {
+    Sweep(16);
+    while (live + garbage >= opt.max_entries && store.size() > 0) {
+      if (hand >= store.capacity()) hand = 0;
+      if (store.empty(hand)) {
+        ++hand;
+        continue;
+      }
+      if (garbage > 0 && Reclaim(hand)) continue;  // the next block shifted into `hand`
+      if (live + garbage < opt.max_entries) break;
+      if (store.ref(hand)) {
+        store.clear_ref(hand);
+        ++hand;
+        continue;
+      }
+      store.ForEach(hand, [&](uint64_t p) { Unaccount(p); });
+      store.EraseBlock(hand);
+    }
+  }
+
+  void InsertBlock(BlockKey key, uint64_t word) {
+    const uint64_t cap = store.capacity();
+    store.Insert(key, word, /*ref=*/true);
+    if (store.capacity() != cap) {
+      hand = static_cast<uint32_t>(hand * store.capacity() / cap);
+      gc_hand = static_cast<uint32_t>(gc_hand * store.capacity() / cap);
+    }
+  }
+
+  void Put(HolderId holder, BlockKey key, uint64_t word) {
+    uint32_t s = store.Find(key);
+    if (s != BlockStore::kNone) {
+      uint64_t* w = store.FindWord(s, [holder](uint64_t p) { return HolderOf(p) == holder; });
+      if (w != nullptr) {
+        const uint64_t old = *w & BlockStore::kPayload;
+        store.set_ref(s);
+        // A prediction never downgrades what an engine reported.
+        if (IsProv(word) && !IsProv(old) && Live(old)) return;
+        Unaccount(old);
+        BlockStore::SetPayload(w, word);
+        Account(word);
+        return;
+      }
+    }
+    if (live + garbage >= opt.max_entries) {
+      MakeRoom();
+      s = store.Find(key);
+    }
+    if (s != BlockStore::kNone) {
+      store.AddWord(s, word);
+      store.set_ref(s);
+    } else {
+      InsertBlock(key, word);
+    }
+    Account(word);
+  }
+
+  void Upsert(HolderId holder, uint32_t first_position, std::span<const BlockKey> blocks,
+              uint64_t word) {
+    const size_t n = static_cast<size_t>(opt.index_every);
+    const size_t first = (n - (first_position + size_t{1}) % n) % n;
+    size_t ahead = first;
+    for (size_t k = 0; k < kStorePrefetch && ahead < blocks.size(); ++k, ahead += n) {
+      store.Prefetch(blocks[ahead]);
+    }
+    size_t done = 0;
+    for (size_t i = first; i < blocks.size(); i += n, ++done) {
+      if (ahead < blocks.size()) {
+        store.Prefetch(blocks[ahead]);
+        ahead += n;
+      }
+      Put(holder, blocks[i], word);
+    }
+    Sweep(2 * done);
+  }
+
+  Holder& EnsureHolder(HolderId h) {
+    if (h >= holders.size()) holders.resize(size_t{h} + 1);
+    return holders[h];
+  }
+
+  // Advances every holder whose run reached indexed block j - 1 and that holds block j.
+  bool Step(size_t j, uint32_t s, Nanos now) {
+    uint32_t advanced = 0;
+    store.ForEach(s, [&](uint64_t p) {
+      const HolderId h = HolderOf(p);
+      Holder& hs = holders[h];
+      if (j == 0) {
+        if (!Usable(p, now)) return;
+        hs.match_gen = match_gen;
+        hs.match_len = 1;
+        hs.match_flags = Flags(p);
+        matched.push_back(h);
+        ++advanced;
+      } else if (hs.match_gen == match_gen && hs.match_len == j && Usable(p, now)) {
+        hs.match_len = static_cast<uint32_t>(j + 1);
+        hs.match_flags |= Flags(p);
+        ++advanced;
+      }
+    });
+    if (advanced > 0) store.set_ref(s);
+    return advanced > 0;
+  }
+
+  void Match(std::span<const BlockKey> blocks, Nanos now, std::vector<PrefixMatch>* out) {
+    out->clear();
+    const size_t n = static_cast<size_t>(opt.index_every);
+    const size_t count = blocks.size() / n;  // indexed blocks: positions n-1, 2n-1, ...
+    Expire(now);
+    if (count == 0 || store.size() == 0) return;
+    if (++match_gen == 0) {
+      for (Holder& hs : holders) hs.match_gen = 0;
+      match_gen = 1;
+    }
+    matched.clear();
+    // Keys are chained, so the slots of a batch are fetched in parallel (memory-level
+    // parallelism) before the walk, then the overflow chains of the blocks found.
+    bool going = true;
+    for (size_t k = 0; going && k < count; k += kMatchBatch) {
+      const size_t end = std::min(count, k + kMatchBatch);
+      for (size_t j = k; j < end; ++j) {
+        homes[j - k] = store.Home(blocks[(j + 1) * n - 1]);
+        store.PrefetchSlot(homes[j - k]);
+      }
+      size_t found = end;
+      for (size_t j = k; j < end; ++j) {
+        const uint32_t s = store.FindFrom(homes[j - k], blocks[(j + 1) * n - 1]);
+        if (s == BlockStore::kNone) {
+          found = j;
+          break;
+        }
+        slots[j - k] = s;
+        store.PrefetchChain(s);
+      }
+      for (size_t j = k; j < found; ++j) {
+        if (!Step(j, slots[j - k], now)) {
+          found = j;
+          break;
+        }
+      }
+      going = found == end;
+    }
+    out->reserve(matched.size());
+    for (HolderId h : matched) {
+      const Holder& hs = holders[h];
+      out->push_back({.holder = h,
+                      .matched_blocks = static_cast<uint32_t>(hs.match_len * n),
+                      .suspect = (hs.match_flags & kSuspectFlag) != 0,
+                      .provisional = (hs.match_flags & kProvFlag) != 0});
+    }
+    std::sort(out->begin(), out->end(),
+              [](const PrefixMatch& a, const PrefixMatch& b) { return a.holder < b.holder; });
+  }
+};
+
+PrefixIndex::PrefixIndex(PrefixIndexOptions options) : impl_(std::make_unique<Impl>(options)) {}
+PrefixIndex::~PrefixIndex() = default;
+PrefixIndex::PrefixIndex(PrefixIndex&&) noexcept = default;
+PrefixIndex& PrefixIndex::operator=(PrefixIndex&&) noexcept = default;
+
+SequenceVerdict PrefixIndex::ObserveSequence(PublisherId publisher, uint64_t seq) {
+  auto [it, inserted] = impl_->publishers.try_emplace(publisher, seq);
+  if (inserted) return SequenceVerdict::kInOrder;
+  const uint64_t last = it->second;
+  it->second = seq;
+  if (seq <= last) return SequenceVerdict::kRestart;
+  return seq == last + 1 ? SequenceVerdict::kInOrder : SequenceVerdict::kGap;
+}
+
+void PrefixIndex::Stored(HolderId holder, uint32_t first_position, std::span<const BlockKey> blocks,
+                         Nanos now) {
+  Impl& m = *impl_;
+  if (holder >= kMaxHolders || m.opt.max_entries == 0) return;
+  m.Expire(now);
+  const uint64_t word = MakeWord(holder, false, m.EnsureHolder(holder).epoch);
+  m.Upsert(holder, first_position, blocks, word);
+}
+
+void PrefixIndex::AddProvisional(HolderId holder, uint32_t first_position,
+                                 std::span<const BlockKey> blocks, Nanos now) {
+  Impl& m = *impl_;
+  if (holder >= kMaxHolders || m.opt.max_entries == 0) return;
+  m.Expire(now);
+  m.EnsureHolder(holder);
+  const Nanos ttl = m.opt.provisional_ttl;
+  const Nanos expiry = ttl > 0 && now > kNanosInfinite - ttl ? kNanosInfinite : now + ttl;
+  const uint64_t serial = m.next_serial++;
+  m.batches.push_back({.expiry = expiry, .holder = holder, .live = 0});
+  m.Upsert(holder, first_position, blocks, MakeWord(holder, true, serial));
+}
+
+void PrefixIndex::Removed(HolderId holder, std::span<const BlockKey> blocks) {
+  Impl& m = *impl_;
+  if (holder >= m.holders.size()) return;
+  for (BlockKey key : blocks) {
+    const uint32_t s = m.store.Find(key);
+    if (s == BlockStore::kNone) continue;  // never indexed (index_every), evicted or unknown
+    m.store.RemoveIf(s, [&](uint64_t p) {
+      if (HolderOf(p) != holder) return false;
+      m.Unaccount(p);
+      return true;
+    });
+  }
+  m.Sweep(2 * blocks.size());
+}
+
+void PrefixIndex::Cleared(HolderId holder) {
+  Impl& m = *impl_;
+  if (holder >= m.holders.size()) return;
+  Impl::Holder& hs = m.holders[holder];
+  m.live -= hs.live;
+  m.garbage += hs.live;
+  hs.live = 0;
+  hs.clear_floor = ++hs.epoch;
+  hs.prov_clear_floor = m.next_serial;
+}
+
+void PrefixIndex::MarkSuspect(HolderId holder) {
+  Impl& m = *impl_;
+  if (holder >= m.holders.size()) return;
+  Impl::Holder& hs = m.holders[holder];
+  hs.suspect_floor = ++hs.epoch;
+  hs.prov_suspect_floor = m.next_serial;
+}
+
+void PrefixIndex::Match(std::span<const BlockKey> blocks, Nanos now, std::vector<PrefixMatch>* out) {
+  impl_->Match(blocks, now, out);
+}
+
+size_t PrefixIndex::entries() const { return impl_->live; }
+size_t PrefixIndex::blocks() const { return impl_->store.size(); }
+
+size_t PrefixIndex::memory_bytes() const {
+  const Impl& m = *impl_;
+  // The deque allocates 512-byte blocks; the hash map one byte of control per slot.
+  const size_t batch_bytes = (m.batches.size() * sizeof(Impl::ProvBatch) / 512 + 1) * 512;
+  return sizeof(Impl) + m.store.memory_bytes() + m.holders.capacity() * sizeof(Impl::Holder) +
+         batch_bytes + m.publishers.capacity() * (sizeof(std::pair<PublisherId, uint64_t>) + 1) +
+         (m.homes.capacity() + m.slots.capacity() + m.matched.capacity()) * sizeof(uint32_t);
+}
+
+}  // namespace myriad::policy

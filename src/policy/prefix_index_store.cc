@@ -1,0 +1,141 @@
+#include "policy/prefix_index_store.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace myriad::policy::prefix_index_internal {
+namespace {
+
+constexpr uint32_t kMinCapacity = 16;
+
+}  // namespace
+
+void BlockStore::FreeDeleter::operator()(Slot* p) const { std::free(p); }
+
+BlockStore::BlockStore() {
+  // calloc: a fresh table of empty (all-zero) slots costs no page until it is written.
+  slots_.reset(static_cast<Slot*>(std::calloc(kMinCapacity, sizeof(Slot))));
+  if (!slots_) throw std::bad_alloc();
+  capacity_ = kMinCapacity;
+}
+
+size_t BlockStore::memory_bytes() const {
+  return size_t{capacity_} * sizeof(Slot) + chunks_.size() * (sizeof(Node) << kChunkBits) +
+         chunks_.capacity() * sizeof(chunks_[0]) + scratch_.capacity() * sizeof(uint64_t);
+}
+
+void BlockStore::Place(Slot s) {
+  uint32_t i = Home(s.key);
+  while (slots_[i].word != 0) {
+    if (++i == capacity_) i = 0;
+  }
+  slots_[i] = s;
+}
+
+void BlockStore::Grow() {
+  const uint64_t grown = uint64_t{capacity_} + capacity_ / 2;
+  const uint32_t cap = grown > UINT32_MAX - 1 ? UINT32_MAX - 1 : static_cast<uint32_t>(grown);
+  std::unique_ptr<Slot[], FreeDeleter> old(static_cast<Slot*>(std::calloc(cap, sizeof(Slot))));
+  if (!old) throw std::bad_alloc();
+  old.swap(slots_);
+  const uint32_t old_cap = capacity_;
+  capacity_ = cap;
+  for (uint32_t i = 0; i < old_cap; ++i) {
+    if (old[i].word != 0) Place(old[i]);
+  }
+}
+
+uint32_t BlockStore::Insert(BlockKey key, uint64_t payload, bool ref) {
+  if ((size_ + 1) * 4 > uint64_t{capacity_} * 3) Grow();
+  uint32_t i = Home(key);
+  while (slots_[i].word != 0) {
+    if (++i == capacity_) i = 0;
+  }
+  slots_[i] = {key, kOcc | (ref ? kRef : 0) | (payload & kPayload)};
+  ++size_;
+  return i;
+}
+
+void BlockStore::EraseBlock(uint32_t slot) {
+  if (slots_[slot].word & kOvf) FreeChain(static_cast<uint32_t>(slots_[slot].word));
+  // Backward-shift deletion: move each later member of the run whose home is not in
+  // (hole, j] into the hole, so that every key stays reachable from its home.
+  uint32_t hole = slot;
+  uint32_t j = slot;
+  for (;;) {
+    if (++j == capacity_) j = 0;
+    const Slot s = slots_[j];
+    if (s.word == 0) break;
+    const uint32_t h = Home(s.key);
+    const bool reachable = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
+    if (!reachable) {
+      slots_[hole] = s;
+      hole = j;
+    }
+  }
+  slots_[hole] = {0, 0};
+  --size_;
+}
+
+uint32_t BlockStore::NewNode() {
+  if (free_nodes_ != kNone) {
+    const uint32_t n = free_nodes_;
+    free_nodes_ = node(n).next;
+    return n;
+  }
+  if (nodes_used_ == chunks_.size() << kChunkBits) {
+    chunks_.push_back(std::make_unique<Node[]>(size_t{1} << kChunkBits));
+  }
+  return nodes_used_++;
+}
+
+void BlockStore::FreeChain(uint32_t head) {
+  uint32_t last = head;
+  while (node(last).next != kNone) last = node(last).next;
+  node(last).next = free_nodes_;
+  free_nodes_ = head;
+}
+
+void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
+  uint64_t& w = slots_[slot].word;
+  payload = kOcc | (payload & kPayload);
+  if (!(w & kOvf)) {
+    const uint32_t n = NewNode();
+    Node& nd = node(n);
+    nd.w[0] = kOcc | (w & kPayload);
+    nd.w[1] = payload;
+    nd.n = 2;
+    nd.next = kNone;
+    w = kOcc | kOvf | (w & kRef) | n;
+    return;
+  }
+  // Only the head node may be partly filled: new words go there or into a new head.
+  const uint32_t head = static_cast<uint32_t>(w);
+  if (node(head).n < 3) {
+    Node& nd = node(head);
+    nd.w[nd.n++] = payload;
+    return;
+  }
+  const uint32_t n = NewNode();
+  Node& nd = node(n);
+  nd.w[0] = payload;
+  nd.n = 1;
+  nd.next = head;
+  w = (w & ~uint64_t{UINT32_MAX}) | n;
+}
+
+bool BlockStore::Rebuild(uint32_t slot) {
+  uint64_t& w = slots_[slot].word;
+  const uint64_t ref = w & kRef;
+  if (w & kOvf) FreeChain(static_cast<uint32_t>(w));
+  w = kOcc | ref;
+  if (scratch_.empty()) {
+    EraseBlock(slot);
+    return true;
+  }
+  w |= scratch_[0];
+  for (size_t i = 1; i < scratch_.size(); ++i) AddWord(slot, scratch_[i]);
+  return false;
+}
+
+}  // namespace myriad::policy::prefix_index_internal

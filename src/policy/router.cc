@@ -1,0 +1,226 @@
+#include "policy/router.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/strings.h"
+
+namespace myriad::policy {
+
+absl::StatusOr<PolicyName> ParsePolicyName(std::string_view name, RouterOptions base) {
+  PolicyName out{base, false};
+  out.options.spread_hot_prefixes = false;
+  std::string_view rest = name;
+  const size_t plus = rest.find('+');
+  std::string_view head = rest.substr(0, plus);
+  if (head == "random") out.options.policy = RoutingPolicy::kRandom;
+  else if (head == "round-robin") out.options.policy = RoutingPolicy::kRoundRobin;
+  else if (head == "least-loaded") out.options.policy = RoutingPolicy::kLeastLoaded;
+  else if (head == "prefix-only") out.options.policy = RoutingPolicy::kPrefixOnly;
+  else if (head == "kv-aware") out.options.policy = RoutingPolicy::kKvAware;
+  else {
+    return absl::InvalidArgumentError(fmt::format(
+        "unknown routing policy '{}' (known: random, round-robin, least-loaded, prefix-only, "
+        "kv-aware; add +spread for hot-prefix spreading, +fair for tenant fairness)", name));
+  }
+  while (plus != std::string_view::npos && !rest.empty()) {
+    rest = rest.substr(rest.find('+') + 1);
+    const size_t next = rest.find('+');
+    std::string_view flag = rest.substr(0, next);
+    if (flag == "spread") {
+      if (out.options.policy != RoutingPolicy::kPrefixOnly && out.options.policy != RoutingPolicy::kKvAware) {
+        return absl::InvalidArgumentError(fmt::format("'{}': +spread needs prefix-only or kv-aware", name));
+      }
+      out.options.spread_hot_prefixes = true;
+    } else if (flag == "fair") {
+      out.fair = true;
+    } else {
+      return absl::InvalidArgumentError(fmt::format("'{}': unknown modifier '+{}' (known: +spread, +fair)", name, flag));
+    }
+    if (next == std::string_view::npos) break;
+  }
+  return out;
+}
+
+std::string FormatPolicyName(const RouterOptions& o, bool fair) {
+  std::string s;
+  switch (o.policy) {
+    case RoutingPolicy::kRandom: s = "random"; break;
+    case RoutingPolicy::kRoundRobin: s = "round-robin"; break;
+    case RoutingPolicy::kLeastLoaded: s = "least-loaded"; break;
+    case RoutingPolicy::kPrefixOnly: s = "prefix-only"; break;
+    case RoutingPolicy::kKvAware: s = "kv-aware"; break;
+  }
+  if (o.spread_hot_prefixes) s += "+spread";
+  if (fair) s += "+fair";
+  return s;
+}
+
+Router::Router(RouterOptions options, PrefixIndex* index) : options_(options), index_(index) {
+  const char* name = options.policy == RoutingPolicy::kRandom       ? "random"
+                     : options.policy == RoutingPolicy::kRoundRobin ? "round-robin"
+                                                                     : "least-loaded";
+  balancer_ = std::move(*MakeLoadBalancer(name));
+  decode_balancer_ = std::move(*MakeLoadBalancer(
+      options.policy == RoutingPolicy::kRandom || options.policy == RoutingPolicy::kRoundRobin ? name : "least-loaded"));
+}
+
+int Router::PickDecode(std::span<const Candidate> decode, Rng& rng) {
+  if (decode.empty()) return -1;
+  loads_.clear();
+  for (const Candidate& c : decode) loads_.push_back(c.load);
+  return decode_balancer_->Pick(loads_, Phase::kDecode, rng);
+}
+
+void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry) {
+  matched_.assign(entry.size(), 0);
+  if (index_ == nullptr || req.blocks.empty()) return;
+  index_->Match(req.blocks, req.now, &matches_);
+  if (matches_.empty()) return;
+  // Holder ids are small and candidates few: a direct scan of the (holder-sorted) matches.
+  for (size_t i = 0; i < entry.size(); ++i) {
+    auto it = std::lower_bound(matches_.begin(), matches_.end(), entry[i].holder,
+                               [](const PrefixMatch& m, HolderId h) { return m.holder < h; });
+    if (it != matches_.end() && it->holder == entry[i].holder) matched_[i] = it->matched_blocks;
+  }
+}
+
+RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> entry,
+                            std::span<const Candidate> decode, Rng& rng) {
+  RouteDecision d;
+  const int64_t bt = options_.block_tokens;
+  auto cached_tokens = [&](int64_t blocks) { return std::min(blocks * bt, std::max<int64_t>(req.input_tokens - 1, 0)); };
+
+  if (options_.policy == RoutingPolicy::kRandom || options_.policy == RoutingPolicy::kRoundRobin ||
+      options_.policy == RoutingPolicy::kLeastLoaded) {
+    loads_.clear();
+    for (const Candidate& c : entry) loads_.push_back(c.load);
+    d.entry = balancer_->Pick(loads_, Phase::kPrefill, rng);
+  } else {
+    MatchAll(req, entry);
+    int best_holder = -1;
+    for (size_t i = 0; i < entry.size(); ++i) {
+      if (entry[i].load.available && matched_[i] > 0 &&
+          (best_holder < 0 || matched_[i] > matched_[static_cast<size_t>(best_holder)])) {
+        best_holder = static_cast<int>(i);
+      }
+    }
+    const int64_t best_blocks = best_holder >= 0 ? matched_[static_cast<size_t>(best_holder)] : 0;
+    auto queue_s = [&](size_t i) {
+      return entry[i].cost ? entry[i].cost->QueueSeconds(entry[i].load.queued_prefill_tokens)
+                           : static_cast<double>(entry[i].load.queued_prefill_tokens) * 1e-6;
+    };
+    if (options_.policy == RoutingPolicy::kPrefixOnly) {
+      // Longest prefix; ties (and no match at all) go to the least queued.
+      int pick = -1;
+      for (size_t i = 0; i < entry.size(); ++i) {
+        if (!entry[i].load.available) continue;
+        if (pick < 0) { pick = static_cast<int>(i); continue; }
+        const size_t p = static_cast<size_t>(pick);
+        if (matched_[i] > matched_[p] ||
+            (matched_[i] == matched_[p] && entry[i].load.queued_prefill_tokens < entry[p].load.queued_prefill_tokens)) {
+          pick = static_cast<int>(i);
+        }
+      }
+      if (pick >= 0 && options_.spread_hot_prefixes && matched_[static_cast<size_t>(pick)] > 0 &&
+          queue_s(static_cast<size_t>(pick)) > options_.hot_queue_seconds) {
+        // The holder is saturated: send the request to the least queued unit and copy the prefix.
+        int alt = -1;
+        for (size_t i = 0; i < entry.size(); ++i) {
+          if (!entry[i].load.available || static_cast<int>(i) == pick) continue;
+          if (alt < 0 || entry[i].load.queued_prefill_tokens < entry[static_cast<size_t>(alt)].load.queued_prefill_tokens) {
+            alt = static_cast<int>(i);
+          }
+        }
+        if (alt >= 0 && queue_s(static_cast<size_t>(alt)) < queue_s(static_cast<size_t>(pick))) {
+          d.hot_spot = true;
+          d.fetch_from = pick;
+          d.fetch_blocks = matched_[static_cast<size_t>(pick)] - matched_[static_cast<size_t>(alt)];
+          if (d.fetch_blocks <= 0) d.fetch_from = -1, d.fetch_blocks = 0;
+          pick = alt;
+        }
+      }
+      d.entry = pick;
+      if (pick >= 0) {
+        d.expected_cached_tokens = cached_tokens(d.fetch_from >= 0 ? best_blocks : matched_[static_cast<size_t>(pick)]);
+      }
+    } else {
+      // kv-aware: minimum estimated TTFT.
+      double best_ttft = std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < entry.size(); ++i) {
+        const Candidate& c = entry[i];
+        if (!c.load.available || c.cost == nullptr) continue;
+        const int64_t own = cached_tokens(matched_[i]);
+        double ttft = queue_s(i) + c.cost->PrefillSeconds(req.input_tokens - own, own);
+        int fetch_from = -1;
+        int64_t fetch_blocks = 0, cached = own;
+        if (options_.spread_hot_prefixes && best_blocks > static_cast<int64_t>(matched_[i])) {
+          const int64_t far = cached_tokens(best_blocks);
+          const double bytes = static_cast<double>(far - own) * c.cost->kv_bytes_per_token();
+          const double with_fetch = queue_s(i) + c.cost->PrefillSeconds(req.input_tokens - far, far) +
+                                    NanosToSeconds(options_.fetch_latency) + bytes / options_.fetch_bytes_per_s;
+          if (with_fetch < ttft) {
+            ttft = with_fetch;
+            fetch_from = best_holder;
+            fetch_blocks = best_blocks - matched_[i];
+            cached = far;
+          }
+        }
+        if (ttft < best_ttft) {
+          best_ttft = ttft;
+          d.entry = static_cast<int>(i);
+          d.fetch_from = fetch_from;
+          d.fetch_blocks = fetch_blocks;
+          d.expected_cached_tokens = cached;
+        }
+      }
+      d.estimated_ttft_s = d.entry >= 0 ? best_ttft : 0;
+      if (d.entry >= 0 && options_.reject_factor > 0 &&
+          best_ttft > options_.reject_factor * NanosToSeconds(options_.ttft_slo)) {
+        d.rejected = true;
+        d.reason = "ttft_slo_unattainable";
+        d.entry = -1;
+        return d;
+      }
+    }
+    if (d.entry >= 0 && best_holder >= 0 && d.entry != best_holder &&
+        matched_[static_cast<size_t>(d.entry)] < static_cast<uint32_t>(best_blocks)) {
+      d.hot_spot = true;
+    }
+  }
+  if (d.entry < 0) {
+    d.rejected = true;
+    d.reason = "no_available_unit";
+    return d;
+  }
+  if (d.estimated_ttft_s == 0) {
+    // Load-only and prefix-only policies do not rank by it, but admission control and reports
+    // still want the estimate.
+    const Candidate& c = entry[static_cast<size_t>(d.entry)];
+    if (c.cost != nullptr) {
+      d.estimated_ttft_s = c.cost->QueueSeconds(c.load.queued_prefill_tokens) +
+                           c.cost->PrefillSeconds(req.input_tokens - d.expected_cached_tokens, d.expected_cached_tokens);
+    }
+  }
+  if (!decode.empty()) {
+    const int64_t uncached = req.input_tokens - d.expected_cached_tokens;
+    d.decode = PickDecode(decode, rng);
+    if (d.decode < 0) {
+      d.rejected = true;
+      d.reason = "no_decode_unit";
+      d.entry = -1;
+      return d;
+    }
+    if (options_.disagg_min_uncached > 0 && uncached <= options_.disagg_min_uncached) {
+      // Too little to prefill to be worth a hand-off: the decode unit does it itself.
+      d.entry = -1;
+      d.fetch_from = -1;
+      d.fetch_blocks = 0;
+    }
+  }
+  return d;
+}
+
+}  // namespace myriad::policy

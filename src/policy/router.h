@@ -1,0 +1,103 @@
+#pragma once
+// The global router: picks the prefill (or colocated) unit and the decode unit for a request.
+// Load-only policies (random, round-robin, least-loaded) ignore the prefix index; prefix-only
+// takes the longest cached prefix; kv-aware estimates TTFT per candidate as Mooncake's
+// Conductor does (queue time + prefill time of the uncached part + time to fetch a prefix held
+// elsewhere) and takes the minimum. Hot-prefix spreading lets a request leave a saturated
+// holder for another unit that copies the prefix's KV. Pure: the caller passes the state.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/block_hash.h"
+#include "core/rng.h"
+#include "core/time.h"
+#include "policy/load_balancer.h"
+#include "policy/prefill_cost.h"
+#include "policy/prefix_index.h"
+
+namespace myriad::policy {
+
+enum class RoutingPolicy { kRandom, kRoundRobin, kLeastLoaded, kPrefixOnly, kKvAware };
+
+struct RouterOptions {
+  RoutingPolicy policy = RoutingPolicy::kKvAware;
+  bool spread_hot_prefixes = false;
+  Nanos ttft_slo = 2 * kSecond;
+  // Reject (HTTP 429) when the best estimate exceeds reject_factor x ttft_slo; 0 never rejects.
+  double reject_factor = 0;
+  // Prefill on the decode unit itself when the uncached part is at most this many tokens.
+  int64_t disagg_min_uncached = 0;
+  // A holder whose queue wait exceeds this is saturated: its prefix is worth copying elsewhere.
+  double hot_queue_seconds = 0.5;
+  // Bandwidth of a KV copy between units (one GPU's NIC, achieved).
+  double fetch_bytes_per_s = 40e9;
+  Nanos fetch_latency = 50 * kMicrosecond;
+  int block_tokens = 512;
+};
+
+// Parses "least-loaded", "kv-aware", "kv-aware+spread", "prefix-only+spread"...; the "+fair"
+// suffix is accepted and reported through `fair` (tenant fairness lives in TenantPolicy).
+struct PolicyName {
+  RouterOptions options;
+  bool fair = false;
+};
+absl::StatusOr<PolicyName> ParsePolicyName(std::string_view name, RouterOptions base = {});
+std::string FormatPolicyName(const RouterOptions& o, bool fair);
+
+struct Candidate {
+  HolderId holder = 0;              // the unit's GPU-tier holder in the prefix index
+  UnitLoad load;
+  const PrefillCost* cost = nullptr;  // required for entry candidates under kv-aware
+};
+
+struct RouteRequest {
+  std::span<const BlockKey> blocks;  // the prompt's full blocks
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  Nanos now = 0;
+};
+
+struct RouteDecision {
+  int entry = -1;        // index into the entry candidates, -1 when rejected
+  int decode = -1;       // index into decode candidates; -1: decode where it prefills
+  bool rejected = false;
+  std::string_view reason;       // why rejected
+  int64_t expected_cached_tokens = 0;
+  int fetch_from = -1;           // entry index whose KV is copied to `entry` first
+  int64_t fetch_blocks = 0;      // leading blocks copied
+  bool hot_spot = false;         // the longest-prefix holder was passed over for load
+  double estimated_ttft_s = 0;
+};
+
+class Router {
+ public:
+  // `index` may be null for the load-only policies.
+  Router(RouterOptions options, PrefixIndex* index);
+
+  RouteDecision Route(const RouteRequest& req, std::span<const Candidate> entry,
+                      std::span<const Candidate> decode, Rng& rng);
+
+  // The decode unit for a request whose prefill is done: least loaded (or the load-only
+  // policy's own choice).
+  int PickDecode(std::span<const Candidate> decode, Rng& rng);
+
+  const RouterOptions& options() const { return options_; }
+
+ private:
+  void MatchAll(const RouteRequest& req, std::span<const Candidate> entry);
+
+  RouterOptions options_;
+  PrefixIndex* index_;
+  std::unique_ptr<LoadBalancer> balancer_;          // load-only policies and the decode side
+  std::unique_ptr<LoadBalancer> decode_balancer_;
+  std::vector<PrefixMatch> matches_;                 // scratch
+  std::vector<uint32_t> matched_;                    // per entry candidate, scratch
+  std::vector<UnitLoad> loads_;                      // scratch
+};
+
+}  // namespace myriad::policy

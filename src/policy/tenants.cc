@@ -1,0 +1,90 @@
+#include "policy/tenants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace myriad::policy {
+
+TenantConfig TenantPolicy::Default(uint32_t tenant) {
+  return TenantConfig{.name = "tenant" + std::to_string(tenant)};
+}
+
+TenantConfig TenantPolicy::config(uint32_t tenant) const {
+  return tenant < state_.size() ? state_[tenant].config : Default(tenant);
+}
+
+TenantPolicy::State& TenantPolicy::Get(uint32_t tenant) {
+  while (state_.size() <= tenant) {
+    State s;
+    s.config = Default(static_cast<uint32_t>(state_.size()));
+    state_.push_back(std::move(s));
+  }
+  return state_[tenant];
+}
+
+TenantPolicy::TenantPolicy(std::vector<TenantConfig> tenants, TenantOptions options) : options_(options) {
+  for (auto& t : tenants) {
+    State s;
+    if (t.quota_tokens_per_s > 0 && t.burst_tokens <= 0) t.burst_tokens = 2 * t.quota_tokens_per_s;
+    s.config = std::move(t);
+    s.bucket = s.config.burst_tokens;
+    state_.push_back(std::move(s));
+  }
+}
+
+double TenantPolicy::Decayed(double value, Nanos since, Nanos now) const {
+  if (now <= since) return value;
+  return value * std::exp(-NanosToSeconds(now - since) / NanosToSeconds(options_.usage_window));
+}
+
+double TenantPolicy::UsageRate(uint32_t tenant, Nanos now) const {
+  if (tenant >= state_.size()) return 0;
+  const State& s = state_[tenant];
+  return Decayed(s.usage, s.usage_time, now) / NanosToSeconds(options_.usage_window);
+}
+
+double TenantPolicy::FairShare(uint32_t tenant, Nanos now) const {
+  double total = 0, weights = 0;
+  for (const State& s : state_) {
+    const double demand = Decayed(s.demand, s.usage_time, now);
+    if (demand < 1.0) continue;  // not active recently
+    total += Decayed(s.usage, s.usage_time, now);
+    weights += s.config.weight;
+  }
+  if (weights <= 0) return 0;
+  return total / NanosToSeconds(options_.usage_window) * config(tenant).weight / weights;
+}
+
+std::string_view TenantPolicy::Admit(uint32_t tenant, int64_t tokens, double load, Nanos now) {
+  State& s = Get(tenant);
+  s.usage = Decayed(s.usage, s.usage_time, now);
+  s.demand = Decayed(s.demand, s.usage_time, now);
+  s.usage_time = now;
+  s.demand += static_cast<double>(tokens);
+  const double t = static_cast<double>(tokens);
+
+  if (s.config.quota_tokens_per_s > 0) {
+    s.bucket = std::min(s.config.burst_tokens,
+                        s.bucket + s.config.quota_tokens_per_s * NanosToSeconds(now - s.bucket_time));
+    s.bucket_time = now;
+    // A request larger than the whole bucket may go when the bucket is full, or it never could.
+    if (s.bucket < std::min(t, s.config.burst_tokens)) return "tenant_quota";
+  }
+  if (options_.fairness && load > options_.contention) {
+    if (load > 2 * options_.contention) {
+      int top = s.config.priority;
+      for (const State& o : state_) {
+        if (Decayed(o.demand, o.usage_time, now) >= 1.0) top = std::max(top, o.config.priority);
+      }
+      if (s.config.priority < top) return "tenant_low_priority";
+    }
+    // Over its weighted share of what the cluster is serving: shed first.
+    if (UsageRate(tenant, now) > FairShare(tenant, now) * (1 + 1e-9)) return "tenant_over_fair_share";
+  }
+  if (s.config.quota_tokens_per_s > 0) s.bucket -= t;
+  s.usage += t;
+  return "";
+}
+
+}  // namespace myriad::policy

@@ -1,0 +1,54 @@
+#include "policy/tenants.h"
+
+#include <gtest/gtest.h>
+
+namespace myriad::policy {
+namespace {
+
+TEST(Tenants, TokenBucketQuota) {
+  TenantPolicy p({{.name = "a", .quota_tokens_per_s = 1000, .burst_tokens = 2000}}, {});
+  EXPECT_EQ(p.Admit(0, 1500, 0, 0), "");
+  EXPECT_EQ(p.Admit(0, 1000, 0, 0), "tenant_quota") << "500 left in the bucket";
+  EXPECT_EQ(p.Admit(0, 1000, 0, kSecond / 2), "") << "refilled by 500 tokens in 0.5 s";
+  EXPECT_EQ(p.Admit(0, 5000, 0, 10 * kSecond), "") << "larger than the bucket: allowed when it is full";
+  EXPECT_EQ(p.Admit(0, 10, 0, 10 * kSecond), "tenant_quota");
+}
+
+TEST(Tenants, FairShareShedsTheFloodingTenantOnlyUnderContention) {
+  TenantOptions o{.fairness = true, .contention = 0.5, .usage_window = 10 * kSecond};
+  TenantPolicy p({{.name = "small"}, {.name = "big"}}, o);
+  Nanos t = 0;
+  // Uncontended: everyone admitted however much they send.
+  for (int i = 0; i < 100; ++i, t += 10 * kMillisecond) {
+    EXPECT_EQ(p.Admit(1, 10000, 0.1, t), "");
+    if (i % 10 == 0) {
+      EXPECT_EQ(p.Admit(0, 1000, 0.1, t), "");
+    }
+  }
+  // Contended: the big tenant is far over half of the recent usage; the small one is not.
+  EXPECT_EQ(p.Admit(1, 10000, 0.8, t), "tenant_over_fair_share");
+  EXPECT_EQ(p.Admit(0, 1000, 0.8, t), "");
+  EXPECT_GT(p.UsageRate(1, t), p.FairShare(1, t));
+  EXPECT_LT(p.UsageRate(0, t), p.FairShare(0, t));
+}
+
+TEST(Tenants, LowPriorityShedFirstUnderHeavyContention) {
+  TenantPolicy p({{.name = "batch", .priority = 0}, {.name = "interactive", .priority = 10}},
+                 TenantOptions{.fairness = true, .contention = 0.5});
+  EXPECT_EQ(p.Admit(1, 100, 0.1, 0), "");
+  EXPECT_EQ(p.Admit(0, 100, 0.1, 0), "");
+  EXPECT_EQ(p.Admit(0, 100, 1.5, kMillisecond), "tenant_low_priority");
+  EXPECT_NE(p.Admit(1, 100, 1.5, kMillisecond), "tenant_low_priority");
+}
+
+TEST(Tenants, WithoutFairnessNothingIsShed) {
+  TenantPolicy p({{.name = "a"}, {.name = "b"}}, TenantOptions{.fairness = false});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(p.Admit(1, 100000, 5.0, i * kMillisecond), "");
+  EXPECT_EQ(p.size(), 2u);
+  EXPECT_EQ(p.config(7).name, "tenant7") << "an unconfigured tenant gets the defaults";
+  EXPECT_EQ(p.Admit(7, 100, 0.1, kSecond), "");
+  EXPECT_EQ(p.size(), 8u);
+}
+
+}  // namespace
+}  // namespace myriad::policy
