@@ -11,13 +11,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,7 +33,8 @@ EplbCommand::EplbCommand(CLI::App& app) {
   cmd_->add_option("--replicas", replicas_, "Physical experts per layer (a multiple of --gpus)")
       ->required();
   cmd_->add_option("--gpus", gpus_, "GPUs of the unit (a multiple of --nodes)")->required();
-  cmd_->add_option("--groups", groups_, "Expert groups (hierarchical policy when a multiple of --nodes)")
+  cmd_->add_option("--groups", groups_,
+                   "Expert groups (hierarchical policy when a multiple of --nodes)")
       ->capture_default_str();
   cmd_->add_option("--nodes", nodes_, "Nodes of the unit")->capture_default_str();
   cmd_->add_option("--format", format_, "Output format")
@@ -60,8 +60,10 @@ absl::Status Bad(std::string message) { return absl::InvalidArgumentError(std::m
 std::pair<size_t, size_t> LineColumn(std::string_view text, size_t pos) {
   size_t line = 1, col = 1;
   for (size_t i = 0; i < pos && i < text.size(); ++i) {
-    if (text[i] == '\n') ++line, col = 1;
-    else ++col;
+    if (text[i] == '\n')
+      ++line, col = 1;
+    else
+      ++col;
   }
   return {line, col};
 }
@@ -74,9 +76,12 @@ size_t JsonValueOffset(std::string_view text, size_t row, std::optional<size_t> 
   for (size_t pos = 0; pos < text.size(); ++pos) {
     const char c = text[pos];
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (want_value && !std::isspace(static_cast<unsigned char>(c))) {
@@ -86,20 +91,27 @@ size_t JsonValueOffset(std::string_view text, size_t row, std::optional<size_t> 
       }
     }
     switch (c) {
-      case '"': in_string = true; break;
+      case '"':
+        in_string = true;
+        break;
       case '[':
         ++depth;
         if (depth == 2) elem_i = 0;
         want_value = depth <= 2;
         break;
-      case '{': ++depth; break;
+      case '{':
+        ++depth;
+        break;
       case ']':
-      case '}': --depth; break;
+      case '}':
+        --depth;
+        break;
       case ',':
         if (depth == 1) ++row_i, want_value = true;
         if (depth == 2) ++elem_i, want_value = true;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return 0;
@@ -180,10 +192,11 @@ absl::StatusOr<Loads> ParseCsvLoads(const std::string& path, const std::string& 
     size_t start = 0;
     for (;;) {
       const size_t comma = line.find(',', start);
-      const std::string_view raw =
-          line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      const std::string_view raw = line.substr(
+          start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
       const std::string_view field = Trim(raw);
-      const size_t col = start + static_cast<size_t>(field.empty() ? 0 : field.data() - raw.data()) + 1;
+      const size_t col =
+          start + static_cast<size_t>(field.empty() ? 0 : field.data() - raw.data()) + 1;
       ++fields;
       const auto at = fmt::format("{}:{}:{}: field {}", path, line_no, col, fields);
       if (field.empty()) return Bad(fmt::format("{}: empty field", at));
@@ -208,7 +221,8 @@ absl::StatusOr<Loads> ParseCsvLoads(const std::string& path, const std::string& 
     }
     ++loads.layers;
   }
-  if (loads.layers == 0) return Bad(fmt::format("{}: no loads (expected one CSV row per layer)", path));
+  if (loads.layers == 0)
+    return Bad(fmt::format("{}: no loads (expected one CSV row per layer)", path));
   return loads;
 }
 
@@ -232,13 +246,15 @@ std::string Join(std::span<const int32_t> v) {
 void PrintTable(const policy::EplbPlacement& p, const policy::EplbImbalance& imb, int groups,
                 int nodes) {
   const int per_gpu = p.experts_per_gpu();
-  std::printf("EPLB: %d layers, %d logical experts -> %d replicas on %d GPUs (%d per GPU), "
-              "%d groups, %d nodes: %s policy\n",
-              p.layers, p.logical_experts, p.physical_experts, p.num_gpus, per_gpu, groups, nodes,
-              p.hierarchical ? "hierarchical" : "global");
-  std::printf("imbalance (max/mean GPU load): mean over layers %.4f -> %.4f, worst layer %.4f -> "
-              "%.4f\n",
-              imb.mean_before, imb.mean_after, imb.max_before, imb.max_after);
+  std::printf(
+      "EPLB: %d layers, %d logical experts -> %d replicas on %d GPUs (%d per GPU), "
+      "%d groups, %d nodes: %s policy\n",
+      p.layers, p.logical_experts, p.physical_experts, p.num_gpus, per_gpu, groups, nodes,
+      p.hierarchical ? "hierarchical" : "global");
+  std::printf(
+      "imbalance (max/mean GPU load): mean over layers %.4f -> %.4f, worst layer %.4f -> "
+      "%.4f\n",
+      imb.mean_before, imb.mean_after, imb.max_before, imb.max_after);
   const auto psz = static_cast<size_t>(p.physical_experts);
   const auto gpus = static_cast<size_t>(p.num_gpus);
   for (size_t l = 0; l < static_cast<size_t>(p.layers); ++l) {
@@ -284,10 +300,12 @@ nlohmann::ordered_json ToJson(const policy::EplbPlacement& p, const policy::Eplb
     layer["layer"] = l;
     layer["imbalance_before"] = imb.per_layer_before[l];
     layer["imbalance_after"] = imb.per_layer_after[l];
-    layer["phy2log"] = std::vector<int32_t>(p.phy2log.begin() + static_cast<ptrdiff_t>(l * psz),
-                                            p.phy2log.begin() + static_cast<ptrdiff_t>((l + 1) * psz));
-    layer["logcnt"] = std::vector<int32_t>(p.logcnt.begin() + static_cast<ptrdiff_t>(l * lsz),
-                                           p.logcnt.begin() + static_cast<ptrdiff_t>((l + 1) * lsz));
+    layer["phy2log"] =
+        std::vector<int32_t>(p.phy2log.begin() + static_cast<ptrdiff_t>(l * psz),
+                             p.phy2log.begin() + static_cast<ptrdiff_t>((l + 1) * psz));
+    layer["logcnt"] =
+        std::vector<int32_t>(p.logcnt.begin() + static_cast<ptrdiff_t>(l * lsz),
+                             p.logcnt.begin() + static_cast<ptrdiff_t>((l + 1) * lsz));
     ordered_json log2phy = ordered_json::array();
     for (size_t e = 0; e < lsz; ++e) {
       const auto first = p.log2phy.begin() + static_cast<ptrdiff_t>((l * lsz + e) * maxr);
@@ -297,10 +315,11 @@ nlohmann::ordered_json ToJson(const policy::EplbPlacement& p, const policy::Eplb
     ordered_json per_gpu_json = ordered_json::array();
     for (size_t g = 0; g < gpus; ++g) {
       const auto first = p.phy2log.begin() + static_cast<ptrdiff_t>(l * psz + g * per_gpu);
-      per_gpu_json.push_back({{"gpu", g},
-                              {"experts", std::vector<int32_t>(first, first + static_cast<ptrdiff_t>(per_gpu))},
-                              {"load_before", imb.gpu_load_before[l * gpus + g]},
-                              {"load_after", imb.gpu_load_after[l * gpus + g]}});
+      per_gpu_json.push_back(
+          {{"gpu", g},
+           {"experts", std::vector<int32_t>(first, first + static_cast<ptrdiff_t>(per_gpu))},
+           {"load_before", imb.gpu_load_before[l * gpus + g]},
+           {"load_after", imb.gpu_load_after[l * gpus + g]}});
     }
     layer["gpus"] = std::move(per_gpu_json);
     layers.push_back(std::move(layer));
@@ -317,10 +336,9 @@ int EplbCommand::Run() {
     std::fprintf(stderr, "myriad eplb: %s\n", std::string(loads.status().message()).c_str());
     return 2;
   }
-  auto placement = policy::RebalanceExperts(loads->values, loads->layers, loads->experts, replicas_,
-                                            groups_, nodes_, gpus_,
-                                            ties_ == "std-sort" ? policy::EplbTies::kStdSort
-                                                                : policy::EplbTies::kStable);
+  auto placement = policy::RebalanceExperts(
+      loads->values, loads->layers, loads->experts, replicas_, groups_, nodes_, gpus_,
+      ties_ == "std-sort" ? policy::EplbTies::kStdSort : policy::EplbTies::kStable);
   if (!placement.ok()) {
     std::fprintf(stderr,
                  "myriad eplb: %s (--replicas is num_replicas, --gpus num_gpus, --nodes num_nodes, "

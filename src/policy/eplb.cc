@@ -19,7 +19,9 @@ namespace {
 // order as their values do, and a (load, index) pair packs into one integer that orders as the
 // pair: comparisons become single integer compares and the sorts can be radix sorts.
 uint32_t Bits(float v) { return std::bit_cast<uint32_t>(v); }
-uint64_t Key(uint32_t high, size_t index) { return (uint64_t{high} << 32) | static_cast<uint32_t>(index); }
+uint64_t Key(uint32_t high, size_t index) {
+  return (uint64_t{high} << 32) | static_cast<uint32_t>(index);
+}
 uint32_t Index(uint64_t key) { return static_cast<uint32_t>(key); }
 
 // Where eplb.py scans every pack (or expert) for the lightest (or heaviest) one, we keep them in a
@@ -30,12 +32,22 @@ void SiftDown(std::vector<uint64_t>& h, size_t size, size_t i) {
   for (;;) {
     size_t c = 2 * i + 1;
     if (c >= size) break;
-    if (c + 1 < size && h[c + 1] < h[c]) ++c;
+    if (c + 1 < size) c += h[c + 1] < h[c] ? 1 : 0;
     if (x <= h[c]) break;
     h[i] = h[c];
     i = c;
   }
   h[i] = x;
+}
+
+// Below this many candidates a linear scan beats a heap.
+constexpr int kScanLimit = 16;
+
+// The smallest key, without branches (std::min_element's are unpredictable here).
+uint64_t MinKey(const std::vector<uint64_t>& keys) {
+  uint64_t best = ~uint64_t{0};
+  for (uint64_t k : keys) best = std::min(best, k);
+  return best;
 }
 
 // Buffers reused across layers and nodes, so a rebalance allocates only up front.
@@ -67,7 +79,8 @@ void RadixSortByHigh(std::vector<uint64_t>& keys, Workspace& ws) {
   for (uint64_t k : keys) {
     const auto high = static_cast<uint32_t>(k >> 32);
     for (int pass = 0; pass < kPasses; ++pass) {
-      ++ws.histogram[static_cast<size_t>(pass) * kBuckets + ((high >> (pass * kBits)) & (kBuckets - 1))];
+      ++ws.histogram[static_cast<size_t>(pass) * kBuckets +
+                     ((high >> (pass * kBits)) & (kBuckets - 1))];
     }
   }
   for (int pass = 0; pass < kPasses; ++pass) {
@@ -113,11 +126,25 @@ void BalancedPacking(std::span<const float> load, int num_packs, std::span<int32
               [](uint64_t a, uint64_t b) { return (a >> 32) > (b >> 32); });
   }
 
+  ws.count.assign(static_cast<size_t>(num_packs), 0);
+  ws.pack_load.assign(static_cast<size_t>(num_packs), 0.0f);
+  if (num_packs <= kScanLimit) {
+    // Few packs: scan them as eplb.py does; a full pack's key is the largest there is.
+    ws.heap.resize(static_cast<size_t>(num_packs));
+    for (size_t p = 0; p < ws.heap.size(); ++p) ws.heap[p] = Key(0, p);
+    for (const uint64_t item : ws.sorted) {
+      const size_t i = Index(item);
+      const size_t p = Index(MinKey(ws.heap));
+      pack[i] = static_cast<int32_t>(p);
+      rank[i] = ws.count[p]++;
+      ws.pack_load[p] += load[i];
+      ws.heap[p] = ws.count[p] == per_pack ? ~uint64_t{0} : Key(Bits(ws.pack_load[p]), p);
+    }
+    return;
+  }
   // All packs start empty at load 0: in index order they already form a heap.
   size_t live = static_cast<size_t>(num_packs);
   ws.heap.resize(live);
-  ws.count.assign(live, 0);
-  ws.pack_load.assign(live, 0.0f);
   for (size_t p = 0; p < live; ++p) ws.heap[p] = Key(0, p);
   for (const uint64_t item : ws.sorted) {
     const size_t i = Index(item);
@@ -147,6 +174,16 @@ void ReplicateExperts(std::span<const float> load, size_t num_phy, Workspace& ws
   if (num_phy == m) return;
   ws.heap.resize(m);
   for (size_t i = 0; i < m; ++i) ws.heap[i] = Key(~Bits(load[i]), i);
+  if (num_phy - m <= kScanLimit) {
+    // Few replicas to add: scan for the heaviest, as eplb.py does.
+    for (size_t i = m; i < num_phy; ++i) {
+      const size_t e = Index(MinKey(ws.heap));
+      ws.phy2mlog[i] = static_cast<int32_t>(e);
+      ws.phy_rank[i] = ws.mlog_count[e]++;
+      ws.heap[e] = Key(~Bits(load[e] / static_cast<float>(ws.mlog_count[e])), e);
+    }
+    return;
+  }
   for (size_t i = m / 2; i-- > 0;) SiftDown(ws.heap, m, i);
   for (size_t i = m; i < num_phy; ++i) {
     const size_t e = Index(ws.heap[0]);
@@ -218,8 +255,7 @@ void RebalanceLayer(std::span<const float> w, const Shape& s, EplbTies ties,
     }
     BalancedPacking(ws.phy_load, gpus_per_node, ws.pack, ws.rank, ties, ws);
     for (size_t i = 0; i < phy_per_node; ++i) {
-      const size_t slot = node * phy_per_node +
-                          static_cast<size_t>(ws.pack[i]) * phy_per_gpu +
+      const size_t slot = node * phy_per_node + static_cast<size_t>(ws.pack[i]) * phy_per_gpu +
                           static_cast<size_t>(ws.rank[i]);
       phy2log[slot] = ws.mlog2log[mlog0 + static_cast<size_t>(ws.phy2mlog[i])];
       phy_rank[slot] = ws.phy_rank[i];
@@ -234,21 +270,24 @@ absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(st
 
 absl::Status Validate(size_t weight_size, int layers, int logical_experts, int num_replicas,
                       int num_groups, int num_nodes, int num_gpus) {
-  const std::pair<const char*, int> positive[] = {
-      {"layers", layers},         {"logical_experts", logical_experts},
-      {"num_replicas", num_replicas}, {"num_groups", num_groups},
-      {"num_nodes", num_nodes},   {"num_gpus", num_gpus}};
+  const std::pair<const char*, int> positive[] = {{"layers", layers},
+                                                  {"logical_experts", logical_experts},
+                                                  {"num_replicas", num_replicas},
+                                                  {"num_groups", num_groups},
+                                                  {"num_nodes", num_nodes},
+                                                  {"num_gpus", num_gpus}};
   for (const auto& [name, value] : positive) {
     if (value <= 0) return Invalid(fmt::format("{} must be positive, got {}", name, value));
   }
   const int64_t expected = int64_t{layers} * logical_experts;
   if (static_cast<int64_t>(weight_size) != expected) {
-    return Invalid(fmt::format("weight has {} loads, expected layers x logical_experts = {} x {} = {}",
-                               weight_size, layers, logical_experts, expected));
+    return Invalid(
+        fmt::format("weight has {} loads, expected layers x logical_experts = {} x {} = {}",
+                    weight_size, layers, logical_experts, expected));
   }
   if (num_replicas % num_gpus != 0) {
-    return Invalid(fmt::format("num_replicas ({}) must be a multiple of num_gpus ({})", num_replicas,
-                               num_gpus));
+    return Invalid(fmt::format("num_replicas ({}) must be a multiple of num_gpus ({})",
+                               num_replicas, num_gpus));
   }
   if (num_gpus % num_nodes != 0) {
     return Invalid(
@@ -284,10 +323,10 @@ absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, i
     if (!(weight[i] >= 0) || !std::isfinite(w[i])) {
       const size_t l = i / static_cast<size_t>(logical_experts);
       const size_t e = i % static_cast<size_t>(logical_experts);
-      return Invalid(fmt::format(
-          "weight[{}][{}] (layer {}, logical expert {}) is {}: loads must be finite, "
-          "non-negative and within float32 range",
-          l, e, l, e, weight[i]));
+      return Invalid(
+          fmt::format("weight[{}][{}] (layer {}, logical expert {}) is {}: loads must be finite, "
+                      "non-negative and within float32 range",
+                      l, e, l, e, weight[i]));
     }
   }
 

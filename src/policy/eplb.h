@@ -37,8 +37,8 @@ struct EplbPlacement {
   int logical_experts = 0;
   int physical_experts = 0;  // num_replicas
   int num_gpus = 0;
-  int max_replicas = 0;       // the largest logcnt over all layers: log2phy's last dimension
-  bool hierarchical = false;  // false: the global policy (one group, one node)
+  int max_replicas = 0;          // the largest logcnt over all layers: log2phy's last dimension
+  bool hierarchical = false;     // false: the global policy (one group, one node)
   std::vector<int32_t> phy2log;  // [layers x physical_experts]: logical expert of each replica
   std::vector<int32_t> log2phy;  // [layers x logical_experts x max_replicas], padded with -1
   std::vector<int32_t> logcnt;   // [layers x logical_experts]: replicas of each logical expert

@@ -79,8 +79,18 @@ std::string_view TenantPolicy::Admit(uint32_t tenant, int64_t tokens, double loa
       }
       if (s.config.priority < top) return "tenant_low_priority";
     }
-    // Over its weighted share of what the cluster is serving: shed first.
-    if (UsageRate(tenant, now) > FairShare(tenant, now) * (1 + 1e-9)) return "tenant_over_fair_share";
+    // Over its weighted share of what the cluster is serving, and the most over-served of the
+    // active tenants (usage per weight): it absorbs the shedding, a tenant that sends less
+    // than its share never does.
+    const double mine = UsageRate(tenant, now) / s.config.weight;
+    bool most_served = true;
+    for (uint32_t o = 0; o < state_.size() && most_served; ++o) {
+      if (o == tenant || Decayed(state_[o].demand, state_[o].usage_time, now) < 1.0) continue;
+      most_served = UsageRate(o, now) / state_[o].config.weight <= mine;
+    }
+    if (most_served && UsageRate(tenant, now) > FairShare(tenant, now) * (1 + 1e-9)) {
+      return "tenant_over_fair_share";
+    }
   }
   if (s.config.quota_tokens_per_s > 0) s.bucket -= t;
   s.usage += t;

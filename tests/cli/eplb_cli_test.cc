@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -102,7 +101,8 @@ TEST(EplbCli, InputErrorsNameFileAndLine) {
   auto ragged = TempFile("ragged.csv", "a,b,c\n1,2,3\n4,5\n");
   r = Sh("eplb --loads " + ragged + " --replicas 4 --gpus 2");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("ragged.csv:3: 2 loads, expected 3 (as on line 2)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ragged.csv:3: 2 loads, expected 3 (as on line 2)"), std::string::npos)
+      << r.out;
 
   auto word = TempFile("word.csv", "1,2,3\n4,five,6\n");
   r = Sh("eplb --loads " + word + " --replicas 4 --gpus 2");

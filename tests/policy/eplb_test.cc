@@ -15,8 +15,8 @@ namespace {
 
 // deepseek-ai/EPLB's README example.
 const std::vector<double> kReadmeWeight = {
-    90, 132, 40,  61, 104, 165, 39,  4,   73,  56,  183, 86,  //
-    20, 107, 104, 64, 19,  197, 187, 157, 172, 86,  16,  27};
+    90, 132, 40,  61, 104, 165, 39,  4,   73,  56, 183, 86,  //
+    20, 107, 104, 64, 19,  197, 187, 157, 172, 86, 16,  27};
 
 // The invariants every placement has, whatever the loads.
 void ExpectConsistent(const EplbPlacement& p) {
@@ -28,7 +28,8 @@ void ExpectConsistent(const EplbPlacement& p) {
   ASSERT_EQ(p.logcnt.size(), nl * lsz);
   ASSERT_EQ(p.log2phy.size(), nl * lsz * maxr);
   ASSERT_GT(p.num_gpus, 0);
-  ASSERT_EQ(psz % static_cast<size_t>(p.num_gpus), 0u) << "every GPU holds the same number of slots";
+  ASSERT_EQ(psz % static_cast<size_t>(p.num_gpus), 0u)
+      << "every GPU holds the same number of slots";
   EXPECT_EQ(p.max_replicas, *std::max_element(p.logcnt.begin(), p.logcnt.end()));
   for (size_t l = 0; l < nl; ++l) {
     std::vector<int32_t> seen(lsz, 0);
@@ -75,7 +76,8 @@ TEST(Eplb, ReadmeExample) {
   auto p = RebalanceExperts(kReadmeWeight, 2, 12, 16, 4, 2, 8);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->hierarchical);
-  EXPECT_EQ(Layer(*p, 0), (std::vector<int32_t>{5, 6, 5, 7, 8, 4, 3, 4, 10, 9, 10, 2, 0, 1, 11, 1}));
+  EXPECT_EQ(Layer(*p, 0),
+            (std::vector<int32_t>{5, 6, 5, 7, 8, 4, 3, 4, 10, 9, 10, 2, 0, 1, 11, 1}));
   EXPECT_EQ(Layer(*p, 1), (std::vector<int32_t>{7, 10, 6, 8, 6, 11, 8, 9, 2, 4, 5, 1, 5, 0, 3, 1}));
   EXPECT_EQ(p->logcnt, (std::vector<int32_t>{1, 2, 1, 1, 2, 2, 1, 1, 1, 1, 2, 1,  //
                                              1, 2, 1, 1, 1, 2, 2, 1, 2, 1, 1, 1}));
@@ -90,7 +92,8 @@ TEST(Eplb, ReadmeExample) {
   ASSERT_TRUE(imb.ok()) << imb.status();
   ASSERT_EQ(imb->per_layer_after.size(), 2u);
   for (int l = 0; l < 2; ++l) {
-    EXPECT_LT(imb->per_layer_after[static_cast<size_t>(l)], imb->per_layer_before[static_cast<size_t>(l)]);
+    EXPECT_LT(imb->per_layer_after[static_cast<size_t>(l)],
+              imb->per_layer_before[static_cast<size_t>(l)]);
     EXPECT_GE(imb->per_layer_after[static_cast<size_t>(l)], 1.0);
   }
   // Layer 0 without rebalancing: expert e on GPU e * 8 / 12, so GPU 6 holds experts 9 and 10
@@ -124,14 +127,14 @@ TEST(Eplb, MatchesEplbPyOnTiesInBothModes) {
   for (size_t e = 0; e < w.size(); ++e) w[e] = static_cast<double>((e * 7) % 5 + 1);
   auto stable = RebalanceExperts(w, 1, 24, 32, 1, 1, 2, EplbTies::kStable);
   ASSERT_TRUE(stable.ok()) << stable.status();
-  EXPECT_EQ(stable->phy2log, (std::vector<int32_t>{19, 11, 21, 7, 17, 2, 12, 22, 4, 9, 14,
-                                                   23, 9,  0,  5, 15, 1, 6,  16, 2, 12, 22,
-                                                   7,  17, 3,  8, 13, 18, 4, 14, 10, 20}));
+  EXPECT_EQ(stable->phy2log,
+            (std::vector<int32_t>{19, 11, 21, 7, 17, 2,  12, 22, 4, 9, 14, 23, 9, 0,  5,  15,
+                                  1,  6,  16, 2, 12, 22, 7,  17, 3, 8, 13, 18, 4, 14, 10, 20}));
   auto std_sort = RebalanceExperts(w, 1, 24, 32, 1, 1, 2, EplbTies::kStdSort);
   ASSERT_TRUE(std_sort.ok()) << std_sort.status();
-  EXPECT_EQ(std_sort->phy2log, (std::vector<int32_t>{19, 16, 6,  22, 12, 2, 2,  12, 14, 4,  9,
-                                                     13, 14, 15, 0,  20, 1, 21, 11, 7,  17, 7,
-                                                     22, 17, 23, 9,  8,  4, 18, 3,  10, 5}));
+  EXPECT_EQ(std_sort->phy2log,
+            (std::vector<int32_t>{19, 16, 6,  22, 12, 2, 2,  12, 14, 4, 9, 13, 14, 15, 0,  20,
+                                  1,  21, 11, 7,  17, 7, 22, 17, 23, 9, 8, 4,  18, 3,  10, 5}));
   const std::vector<int32_t> logcnt = {1, 1, 2, 1, 2, 1, 1, 2, 1, 2, 1, 1,
                                        2, 1, 2, 1, 1, 2, 1, 1, 1, 1, 2, 1};
   EXPECT_EQ(stable->logcnt, logcnt);
@@ -174,10 +177,10 @@ RandomCase MakeCase(uint64_t seed) {
   Rng rng(seed);
   RandomCase c;
   c.layers = 1 + static_cast<int>(rng.Below(4));
-  c.nodes = 1 << rng.Below(3);                        // 1, 2, 4
-  c.gpus = c.nodes * (1 << rng.Below(4));             // 1..8 per node
+  c.nodes = 1 << rng.Below(3);             // 1, 2, 4
+  c.gpus = c.nodes * (1 << rng.Below(4));  // 1..8 per node
   c.groups = c.nodes * (1 + static_cast<int>(rng.Below(3)));
-  if (rng.Bernoulli(0.25)) c.groups += 1;             // sometimes the global policy
+  if (rng.Bernoulli(0.25)) c.groups += 1;  // sometimes the global policy
   const int group_size = 1 + static_cast<int>(rng.Below(6));
   c.logical = c.groups * group_size;
   const int min_per_gpu = (c.logical + c.gpus - 1) / c.gpus;
@@ -195,8 +198,8 @@ RandomCase MakeServingCase(uint64_t seed) {
   Rng rng(seed);
   RandomCase c;
   c.layers = 1 + static_cast<int>(rng.Below(3));
-  c.nodes = 1 << rng.Below(4);                         // 1..8
-  c.gpus = c.nodes * (4 << rng.Below(2));              // 4 or 8 per node
+  c.nodes = 1 << rng.Below(4);             // 1..8
+  c.gpus = c.nodes * (4 << rng.Below(2));  // 4 or 8 per node
   c.groups = c.nodes * (1 + static_cast<int>(rng.Below(2)));
   const int per_gpu = 2 + static_cast<int>(rng.Below(7));  // logical experts per GPU
   c.logical = c.gpus * per_gpu;
@@ -260,7 +263,8 @@ TEST(Eplb, RandomPlacementsKeepTheInvariants) {
     EXPECT_EQ(p->hierarchical, c.groups % c.nodes == 0);
     ExpectConsistent(*p);
     // Deterministic: the same inputs give the same placement.
-    auto again = RebalanceExperts(c.weight, c.layers, c.logical, c.replicas, c.groups, c.nodes, c.gpus);
+    auto again =
+        RebalanceExperts(c.weight, c.layers, c.logical, c.replicas, c.groups, c.nodes, c.gpus);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(p->phy2log, again->phy2log);
     EXPECT_EQ(p->log2phy, again->log2phy);
@@ -307,13 +311,17 @@ TEST(Eplb, RejectsBadInputsNamingTheParameter) {
     return std::string(p.status().message());
   };
   {
-    EXPECT_NE(message(w, 2, 12, 15, 4, 2, 8).find("num_replicas (15) must be a multiple of num_gpus (8)"),
+    EXPECT_NE(
+        message(w, 2, 12, 15, 4, 2, 8).find("num_replicas (15) must be a multiple of num_gpus (8)"),
+        std::string::npos);
+    EXPECT_NE(
+        message(w, 2, 12, 24, 4, 4, 6).find("num_gpus (6) must be a multiple of num_nodes (4)"),
+        std::string::npos);
+    EXPECT_NE(message(w, 2, 12, 16, 8, 2, 8)
+                  .find("logical_experts (12) must be a multiple of num_groups (8)"),
               std::string::npos);
-    EXPECT_NE(message(w, 2, 12, 24, 4, 4, 6).find("num_gpus (6) must be a multiple of num_nodes (4)"),
-              std::string::npos);
-    EXPECT_NE(message(w, 2, 12, 16, 8, 2, 8).find("logical_experts (12) must be a multiple of num_groups (8)"),
-              std::string::npos);
-    EXPECT_NE(message(w, 2, 12, 8, 4, 2, 8).find("num_replicas (8) must be at least logical_experts (12)"),
+    EXPECT_NE(message(w, 2, 12, 8, 4, 2, 8)
+                  .find("num_replicas (8) must be at least logical_experts (12)"),
               std::string::npos);
     EXPECT_NE(message(w, 2, 11, 16, 1, 1, 8).find("weight has 24 loads"), std::string::npos);
     EXPECT_NE(message(w, 0, 12, 16, 4, 2, 8).find("layers must be positive"), std::string::npos);
