@@ -11,6 +11,7 @@
 
 #include "core/rng.h"
 #include "policy/prefix_index.h"
+#include "policy/prefix_index_store.h"
 
 namespace myriad {
 namespace {
@@ -105,6 +106,8 @@ void BM_PrefixIndexIngest(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * per_event));
   state.counters["entries"] = static_cast<double>(index.entries());
+  state.counters["probes"] = double(policy::prefix_index_internal::BlockStore::probes) / policy::prefix_index_internal::BlockStore::finds;
+  state.counters["load"] = double(index.blocks()) / (index.memory_bytes() / 16.0);
   state.counters["bytes_per_entry"] =
       static_cast<double>(index.memory_bytes()) / static_cast<double>(index.entries());
 }

@@ -11,15 +11,17 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_replace.h"
 #include "policy/eplb.h"
 
 namespace myriad::cli {
@@ -340,11 +342,15 @@ int EplbCommand::Run() {
       loads->values, loads->layers, loads->experts, replicas_, groups_, nodes_, gpus_,
       ties_ == "std-sort" ? policy::EplbTies::kStdSort : policy::EplbTies::kStable);
   if (!placement.ok()) {
-    std::fprintf(stderr,
-                 "myriad eplb: %s (--replicas is num_replicas, --gpus num_gpus, --nodes num_nodes, "
-                 "--groups num_groups; %s has %d layers x %d logical experts)\n",
-                 std::string(placement.status().message()).c_str(), loads_path_.c_str(),
-                 loads->layers, loads->experts);
+    // The policy names its parameters; the user knows them by their flags.
+    const std::string file_experts = fmt::format("the experts per layer in {}", loads_path_);
+    const std::string message = absl::StrReplaceAll(std::string(placement.status().message()),
+                                                    {{"num_replicas", "--replicas"},
+                                                     {"num_groups", "--groups"},
+                                                     {"num_nodes", "--nodes"},
+                                                     {"num_gpus", "--gpus"},
+                                                     {"logical_experts", file_experts}});
+    std::fprintf(stderr, "myriad eplb: %s\n", message.c_str());
     return 2;
   }
   auto imbalance = policy::MeasureImbalance(loads->values, *placement);

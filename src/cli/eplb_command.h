@@ -3,8 +3,9 @@
 // expert-parallel placement (policy/eplb.h) for per-layer expert loads read from a CSV (one row
 // per layer, optional header line) or JSON (array of arrays) file, and prints the placement and
 // the GPU load imbalance before and after, as a table or JSON. Input errors exit with 2.
-#include <CLI/CLI.hpp>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 namespace myriad::cli {
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -316,17 +316,29 @@ absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, i
     return st;
   }
   // eplb.py works on weight.float(): so do we, to meet the same ties and roundings.
+  // eplb.py works on weight.float(): so do we, to meet the same ties and roundings. A layer's
+  // total must fit float32 too, so that no sum overflows (torch's and ours would differ there).
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
   std::vector<float> w(weight.size());
-  for (size_t i = 0; i < weight.size(); ++i) {
-    // +0 for -0, whose bits would order above every positive load (see Bits).
-    w[i] = weight[i] == 0 ? 0.0f : static_cast<float>(weight[i]);
-    if (!(weight[i] >= 0) || !std::isfinite(w[i])) {
-      const size_t l = i / static_cast<size_t>(logical_experts);
-      const size_t e = i % static_cast<size_t>(logical_experts);
-      return Invalid(
-          fmt::format("weight[{}][{}] (layer {}, logical expert {}) is {}: loads must be finite, "
-                      "non-negative and within float32 range",
-                      l, e, l, e, weight[i]));
+  const auto lsz = static_cast<size_t>(logical_experts);
+  for (size_t l = 0; l < static_cast<size_t>(layers); ++l) {
+    double total = 0;
+    for (size_t e = 0; e < lsz; ++e) {
+      const double x = weight[l * lsz + e];
+      if (!(x >= 0 && x <= kFloatMax)) {
+        return Invalid(fmt::format(
+            "weight[{}][{}] (layer {}, logical expert {}) is {}: loads must be finite, "
+            "non-negative and within float32 range",
+            l, e, l, e, x));
+      }
+      // +0 for -0, whose bits would order above every positive load (see Bits).
+      w[l * lsz + e] = x == 0 ? 0.0f : static_cast<float>(x);
+      total += x;
+    }
+    if (total > kFloatMax) {
+      return Invalid(fmt::format(
+          "weight: the loads of layer {} add up to {}, beyond float32 range (scale them down)", l,
+          total));
     }
   }
 
@@ -339,7 +351,6 @@ absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, i
   const Shape shape = out.hierarchical
                           ? Shape{logical_experts, num_replicas, num_groups, num_nodes, num_gpus}
                           : Shape{logical_experts, num_replicas, 1, 1, num_gpus};
-  const auto lsz = static_cast<size_t>(logical_experts);
   const auto psz = static_cast<size_t>(num_replicas);
   const auto nl = static_cast<size_t>(layers);
   out.phy2log.resize(nl * psz);

@@ -11,7 +11,9 @@
 //
 // Eviction is CLOCK over the table's slots (an approximate LRU over blocks): Stored and Match
 // set the block's referenced bit; when an insert would exceed max_entries, the hand clears set
-// bits and evicts the first block found clear, reclaiming garbage on the way. A second hand
+// bits and evicts the first block found clear, reclaiming garbage on the way. (Approximate: a
+// block the backward shift of an erase moves across the hand's path may be skipped for one
+// rotation, or visited twice in one.) A second hand
 // reclaims garbage a few slots per operation while any exists, so blocks() converges to the
 // blocks with a live entry. blocks() counts blocks present in the table, which may include
 // blocks whose entries are all garbage until a hand passes them.
@@ -19,6 +21,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <numeric>
 
 #include "absl/container/flat_hash_map.h"
 #include "policy/prefix_index_store.h"
@@ -47,6 +50,7 @@ constexpr uint8_t kSuspectFlag = 1;
 constexpr uint8_t kProvFlag = 2;
 constexpr size_t kMatchBatch = 128;    // blocks whose slots are prefetched together
 constexpr size_t kStorePrefetch = 16;  // prefetch distance of Stored
+constexpr uint32_t kHandPrefetch = 32;  // and of the eviction hand
 
 }  // namespace
 
@@ -70,6 +74,7 @@ struct PrefixIndex::Impl {
 
   explicit Impl(PrefixIndexOptions o) : opt(o) {
     if (opt.index_every < 1) opt.index_every = 1;
+    SetStride();
     homes.resize(kMatchBatch);
     slots.resize(kMatchBatch);
   }
@@ -83,6 +88,7 @@ struct PrefixIndex::Impl {
   size_t live = 0;
   size_t garbage = 0;
   uint32_t hand = 0;     // CLOCK eviction hand
+  uint32_t stride = 1;   // its step
   uint32_t gc_hand = 0;  // garbage-reclaiming hand
   uint32_t match_gen = 0;
   std::vector<uint32_t> homes;
@@ -156,24 +162,43 @@ struct PrefixIndex::Impl {
     }
   }
 
+  // The eviction hand visits slots in a stride permutation, not in table order: evicting in
+  // table order would leave the table dense just ahead of the hand (blocks there are two
+  // rotations old) and grow linear-probing runs without bound. The stride is coprime with the
+  // capacity, so a rotation still visits every slot once.
+  void SetStride() {
+    const uint32_t cap = static_cast<uint32_t>(store.capacity());
+    uint32_t s = static_cast<uint32_t>(cap * 0.6180339887) | 1;
+    while (std::gcd(s, cap) != 1) s += 2;
+    stride = s % cap;
+  }
+  void AdvanceHand() {
+    hand += stride;
+    if (hand >= store.capacity()) hand -= static_cast<uint32_t>(store.capacity());
+  }
+
   // Frees room for one more entry: garbage first, then CLOCK eviction of whole blocks.
   void MakeRoom() {
     Sweep(16);
     while (live + garbage >= opt.max_entries && store.size() > 0) {
-      if (hand >= store.capacity()) hand = 0;
+      const uint64_t cap = store.capacity();
+      store.PrefetchSlot(static_cast<uint32_t>((hand + uint64_t{kHandPrefetch} * stride) % cap));
       if (store.empty(hand)) {
-        ++hand;
+        AdvanceHand();
         continue;
       }
-      if (garbage > 0 && Reclaim(hand)) continue;  // the next block shifted into `hand`
+      if (garbage > 0 && Reclaim(hand)) {
+        AdvanceHand();
+        continue;
+      }
       if (live + garbage < opt.max_entries) break;
       if (store.ref(hand)) {
         store.clear_ref(hand);
-        ++hand;
-        continue;
+      } else {
+        store.ForEach(hand, [&](uint64_t p) { Unaccount(p); });
+        store.EraseBlock(hand);
       }
-      store.ForEach(hand, [&](uint64_t p) { Unaccount(p); });
-      store.EraseBlock(hand);
+      AdvanceHand();
     }
   }
 
@@ -183,6 +208,7 @@ struct PrefixIndex::Impl {
     if (store.capacity() != cap) {
       hand = static_cast<uint32_t>(hand * store.capacity() / cap);
       gc_hand = static_cast<uint32_t>(gc_hand * store.capacity() / cap);
+      SetStride();
     }
   }
 

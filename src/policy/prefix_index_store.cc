@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <new>
+#include <cstring>
+#include <sys/mman.h>
 
 namespace myriad::policy::prefix_index_internal {
 namespace {
@@ -35,8 +37,12 @@ void BlockStore::Place(Slot s) {
 void BlockStore::Grow() {
   const uint64_t grown = uint64_t{capacity_} + capacity_ / 2;
   const uint32_t cap = grown > UINT32_MAX - 1 ? UINT32_MAX - 1 : static_cast<uint32_t>(grown);
-  std::unique_ptr<Slot[], FreeDeleter> old(static_cast<Slot*>(std::calloc(cap, sizeof(Slot))));
-  if (!old) throw std::bad_alloc();
+  const size_t bytes = (size_t{cap} * sizeof(Slot) + (2 << 20) - 1) & ~size_t{(2 << 20) - 1};
+  void* mem = std::aligned_alloc(2 << 20, bytes);
+  if (!mem) throw std::bad_alloc();
+  madvise(mem, bytes, MADV_HUGEPAGE);
+  std::memset(mem, 0, bytes);
+  std::unique_ptr<Slot[], FreeDeleter> old(static_cast<Slot*>(mem));
   old.swap(slots_);
   const uint32_t old_cap = capacity_;
   capacity_ = cap;

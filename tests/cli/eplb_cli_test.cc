@@ -5,9 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -147,11 +148,19 @@ TEST(EplbCli, ParameterErrorsNameTheParameter) {
   auto csv = TempFile("params.csv", kReadmeCsv);
   auto r = Sh("eplb --loads " + csv + " --replicas 15 --groups 4 --nodes 2 --gpus 8");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("num_replicas (15) must be a multiple of num_gpus (8)"), std::string::npos)
+  EXPECT_NE(r.out.find("--replicas (15) must be a multiple of --gpus (8)"), std::string::npos)
       << r.out;
   r = Sh("eplb --loads " + csv + " --replicas 8 --gpus 8");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("must be at least logical_experts (12)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--replicas (8) must be at least the experts per layer in " + csv + " (12)"),
+            std::string::npos)
+      << r.out;
+  r = Sh("eplb --loads " + csv + " --replicas 16 --groups 4 --nodes 3 --gpus 8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--gpus (8) must be a multiple of --nodes (3)"), std::string::npos) << r.out;
+  r = Sh("eplb --loads " + csv + " --replicas 16 --groups 8 --nodes 2 --gpus 8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("must be a multiple of --groups (8)"), std::string::npos) << r.out;
   r = Sh("eplb --loads " + csv + kReadmeArgs + " --format yaml");
   EXPECT_NE(r.code, 0);
 }

@@ -193,6 +193,137 @@ RandomCase MakeCase(uint64_t seed) {
   return c;
 }
 
+// eplb.py transcribed as directly as C++ allows (linear scans, std::stable_sort, float32), to
+// check the heaps, radix sorts and scans of the real implementation against. Returns phy2log.
+std::vector<int32_t> NaiveEplb(const std::vector<double>& weight, int layers, int logical,
+                               int replicas, int groups, int nodes, int gpus) {
+  if (groups % nodes != 0) groups = 1, nodes = 1;
+  auto packing = [](const std::vector<float>& w, int packs, std::vector<int>& pack,
+                    std::vector<int>& rank) {
+    const int n = static_cast<int>(w.size()), per = n / packs;
+    pack.assign(w.size(), 0);
+    rank.assign(w.size(), 0);
+    if (per == 1) {
+      for (int i = 0; i < n; ++i) pack[static_cast<size_t>(i)] = i;
+      return;
+    }
+    std::vector<int> order(w.size());
+    for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return w[static_cast<size_t>(a)] > w[static_cast<size_t>(b)];
+    });
+    std::vector<float> load(static_cast<size_t>(packs), 0.0f);
+    std::vector<int> items(static_cast<size_t>(packs), 0);
+    for (int i : order) {
+      int best = -1;
+      for (int p = 0; p < packs; ++p) {
+        if (items[static_cast<size_t>(p)] < per &&
+            (best < 0 || load[static_cast<size_t>(p)] < load[static_cast<size_t>(best)])) {
+          best = p;
+        }
+      }
+      pack[static_cast<size_t>(i)] = best;
+      rank[static_cast<size_t>(i)] = items[static_cast<size_t>(best)]++;
+      load[static_cast<size_t>(best)] += w[static_cast<size_t>(i)];
+    }
+  };
+  const int gsize = logical / groups, lpn = logical / nodes, ppn = replicas / nodes;
+  const int ppg = replicas / gpus;
+  std::vector<int32_t> out;
+  for (int l = 0; l < layers; ++l) {
+    std::vector<float> w(static_cast<size_t>(logical));
+    for (int e = 0; e < logical; ++e) {
+      w[static_cast<size_t>(e)] = static_cast<float>(weight[static_cast<size_t>(l * logical + e)]);
+    }
+    std::vector<float> gload(static_cast<size_t>(groups));
+    for (int g = 0; g < groups; ++g) {
+      double sum = 0;
+      for (int j = 0; j < gsize; ++j) sum += w[static_cast<size_t>(g * gsize + j)];
+      gload[static_cast<size_t>(g)] = static_cast<float>(sum);
+    }
+    std::vector<int> gpack, grank;
+    packing(gload, nodes, gpack, grank);
+    std::vector<int> mlog2log(static_cast<size_t>(logical));
+    for (int g = 0; g < groups; ++g) {
+      for (int j = 0; j < gsize; ++j) {
+        const int mlog =
+            (gpack[static_cast<size_t>(g)] * (groups / nodes) + grank[static_cast<size_t>(g)]) *
+                gsize +
+            j;
+        mlog2log[static_cast<size_t>(mlog)] = g * gsize + j;
+      }
+    }
+    std::vector<int32_t> layer(static_cast<size_t>(replicas));
+    for (int node = 0; node < nodes; ++node) {
+      std::vector<float> mw(static_cast<size_t>(lpn));
+      for (int k = 0; k < lpn; ++k) {
+        mw[static_cast<size_t>(k)] =
+            w[static_cast<size_t>(mlog2log[static_cast<size_t>(node * lpn + k)])];
+      }
+      std::vector<int> phy2mlog(static_cast<size_t>(ppn)), cnt(static_cast<size_t>(lpn), 1);
+      for (int i = 0; i < ppn; ++i) {
+        if (i < lpn) {
+          phy2mlog[static_cast<size_t>(i)] = i;
+          continue;
+        }
+        int best = 0;
+        for (int k = 1; k < lpn; ++k) {
+          if (mw[static_cast<size_t>(k)] / static_cast<float>(cnt[static_cast<size_t>(k)]) >
+              mw[static_cast<size_t>(best)] / static_cast<float>(cnt[static_cast<size_t>(best)])) {
+            best = k;
+          }
+        }
+        phy2mlog[static_cast<size_t>(i)] = best;
+        ++cnt[static_cast<size_t>(best)];
+      }
+      std::vector<float> pw(static_cast<size_t>(ppn));
+      for (int i = 0; i < ppn; ++i) {
+        const auto m = static_cast<size_t>(phy2mlog[static_cast<size_t>(i)]);
+        pw[static_cast<size_t>(i)] = mw[m] / static_cast<float>(cnt[m]);
+      }
+      std::vector<int> pack, rank;
+      packing(pw, gpus / nodes, pack, rank);
+      for (int i = 0; i < ppn; ++i) {
+        const int slot =
+            node * ppn + pack[static_cast<size_t>(i)] * ppg + rank[static_cast<size_t>(i)];
+        layer[static_cast<size_t>(slot)] =
+            mlog2log[static_cast<size_t>(node * lpn + phy2mlog[static_cast<size_t>(i)])];
+      }
+    }
+    out.insert(out.end(), layer.begin(), layer.end());
+  }
+  return out;
+}
+
+// Shapes from a few experts to 1,024 on 1,024 GPUs, so that every path (scans and heaps, sorts
+// and radix sorts) meets the transcription.
+TEST(Eplb, SameAsPlainTranscriptionOfEplbPy) {
+  struct Shape {
+    int layers, logical, replicas, groups, nodes, gpus;
+  };
+  const Shape shapes[] = {
+      {2, 12, 16, 4, 2, 8},           {3, 256, 288, 8, 4, 32},        {2, 256, 320, 8, 8, 64},
+      {1, 1024, 2048, 64, 128, 1024}, {1, 1024, 2048, 128, 64, 1024}, {2, 384, 416, 1, 1, 32},
+      {1, 1024, 1152, 64, 16, 128},   {2, 64, 96, 3, 2, 4},           {1, 2048, 2560, 1, 1, 256}};
+  Rng rng(11);
+  for (const Shape& s : shapes) {
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE(testing::Message()
+                   << s.logical << " experts, " << s.replicas << " replicas, kind " << kind);
+      std::vector<double> w(static_cast<size_t>(s.layers * s.logical));
+      for (double& x : w) {
+        x = kind == 0   ? std::floor(rng.LogNormal(8, 1))
+            : kind == 1 ? static_cast<double>(rng.Below(4))
+                        : rng.Uniform(0, 1e-3);
+      }
+      auto p = RebalanceExperts(w, s.layers, s.logical, s.replicas, s.groups, s.nodes, s.gpus);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_EQ(p->phy2log,
+                NaiveEplb(w, s.layers, s.logical, s.replicas, s.groups, s.nodes, s.gpus));
+    }
+  }
+}
+
 // Serving-sized shapes: several experts and at least one redundant replica per GPU, skewed loads.
 RandomCase MakeServingCase(uint64_t seed) {
   Rng rng(seed);
@@ -331,6 +462,9 @@ TEST(Eplb, RejectsBadInputsNamingTheParameter) {
     EXPECT_NE(message(bad, 2, 12, 16, 4, 2, 8).find("weight[1][1]"), std::string::npos);
     bad[13] = 1e300;  // beyond float32
     EXPECT_NE(message(bad, 2, 12, 16, 4, 2, 8).find("float32"), std::string::npos);
+    bad[13] = 1e38;  // fits float32, but the layer's total does not
+    bad[14] = 3e38;
+    EXPECT_NE(message(bad, 2, 12, 16, 4, 2, 8).find("layer 1 add up to"), std::string::npos);
   }
   // logical_experts % num_groups only matters to the hierarchical policy (eplb.py's global policy
   // uses one group), so 5 groups on 2 nodes is accepted.
