@@ -22,6 +22,8 @@ SimCommand::SimCommand(CLI::App& app) {
   cmd_->add_option("--router", router_, "Override the routing policy (random, round-robin, least-loaded, prefix-only, kv-aware; +spread, +fair)");
   cmd_->add_option("--scale", scale_, "Scale cluster, pools and load by this factor")
       ->check(CLI::PositiveNumber);
+  cmd_->add_option("--load", load_, "Multiply the offered load alone by this factor")
+      ->check(CLI::PositiveNumber);
   cmd_->add_option("--compare", compare_,
                    "Run each of these routing policies on the same workload and seed and print one table")
       ->delimiter(',');
@@ -60,6 +62,12 @@ int SimCommand::Run() {
   if (scale_ != 1.0) {
     if (absl::Status st = sim::ScaleScenario(*scenario, scale_); !st.ok()) {
       std::fprintf(stderr, "myriad sim: --scale: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
+  if (load_ != 1.0) {
+    if (absl::Status st = sim::ScaleLoad(*scenario, load_); !st.ok()) {
+      std::fprintf(stderr, "myriad sim: --load: %s\n", std::string(st.message()).c_str());
       return 2;
     }
   }

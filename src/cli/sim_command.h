@@ -28,6 +28,7 @@ class SimCommand {
   std::optional<std::string> router_;
   std::vector<std::string> compare_;
   double scale_ = 1.0;
+  double load_ = 1.0;
   bool quiet_ = false;
   bool json_ = false;
   bool no_progress_ = false;

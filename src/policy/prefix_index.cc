@@ -50,7 +50,7 @@ constexpr uint8_t kSuspectFlag = 1;
 constexpr uint8_t kProvFlag = 2;
 constexpr size_t kMatchBatch = 128;    // blocks whose slots are prefetched together
 constexpr size_t kStorePrefetch = 16;  // prefetch distance of Stored
-constexpr uint32_t kHandPrefetch = 32;  // and of the eviction hand
+constexpr uint32_t kHandPrefetch = 16;  // and of the eviction hand, in lines
 
 }  // namespace
 
@@ -77,6 +77,7 @@ struct PrefixIndex::Impl {
     SetStride();
     homes.resize(kMatchBatch);
     slots.resize(kMatchBatch);
+    pending.reserve(kMatchBatch);
   }
 
   PrefixIndexOptions opt;
@@ -87,13 +88,16 @@ struct PrefixIndex::Impl {
   uint64_t next_serial = 1;
   size_t live = 0;
   size_t garbage = 0;
-  uint32_t hand = 0;     // CLOCK eviction hand
-  uint32_t stride = 1;   // its step
+  uint32_t hand = 0;         // CLOCK eviction hand (a slot)
+  uint32_t stride = 1;       // its step from line to line
+  uint32_t line_ahead = 0;   // the line it will visit kHandPrefetch lines later
+  uint32_t chain_ahead = 0;  // and half as far
   uint32_t gc_hand = 0;  // garbage-reclaiming hand
   uint32_t match_gen = 0;
   std::vector<uint32_t> homes;
   std::vector<uint32_t> slots;
   std::vector<HolderId> matched;
+  std::vector<uint32_t> pending;
   absl::flat_hash_map<PublisherId, uint64_t> publishers;
 
   // The full serial of a provisional stamp: the latest one congruent to it.
@@ -162,27 +166,41 @@ struct PrefixIndex::Impl {
     }
   }
 
-  // The eviction hand visits slots in a stride permutation, not in table order: evicting in
-  // table order would leave the table dense just ahead of the hand (blocks there are two
-  // rotations old) and grow linear-probing runs without bound. The stride is coprime with the
-  // capacity, so a rotation still visits every slot once.
+  // The eviction hand visits the table's lines (four slots) in a stride permutation, not in
+  // table order: evicting in table order would leave the table dense just ahead of the hand
+  // (blocks there are two rotations old) and grow linear-probing runs without bound. The
+  // stride is coprime with the number of lines, so a rotation visits every slot once; visiting
+  // a line's slots together costs one random line per about one eviction.
   void SetStride() {
-    const uint32_t cap = static_cast<uint32_t>(store.capacity());
-    uint32_t s = static_cast<uint32_t>(cap * 0.6180339887) | 1;
-    while (std::gcd(s, cap) != 1) s += 2;
-    stride = s % cap;
+    const uint32_t lines = static_cast<uint32_t>(store.capacity() / 4);
+    uint32_t s = static_cast<uint32_t>(lines * 0.6180339887) | 1;
+    while (std::gcd(s, lines) != 1) s += 2;
+    stride = s % lines;
+    if (hand >= store.capacity()) hand = 0;
+    hand &= ~3u;
+    line_ahead = static_cast<uint32_t>((hand / 4 + uint64_t{kHandPrefetch} * stride) % lines);
+    chain_ahead = static_cast<uint32_t>((hand / 4 + uint64_t{kHandPrefetch / 2} * stride) % lines);
   }
+  uint32_t NextHandLine(uint32_t line) const {
+    line += stride;
+    const uint32_t lines = static_cast<uint32_t>(store.capacity() / 4);
+    return line >= lines ? line - lines : line;
+  }
+  // Moves the hand to the next slot of its line, or to its next line, prefetching the line it
+  // will visit kHandPrefetch lines later and the overflow chains of the one half as far.
   void AdvanceHand() {
-    hand += stride;
-    if (hand >= store.capacity()) hand -= static_cast<uint32_t>(store.capacity());
+    if ((++hand & 3) != 0) return;
+    hand = NextHandLine(hand / 4 - 1) * 4;
+    line_ahead = NextHandLine(line_ahead);
+    chain_ahead = NextHandLine(chain_ahead);
+    store.PrefetchSlot(line_ahead * 4);
+    for (uint32_t i = 0; i < 4; ++i) store.PrefetchChain(chain_ahead * 4 + i);
   }
 
   // Frees room for one more entry: garbage first, then CLOCK eviction of whole blocks.
   void MakeRoom() {
     Sweep(16);
     while (live + garbage >= opt.max_entries && store.size() > 0) {
-      const uint64_t cap = store.capacity();
-      store.PrefetchSlot(static_cast<uint32_t>((hand + uint64_t{kHandPrefetch} * stride) % cap));
       if (store.empty(hand)) {
         AdvanceHand();
         continue;
@@ -206,7 +224,7 @@ struct PrefixIndex::Impl {
     const uint64_t cap = store.capacity();
     store.Insert(key, word, /*ref=*/true);
     if (store.capacity() != cap) {
-      hand = static_cast<uint32_t>(hand * store.capacity() / cap);
+      hand = static_cast<uint32_t>(hand * store.capacity() / cap);  // SetStride bounds it
       gc_hand = static_cast<uint32_t>(gc_hand * store.capacity() / cap);
       SetStride();
     }
@@ -283,7 +301,7 @@ struct PrefixIndex::Impl {
         ++advanced;
       }
     });
-    if (advanced > 0) store.set_ref(s);
+    if (advanced > 0 && !store.ref(s)) store.set_ref(s);  // no store (dirty line) when set
     return advanced > 0;
   }
 
@@ -298,24 +316,41 @@ struct PrefixIndex::Impl {
       match_gen = 1;
     }
     matched.clear();
-    // Keys are chained, so the slots of a batch are fetched in parallel (memory-level
-    // parallelism) before the walk, then the overflow chains of the blocks found.
+    // Keys are chained, so no lookup depends on another: each batch prefetches all its home
+    // lines (memory-level parallelism), resolves what those lines settle and prefetches the
+    // next line for the rest (a miss there would otherwise stall the walk, one at a time),
+    // then the overflow chains, then walks.
     bool going = true;
     for (size_t k = 0; going && k < count; k += kMatchBatch) {
       const size_t end = std::min(count, k + kMatchBatch);
+      const auto key = [&](size_t j) { return blocks[(j + 1) * n - 1]; };
       for (size_t j = k; j < end; ++j) {
-        homes[j - k] = store.Home(blocks[(j + 1) * n - 1]);
+        homes[j - k] = store.Home(key(j));
         store.PrefetchSlot(homes[j - k]);
       }
+      pending.clear();
       size_t found = end;
-      for (size_t j = k; j < end; ++j) {
-        const uint32_t s = store.FindFrom(homes[j - k], blocks[(j + 1) * n - 1]);
-        if (s == BlockStore::kNone) {
-          found = j;
-          break;
-        }
+      for (size_t j = k; j < found; ++j) {
+        const uint32_t s = store.FindInLine(homes[j - k], key(j));
         slots[j - k] = s;
-        store.PrefetchChain(s);
+        if (s == BlockStore::kMore) {
+          pending.push_back(static_cast<uint32_t>(j - k));
+          store.PrefetchSlot(store.NextLine(homes[j - k]));
+        } else if (s == BlockStore::kNone) {
+          found = j;
+        } else {
+          store.PrefetchChain(s);
+        }
+      }
+      for (uint32_t i : pending) {
+        if (k + i >= found) break;
+        const uint32_t s = store.FindFrom(store.NextLine(homes[i]), key(k + i));
+        slots[i] = s;
+        if (s == BlockStore::kNone) {
+          found = k + i;
+        } else {
+          store.PrefetchChain(s);
+        }
       }
       for (size_t j = k; j < found; ++j) {
         if (!Step(j, slots[j - k], now)) {
@@ -421,7 +456,7 @@ size_t PrefixIndex::memory_bytes() const {
   const size_t batch_bytes = (m.batches.size() * sizeof(Impl::ProvBatch) / 512 + 1) * 512;
   return sizeof(Impl) + m.store.memory_bytes() + m.holders.capacity() * sizeof(Impl::Holder) +
          batch_bytes + m.publishers.capacity() * (sizeof(std::pair<PublisherId, uint64_t>) + 1) +
-         (m.homes.capacity() + m.slots.capacity() + m.matched.capacity()) * sizeof(uint32_t);
+         (m.homes.capacity() + m.slots.capacity() + m.matched.capacity() + m.pending.capacity()) * sizeof(uint32_t);
 }
 
 }  // namespace myriad::policy

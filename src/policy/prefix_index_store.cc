@@ -1,28 +1,48 @@
 #include "policy/prefix_index_store.h"
 
-#include <cstdlib>
-#include <new>
-#include <cstring>
 #include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 namespace myriad::policy::prefix_index_internal {
 namespace {
 
 constexpr uint32_t kMinCapacity = 16;
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// `bytes` (rounded up to `*allocated`), zeroed when `zero`; huge-page aligned and advised
+// from 2 MiB on.
+void* Allocate(size_t bytes, bool zero, size_t* allocated) {
+  void* p = nullptr;
+  if (bytes < kHugePage) {
+    *allocated = (bytes + 63) & ~size_t{63};
+    p = std::aligned_alloc(64, *allocated);
+    if (p != nullptr && zero) std::memset(p, 0, *allocated);
+  } else {
+    *allocated = (bytes + kHugePage - 1) & ~(kHugePage - 1);
+    p = std::aligned_alloc(kHugePage, *allocated);
+#ifdef MADV_HUGEPAGE
+    if (p != nullptr) madvise(p, *allocated, MADV_HUGEPAGE);  // a hint: failure is harmless
+#endif
+    if (p != nullptr && zero) std::memset(p, 0, *allocated);
+  }
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
 
 }  // namespace
 
-void BlockStore::FreeDeleter::operator()(Slot* p) const { std::free(p); }
+void BlockStore::FreeDeleter::operator()(void* p) const { std::free(p); }
 
 BlockStore::BlockStore() {
-  // calloc: a fresh table of empty (all-zero) slots costs no page until it is written.
-  slots_.reset(static_cast<Slot*>(std::calloc(kMinCapacity, sizeof(Slot))));
-  if (!slots_) throw std::bad_alloc();
+  slots_.reset(static_cast<Slot*>(Allocate(kMinCapacity * sizeof(Slot), true, &slot_bytes_)));
   capacity_ = kMinCapacity;
 }
 
 size_t BlockStore::memory_bytes() const {
-  return size_t{capacity_} * sizeof(Slot) + chunks_.size() * (sizeof(Node) << kChunkBits) +
+  return slot_bytes_ + chunks_.size() * (sizeof(Node) << kChunkBits) +
          chunks_.capacity() * sizeof(chunks_[0]) + scratch_.capacity() * sizeof(uint64_t);
 }
 
@@ -35,15 +55,13 @@ void BlockStore::Place(Slot s) {
 }
 
 void BlockStore::Grow() {
-  const uint64_t grown = uint64_t{capacity_} + capacity_ / 2;
-  const uint32_t cap = grown > UINT32_MAX - 1 ? UINT32_MAX - 1 : static_cast<uint32_t>(grown);
-  const size_t bytes = (size_t{cap} * sizeof(Slot) + (2 << 20) - 1) & ~size_t{(2 << 20) - 1};
-  void* mem = std::aligned_alloc(2 << 20, bytes);
-  if (!mem) throw std::bad_alloc();
-  madvise(mem, bytes, MADV_HUGEPAGE);
-  std::memset(mem, 0, bytes);
-  std::unique_ptr<Slot[], FreeDeleter> old(static_cast<Slot*>(mem));
+  const uint64_t grown = (uint64_t{capacity_} + capacity_ / 2 + 3) & ~uint64_t{3};
+  const uint32_t cap = grown > UINT32_MAX - 3 ? UINT32_MAX - 3 : static_cast<uint32_t>(grown);
+  size_t bytes = 0;
+  std::unique_ptr<Slot[], FreeDeleter> old(
+      static_cast<Slot*>(Allocate(size_t{cap} * sizeof(Slot), true, &bytes)));
   old.swap(slots_);
+  slot_bytes_ = bytes;
   const uint32_t old_cap = capacity_;
   capacity_ = cap;
   for (uint32_t i = 0; i < old_cap; ++i) {
@@ -90,7 +108,8 @@ uint32_t BlockStore::NewNode() {
     return n;
   }
   if (nodes_used_ == chunks_.size() << kChunkBits) {
-    chunks_.push_back(std::make_unique<Node[]>(size_t{1} << kChunkBits));
+    size_t bytes = 0;
+    chunks_.emplace_back(static_cast<Node*>(Allocate(sizeof(Node) << kChunkBits, false, &bytes)));
   }
   return nodes_used_++;
 }

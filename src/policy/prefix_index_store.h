@@ -2,9 +2,13 @@
 // The storage under PrefixIndex: an open-addressing (linear probing) table of blocks whose
 // 16-byte slot holds the block key and one 64-bit word. A block with one holder keeps that
 // holder's word inline; a block with more points to a chain of pooled 32-byte nodes of three
-// words each. The table grows by 1.5x at 3/4 load (so 1/2 to 3/4 full: 21-32 bytes per
+// words each. The table (a multiple of four slots) grows by 1.5x at 3/4 load (so 1/2 to 3/4 full: 21-32 bytes per
 // single-holder block) and maps keys to slots with a multiply-shift ("fastrange"), which allows
 // capacities that are not powers of two. Erase shifts the following run back (no tombstones).
+//
+// Large arrays (the table past 2 MiB, node chunks) are 2 MiB-aligned and advised as huge pages:
+// probes land on random pages of a table of hundreds of MiB, and TLB misses (two-level page
+// walks under virtualisation) otherwise double the cost of each probe.
 //
 // Word bits 63..61 belong to the store (occupied, overflow, referenced); bits 60..0 are the
 // caller's payload. An empty slot has word 0. Slot indices stay valid until the next Insert
@@ -41,23 +45,52 @@ class BlockStore {
     __builtin_prefetch(p);
     __builtin_prefetch(p + 64);
   }
-  void PrefetchSlot(uint32_t slot) const { __builtin_prefetch(&slots_[slot]); }
+  // Into L2 (hint 2): more of these can be in flight than of L1 fills.
+  void PrefetchSlot(uint32_t slot) const { __builtin_prefetch(&slots_[slot], 0, 2); }
   void PrefetchChain(uint32_t slot) const {
     const uint64_t w = slots_[slot].word;
-    if (w & kOvf) __builtin_prefetch(&node(static_cast<uint32_t>(w)));
+    if (w & kOvf) __builtin_prefetch(&node(static_cast<uint32_t>(w)), 0, 2);
+  }
+
+  // Ahead of erasing the block at `slot` if it is unreferenced: its overflow chain, and the
+  // next line when the run that the erase shifts back goes on past this line.
+  void PrefetchErase(uint32_t slot) const {
+    const uint64_t w = slots_[slot].word;
+    if (w == 0 || (w & kRef)) return;
+    if (w & kOvf) __builtin_prefetch(&node(static_cast<uint32_t>(w)), 0, 2);
+    for (uint32_t i = slot + 1; (i & 3) != 0; ++i) {
+      if (slots_[i].word == 0) return;
+    }
+    PrefetchSlot(NextLine(slot));
   }
 
   uint32_t Find(BlockKey key) const { return FindFrom(Home(key), key); }
-  inline static uint64_t finds = 0, probes = 0;
   uint32_t FindFrom(uint32_t i, BlockKey key) const {
-    ++finds;
     for (;;) {
-      ++probes;
       const Slot& s = slots_[i];
       if (s.word == 0) return kNone;
       if (s.key == key) return i;
       if (++i == capacity_) i = 0;
     }
+  }
+  // The first step of a Find that touches only the home slot's line (four slots; the table is
+  // line-aligned and its capacity a multiple of four), without branching on each slot: the
+  // slot, kNone, or kMore when the probe goes on in the next line (then FindAfterLine).
+  static constexpr uint32_t kMore = kNone - 1;
+  uint32_t FindInLine(uint32_t home, BlockKey key) const {
+    const Slot* line = &slots_[home & ~3u];
+    uint32_t found = 0;
+    uint32_t empty = 0;
+    for (uint32_t k = 0; k < 4; ++k) {
+      found |= static_cast<uint32_t>((line[k].key == key) & (line[k].word != 0)) << k;
+      empty |= static_cast<uint32_t>(line[k].word == 0) << k;
+    }
+    if (found != 0) return (home & ~3u) + static_cast<uint32_t>(__builtin_ctz(found));
+    return (empty >> (home & 3)) != 0 ? kNone : kMore;
+  }
+  uint32_t NextLine(uint32_t home) const {
+    const uint32_t next = (home | 3u) + 1;
+    return next == capacity_ ? 0 : next;
   }
   // Adds a block (absent) with one word; may grow the table, invalidating slot indices.
   uint32_t Insert(BlockKey key, uint64_t payload, bool ref);
@@ -134,7 +167,7 @@ class BlockStore {
     uint32_t next;
     uint32_t n;
   };
-  static constexpr uint32_t kChunkBits = 12;  // 4096 nodes (128 KiB) per chunk
+  static constexpr uint32_t kChunkBits = 16;  // 65,536 nodes (2 MiB) per chunk
 
   static uint64_t Mix(uint64_t k) {
     k ^= k >> 32;
@@ -153,12 +186,13 @@ class BlockStore {
   void Place(Slot s);
 
   struct FreeDeleter {
-    void operator()(Slot* p) const;
+    void operator()(void* p) const;
   };
   std::unique_ptr<Slot[], FreeDeleter> slots_;
+  size_t slot_bytes_ = 0;  // allocated for slots_
   uint32_t capacity_ = 0;
   size_t size_ = 0;
-  std::vector<std::unique_ptr<Node[]>> chunks_;
+  std::vector<std::unique_ptr<Node[], FreeDeleter>> chunks_;
   uint32_t nodes_used_ = 0;  // nodes handed out from the chunks, free ones included
   uint32_t free_nodes_ = kNone;
   std::vector<uint64_t> scratch_;

@@ -432,6 +432,13 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
   return absl::OkStatus();
 }
 
+absl::Status ScaleLoad(Scenario& s, double factor) {
+  if (!(factor > 0)) return absl::InvalidArgumentError("load factor must be positive");
+  s.workload.synthetic.rate *= factor;
+  s.workload.replay.rate_scale *= factor;
+  return absl::OkStatus();
+}
+
 std::string_view RoleName(Role r) {
   switch (r) {
     case Role::kPrefill: return "prefill";

@@ -87,6 +87,10 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path);
 // shape: the cost-versus-size benchmark uses it. Fails if a count would round to zero.
 absl::Status ScaleScenario(Scenario& s, double factor);
 
+// Multiplies the offered load alone (synthetic arrival rate, or a trace's replay speed) by
+// `factor`, leaving the cluster as it is.
+absl::Status ScaleLoad(Scenario& s, double factor);
+
 std::string_view RoleName(Role r);
 
 }  // namespace myriad::sim
