@@ -11,12 +11,15 @@
 //
 // Eviction is CLOCK over the table's slots (an approximate LRU over blocks): Stored and Match
 // set the block's referenced bit; when an insert would exceed max_entries, the hand clears set
-// bits and evicts the first block found clear, reclaiming garbage on the way. (Approximate: a
-// block the backward shift of an erase moves across the hand's path may be skipped for one
-// rotation, or visited twice in one.) A second hand
-// reclaims garbage a few slots per operation while any exists, so blocks() converges to the
-// blocks with a live entry. blocks() counts blocks present in the table, which may include
-// blocks whose entries are all garbage until a hand passes them.
+// bits and evicts the first block found clear, reclaiming garbage on the way. The hand takes
+// the table's lines in a stride permutation (see SetStride). Approximate: a block that the
+// backward shift of an erase moves across the hand's path may be skipped for one rotation or
+// visited twice in one. A second hand reclaims garbage a few slots per operation while any
+// exists, so blocks() (blocks present in the table) converges to the blocks with a live entry;
+// until then it may count blocks whose entries are all garbage.
+//
+// Match walks the query in order (holes end a holder's prefix, so the prefix length cannot be
+// binary-searched) and spends its time waiting for memory: see Match.
 #include "policy/prefix_index.h"
 
 #include <algorithm>
@@ -48,23 +51,23 @@ constexpr uint64_t StampOf(uint64_t p) { return p & kStampMask; }
 
 constexpr uint8_t kSuspectFlag = 1;
 constexpr uint8_t kProvFlag = 2;
-constexpr size_t kMatchBatch = 128;    // blocks whose slots are prefetched together
-constexpr size_t kStorePrefetch = 16;  // prefetch distance of Stored
+constexpr size_t kMatchBatch = 128;     // blocks whose slots are prefetched together
+constexpr size_t kStorePrefetch = 16;   // prefetch distance of Stored
 constexpr uint32_t kHandPrefetch = 16;  // and of the eviction hand, in lines
 
 }  // namespace
 
 struct PrefixIndex::Impl {
-  struct Holder {
+  struct Holder {            // what Match reads first
+    uint32_t match_gen = 0;  // Match scratch: the holder's run in the current query
+    uint32_t match_len = 0;
+    uint64_t clear_floor = 0;    // confirmed stamps below it are cleared
+    uint64_t suspect_floor = 0;  // confirmed stamps below it are suspect
+    uint8_t match_flags = 0;
     uint64_t epoch = 1;               // stamp of entries stored now
-    uint64_t clear_floor = 0;         // confirmed stamps below it are cleared
-    uint64_t suspect_floor = 0;       // confirmed stamps below it are suspect
     uint64_t prov_clear_floor = 0;    // provisional serials below it are cleared
     uint64_t prov_suspect_floor = 0;  // provisional serials below it are suspect
     uint64_t live = 0;                // entries counted by entries()
-    uint32_t match_gen = 0;           // Match scratch: the holder's run in the current query
-    uint32_t match_len = 0;
-    uint8_t match_flags = 0;
   };
   struct ProvBatch {
     Nanos expiry;
@@ -92,7 +95,7 @@ struct PrefixIndex::Impl {
   uint32_t stride = 1;       // its step from line to line
   uint32_t line_ahead = 0;   // the line it will visit kHandPrefetch lines later
   uint32_t chain_ahead = 0;  // and half as far
-  uint32_t gc_hand = 0;  // garbage-reclaiming hand
+  uint32_t gc_hand = 0;      // garbage-reclaiming hand
   uint32_t match_gen = 0;
   std::vector<uint32_t> homes;
   std::vector<uint32_t> slots;
@@ -101,7 +104,9 @@ struct PrefixIndex::Impl {
   absl::flat_hash_map<PublisherId, uint64_t> publishers;
 
   // The full serial of a provisional stamp: the latest one congruent to it.
-  uint64_t Serial(uint64_t p) const { return next_serial - ((next_serial - StampOf(p)) & kStampMask); }
+  uint64_t Serial(uint64_t p) const {
+    return next_serial - ((next_serial - StampOf(p)) & kStampMask);
+  }
 
   bool Live(uint64_t p) const {
     const Holder& hs = holders[HolderOf(p)];
@@ -288,18 +293,25 @@ struct PrefixIndex::Impl {
     store.ForEach(s, [&](uint64_t p) {
       const HolderId h = HolderOf(p);
       Holder& hs = holders[h];
-      if (j == 0) {
+      if (j != 0 && (hs.match_gen != match_gen || hs.match_len != j)) return;
+      uint8_t flags;
+      if (!IsProv(p)) [[likely]] {
+        const uint64_t stamp = StampOf(p);
+        if (stamp < hs.clear_floor) return;
+        flags = stamp < hs.suspect_floor ? kSuspectFlag : 0;
+      } else {
         if (!Usable(p, now)) return;
-        hs.match_gen = match_gen;
-        hs.match_len = 1;
-        hs.match_flags = Flags(p);
-        matched.push_back(h);
-        ++advanced;
-      } else if (hs.match_gen == match_gen && hs.match_len == j && Usable(p, now)) {
-        hs.match_len = static_cast<uint32_t>(j + 1);
-        hs.match_flags |= Flags(p);
-        ++advanced;
+        flags = Flags(p);
       }
+      if (j == 0) {
+        hs.match_gen = match_gen;
+        hs.match_flags = flags;
+        matched.push_back(h);
+      } else {
+        hs.match_flags |= flags;
+      }
+      hs.match_len = static_cast<uint32_t>(j + 1);
+      ++advanced;
     });
     if (advanced > 0 && !store.ref(s)) store.set_ref(s);  // no store (dirty line) when set
     return advanced > 0;
@@ -443,7 +455,8 @@ void PrefixIndex::MarkSuspect(HolderId holder) {
   hs.prov_suspect_floor = m.next_serial;
 }
 
-void PrefixIndex::Match(std::span<const BlockKey> blocks, Nanos now, std::vector<PrefixMatch>* out) {
+void PrefixIndex::Match(std::span<const BlockKey> blocks, Nanos now,
+                        std::vector<PrefixMatch>* out) {
   impl_->Match(blocks, now, out);
 }
 
@@ -456,7 +469,8 @@ size_t PrefixIndex::memory_bytes() const {
   const size_t batch_bytes = (m.batches.size() * sizeof(Impl::ProvBatch) / 512 + 1) * 512;
   return sizeof(Impl) + m.store.memory_bytes() + m.holders.capacity() * sizeof(Impl::Holder) +
          batch_bytes + m.publishers.capacity() * (sizeof(std::pair<PublisherId, uint64_t>) + 1) +
-         (m.homes.capacity() + m.slots.capacity() + m.matched.capacity() + m.pending.capacity()) * sizeof(uint32_t);
+         (m.homes.capacity() + m.slots.capacity() + m.matched.capacity() + m.pending.capacity()) *
+             sizeof(uint32_t);
 }
 
 }  // namespace myriad::policy

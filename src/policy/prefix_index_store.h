@@ -2,9 +2,10 @@
 // The storage under PrefixIndex: an open-addressing (linear probing) table of blocks whose
 // 16-byte slot holds the block key and one 64-bit word. A block with one holder keeps that
 // holder's word inline; a block with more points to a chain of pooled 32-byte nodes of three
-// words each. The table (a multiple of four slots) grows by 1.5x at 3/4 load (so 1/2 to 3/4 full: 21-32 bytes per
-// single-holder block) and maps keys to slots with a multiply-shift ("fastrange"), which allows
-// capacities that are not powers of two. Erase shifts the following run back (no tombstones).
+// words each. The table (a multiple of four slots: 64-byte lines) grows by 1.5x at 3/4 load,
+// so it is 1/2 to 3/4 full (21-32 bytes per single-holder block), and maps keys to slots with
+// a multiply-shift ("fastrange"), which allows capacities that are not powers of two. Erase
+// shifts the rest of the run back (no tombstones).
 //
 // Large arrays (the table past 2 MiB, node chunks) are 2 MiB-aligned and advised as huge pages:
 // probes land on random pages of a table of hundreds of MiB, and TLB misses (two-level page
@@ -39,29 +40,18 @@ class BlockStore {
   uint32_t Home(BlockKey key) const {
     return static_cast<uint32_t>((static_cast<unsigned __int128>(Mix(key)) * capacity_) >> 64);
   }
-  // The home slot's line and the next: a probe that misses runs on past the home slot.
+  // The home slot's line and the next, into L1: an insert's probe (a miss) often runs on.
+  // (Prefetching past the table's end is harmless: a prefetch never faults.)
   void Prefetch(BlockKey key) const {
-    const char* p = reinterpret_cast<const char*>(&slots_[Home(key)]);
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + 64);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(&slots_[Home(key)]);
+    __builtin_prefetch(reinterpret_cast<const void*>(p));
+    __builtin_prefetch(reinterpret_cast<const void*>(p + 64));
   }
   // Into L2 (hint 2): more of these can be in flight than of L1 fills.
   void PrefetchSlot(uint32_t slot) const { __builtin_prefetch(&slots_[slot], 0, 2); }
   void PrefetchChain(uint32_t slot) const {
     const uint64_t w = slots_[slot].word;
     if (w & kOvf) __builtin_prefetch(&node(static_cast<uint32_t>(w)), 0, 2);
-  }
-
-  // Ahead of erasing the block at `slot` if it is unreferenced: its overflow chain, and the
-  // next line when the run that the erase shifts back goes on past this line.
-  void PrefetchErase(uint32_t slot) const {
-    const uint64_t w = slots_[slot].word;
-    if (w == 0 || (w & kRef)) return;
-    if (w & kOvf) __builtin_prefetch(&node(static_cast<uint32_t>(w)), 0, 2);
-    for (uint32_t i = slot + 1; (i & 3) != 0; ++i) {
-      if (slots_[i].word == 0) return;
-    }
-    PrefetchSlot(NextLine(slot));
   }
 
   uint32_t Find(BlockKey key) const { return FindFrom(Home(key), key); }
@@ -75,7 +65,7 @@ class BlockStore {
   }
   // The first step of a Find that touches only the home slot's line (four slots; the table is
   // line-aligned and its capacity a multiple of four), without branching on each slot: the
-  // slot, kNone, or kMore when the probe goes on in the next line (then FindAfterLine).
+  // slot, kNone, or kMore when the probe goes on in the next line (FindFrom(NextLine(home))).
   static constexpr uint32_t kMore = kNone - 1;
   uint32_t FindInLine(uint32_t home, BlockKey key) const {
     const Slot* line = &slots_[home & ~3u];
@@ -132,7 +122,9 @@ class BlockStore {
     }
     return nullptr;
   }
-  static void SetPayload(uint64_t* word, uint64_t payload) { *word = (*word & ~kPayload) | payload; }
+  static void SetPayload(uint64_t* word, uint64_t payload) {
+    *word = (*word & ~kPayload) | payload;
+  }
   void AddWord(uint32_t slot, uint64_t payload);
   // Removes every word whose payload satisfies `drop` (calling it once per word), erasing the
   // block when none is left. Returns true when the block was erased.

@@ -9,27 +9,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_myriad.h"
+
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
+using myriad::testing::CommandResult;
 
-Result Sh(const std::string& args) {
-  std::string cmd = std::string(MYRIAD_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using myriad::testing::RunMyriad;
+
+CommandResult Sh(const std::string& args) { return RunMyriad(args); }
 
 std::string TempFile(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / ("myriad_cli_test_" + name);
-  std::ofstream(path) << text;
-  return path.string();
+  return myriad::testing::WriteTempFile("cli_" + name, text);
 }
 
 TEST(Cli, HelpOnEverySubcommand) {

@@ -425,7 +425,8 @@ class Model {
   };
   void Expire(Nanos now) {
     for (auto it = map_.begin(); it != map_.end();) {
-      std::erase_if(it->second, [now](const auto& e) { return e.second.prov && e.second.expiry <= now; });
+      std::erase_if(it->second,
+                    [now](const auto& e) { return e.second.prov && e.second.expiry <= now; });
       it = it->second.empty() ? map_.erase(it) : std::next(it);
     }
   }
@@ -437,8 +438,8 @@ class Model {
 std::string Str(const std::vector<PrefixMatch>& v) {
   std::string s;
   for (const auto& m : v) {
-    s += std::to_string(m.holder) + ":" + std::to_string(m.matched_blocks) + (m.suspect ? "s" : "") +
-         (m.provisional ? "p" : "") + " ";
+    s += std::to_string(m.holder) + ":" + std::to_string(m.matched_blocks) +
+         (m.suspect ? "s" : "") + (m.provisional ? "p" : "") + " ";
   }
   return s;
 }
@@ -533,10 +534,17 @@ TEST(PrefixIndex, EvictionKeepsTheBoundUnderRandomLoad) {
     const HolderId h = static_cast<HolderId>(rng.Below(6));
     const Nanos now = i * kMillisecond;
     switch (rng.Below(8)) {
-      case 0: index.AddProvisional(h, 0, c, now); break;
-      case 1: if (rng.Below(50) == 0) index.Cleared(h); break;
-      case 2: index.Removed(h, c); break;
-      default: index.Stored(h, 0, c, now);
+      case 0:
+        index.AddProvisional(h, 0, c, now);
+        break;
+      case 1:
+        if (rng.Below(50) == 0) index.Cleared(h);
+        break;
+      case 2:
+        index.Removed(h, c);
+        break;
+      default:
+        index.Stored(h, 0, c, now);
     }
     ASSERT_LE(index.entries(), 1000u);
     ASSERT_LE(index.blocks(), 1000u);
@@ -546,7 +554,8 @@ TEST(PrefixIndex, EvictionKeepsTheBoundUnderRandomLoad) {
 
 TEST(PrefixIndex, MemoryPerEntryAtScale) {
   PrefixIndex index;
-  for (uint64_t i = 0; i < 20000; ++i) index.Stored(static_cast<HolderId>(i % 16), 0, Chain(i, 16), 0);
+  for (uint64_t i = 0; i < 20000; ++i)
+    index.Stored(static_cast<HolderId>(i % 16), 0, Chain(i, 16), 0);
   EXPECT_EQ(index.entries(), 320000u);
   EXPECT_LE(static_cast<double>(index.memory_bytes()) / index.entries(), 32.0);
 }
