@@ -83,7 +83,10 @@ void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry)
   for (size_t i = 0; i < entry.size(); ++i) {
     auto it = std::lower_bound(matches_.begin(), matches_.end(), entry[i].holder,
                                [](const PrefixMatch& m, HolderId h) { return m.holder < h; });
-    if (it != matches_.end() && it->holder == entry[i].holder) matched_[i] = it->matched_blocks;
+    if (it != matches_.end() && it->holder == entry[i].holder) {
+      // A holder whose publisher lost events may have dropped part of it: trust half.
+      matched_[i] = it->suspect ? it->matched_blocks / 2 : it->matched_blocks;
+    }
   }
 }
 

@@ -82,6 +82,16 @@ TEST_F(RouterTest, SpreadingCopiesTheHotPrefixToTheNewUnit) {
   EXPECT_LT(d.estimated_ttft_s, cost_.PrefillSeconds(16 * 512, 0));
 }
 
+TEST_F(RouterTest, SuspectHoldersCountHalf) {
+  auto units = Units(2);
+  index_.Stored(0, 0, blocks_, 0);                                     // all 16 blocks
+  index_.Stored(1, 0, std::span<const BlockKey>(blocks_).first(10), 0);  // 10 blocks
+  Router r(RouterOptions{.policy = RoutingPolicy::kPrefixOnly}, &index_);
+  EXPECT_EQ(r.Route(Req(), units, {}, rng_).entry, 0);
+  index_.MarkSuspect(0);  // unit 0's events had a gap: 16 counts as 8 < 10
+  EXPECT_EQ(r.Route(Req(), units, {}, rng_).entry, 1);
+}
+
 TEST_F(RouterTest, PrefixOnlyTakesTheLongestMatchAndLoadOnlyIgnoresIt) {
   auto units = Units(3);
   index_.Stored(0, 0, std::span<const BlockKey>(blocks_).first(4), 0);
