@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "perf/moe_step.h"
 #include "perf/step_model.h"
 #include "sim/event_queue.h"
 #include "sim/prefix_cache.h"
@@ -38,6 +39,26 @@ void BM_DecodeStepTime(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DecodeStepTime);
+
+// The target: a decode step of an EP320 unit evaluated in at most 50 us.
+void BM_MoeDecodeStepEp320(benchmark::State& state) {
+  auto unit = perf::StepModel::Create(*perf::FindGpu("H800"), *perf::FindModel("DeepSeek-V3"),
+                                      {.tp = 1, .dp = 320, .ep = 320, .nodes = 40, .redundant_experts = 64},
+                                      perf::Fabric{});
+  const auto pop = perf::ExpertPopularity::Zipf(58, 256, 0.5, 1);
+  perf::MoeStepModel model(*unit, perf::ExpertLoad::Contiguous(pop, 320), {.two_batch_overlap = true});
+  std::vector<perf::BatchShape> ranks(320);
+  Rng rng(3);
+  for (auto& r : ranks) {
+    r.decode_seqs = 64 + static_cast<int64_t>(rng.Below(64));
+    r.decode_context = r.decode_seqs * 4000;
+  }
+  for (auto _ : state) {
+    ++ranks[0].decode_context;
+    benchmark::DoNotOptimize(model.Step(ranks));
+  }
+}
+BENCHMARK(BM_MoeDecodeStepEp320);
 
 void BM_EventQueue(benchmark::State& state) {
   sim::EventQueue q;

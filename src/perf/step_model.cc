@@ -59,11 +59,9 @@ double StepModel::Roofline(double flops, double peak_flops, double eff, double b
   return std::max(flops / (peak_flops * eff), bytes / (gpu_.hbm_bytes_per_s() * cal_.hbm_efficiency));
 }
 
-double StepModel::AllToAllSeconds(double tokens_per_gpu, bool dedup_per_node) const {
+std::pair<double, double> StepModel::AllToAllCopies(bool dedup_per_node) const {
   const int ep = layout_.ep;
   const int gpn = fabric_.gpus_per_node;
-  const double hidden = model_.hidden;
-  // Copies of each token that leave the GPU per layer, and the share that crosses nodes.
   double intra_copies, inter_copies;
   if (ep <= gpn) {
     intra_copies = model_.top_k * (1.0 - 1.0 / ep);
@@ -81,6 +79,12 @@ double StepModel::AllToAllSeconds(double tokens_per_gpu, bool dedup_per_node) co
     inter_copies = model_.top_k * (1.0 - static_cast<double>(gpn) / ep);
     intra_copies = model_.top_k * (static_cast<double>(gpn) - 1.0) / ep;
   }
+  return {inter_copies, intra_copies};
+}
+
+double StepModel::AllToAllSeconds(double tokens_per_gpu, bool dedup_per_node) const {
+  const double hidden = model_.hidden;
+  const auto [inter_copies, intra_copies] = AllToAllCopies(dedup_per_node);
   const double nic = fabric_.nic_bytes_per_s() * cal_.comm_efficiency;
   const double nvl = gpu_.nvlink_usable_bytes_per_s();
   // Dispatch in FP8 (1 byte per value), combine in BF16 (2 bytes): DeepSeek's choice.

@@ -6,6 +6,7 @@
 // factors are fitted once to DeepSeek's published production throughput (see calibration.h).
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "core/time.h"
@@ -77,6 +78,11 @@ class StepModel {
 
   StepBreakdown Breakdown(const BatchShape& batch) const;
   Nanos StepTime(const BatchShape& batch) const;
+
+  // Copies of each token that leave its GPU per MoE layer: {over NICs, over NVLink}. Normal
+  // (prefill) kernels send a token once per destination node; low-latency (decode) kernels
+  // once per expert.
+  std::pair<double, double> AllToAllCopies(bool dedup_per_node) const;
 
   double WeightBytesPerGpu() const { return weight_bytes_per_gpu_; }
   double KvBytesPerToken() const { return model_.KvBytesPerToken(); }
