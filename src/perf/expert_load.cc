@@ -87,6 +87,7 @@ absl::StatusOr<ExpertLoad> ExpertLoad::FromPlacement(const ExpertPopularity& pop
     std::fill(copies.begin(), copies.end(), 0);
     const int32_t* row = phy2log.data() + static_cast<size_t>(layer) * physical;
     for (int i = 0; i < physical; ++i) {
+      if (row[i] == -1) continue;  // a dead GPU's slot (elastic EP)
       if (row[i] < 0 || row[i] >= pop.experts) {
         return absl::InvalidArgumentError(fmt::format("placement: layer {} slot {} names expert {}", layer, i, row[i]));
       }
@@ -99,6 +100,7 @@ absl::StatusOr<ExpertLoad> ExpertLoad::FromPlacement(const ExpertPopularity& pop
     }
     for (int i = 0; i < physical; ++i) {
       const int e = row[i];
+      if (e < 0) continue;
       l.share_[static_cast<size_t>(layer) * gpus + i / per_gpu] +=
           pop.p[static_cast<size_t>(layer) * pop.experts + e] / copies[static_cast<size_t>(e)];
     }

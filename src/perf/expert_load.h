@@ -29,7 +29,8 @@ class ExpertLoad {
   // Logical expert e on GPU e * gpus / experts, one copy each (no rebalancing).
   static ExpertLoad Contiguous(const ExpertPopularity& pop, int gpus);
   // A placement as EPLB returns it: phy2log (layers x physical), physical experts split evenly
-  // over the GPUs in order, each copy of an expert taking an equal part of its load.
+  // over the GPUs in order, each copy of an expert taking an equal part of its load. A slot of
+  // -1 is a dead GPU's (elastic EP): it takes nothing; every expert needs a live copy.
   static absl::StatusOr<ExpertLoad> FromPlacement(const ExpertPopularity& pop, std::span<const int32_t> phy2log,
                                                   int physical, int gpus);
 
