@@ -22,6 +22,8 @@ SimCommand::SimCommand(CLI::App& app) {
   cmd_->add_option("--router", router_, "Override the routing policy (random, round-robin, least-loaded, prefix-only, kv-aware; +spread, +fair)");
   cmd_->add_option("--scale", scale_, "Scale cluster, pools and load by this factor")
       ->check(CLI::PositiveNumber);
+  cmd_->add_option("--set", overrides_,
+                   "Override a scenario value: --set pools.1.moe.placement=contiguous (repeatable)");
   cmd_->add_option("--load", load_, "Multiply the offered load alone by this factor")
       ->check(CLI::PositiveNumber);
   cmd_->add_option("--compare", compare_,
@@ -46,7 +48,7 @@ void DrawProgress(double f) {
 }  // namespace
 
 int SimCommand::Run() {
-  auto scenario = sim::LoadScenario(scenario_path_);
+  auto scenario = sim::LoadScenario(scenario_path_, overrides_);
   if (!scenario.ok()) {
     std::fprintf(stderr, "myriad sim: %s\n", std::string(scenario.status().message()).c_str());
     return 2;

@@ -27,6 +27,7 @@ class SimCommand {
   std::optional<uint64_t> seed_;
   std::optional<std::string> router_;
   std::vector<std::string> compare_;
+  std::vector<std::string> overrides_;
   double scale_ = 1.0;
   double load_ = 1.0;
   bool quiet_ = false;

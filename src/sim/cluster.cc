@@ -6,6 +6,7 @@
 
 #include "perf/hardware.h"
 #include "perf/model.h"
+#include "policy/eplb.h"
 
 namespace myriad::sim {
 
@@ -65,6 +66,9 @@ absl::Status Cluster::Build() {
     }
     pool_models_.push_back(std::make_unique<perf::StepModel>(std::move(*step)));
     pool_costs_.emplace_back(*pool_models_.back(), pool.max_batch_tokens);
+    auto moe = BuildMoe(p);
+    if (!moe.ok()) return moe.status();
+    pool_moe_.push_back(std::move(*moe));
     for (int i = 0; i < pool.count; ++i) {
       auto place = topology_.Place(pool.layout.gpus(), pool.layout.nodes);
       if (!place.ok()) {
@@ -77,7 +81,8 @@ absl::Status Cluster::Build() {
                      .role = pool.role,
                      .max_batch_tokens_per_rank = pool.max_batch_tokens,
                      .max_seqs_per_rank = pool.max_seqs,
-                     .block_tokens = scenario_.kv_block_tokens};
+                     .block_tokens = scenario_.kv_block_tokens,
+                     .moe = pool_moe_.back().get()};
       units_.push_back(std::make_unique<Unit>(cfg, *pool_models_.back(), events_, table_, *this));
       placements_.push_back(*place);
       nic_free_.emplace_back(static_cast<size_t>(pool.layout.dp), 0);
@@ -109,6 +114,38 @@ absl::Status Cluster::Build() {
     return absl::InvalidArgumentError("pools: a prefill pool needs a decode pool to hand off to");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> Cluster::BuildMoe(size_t p) {
+  const PoolConfig& pool = scenario_.pools[p];
+  if (!pool.moe.enabled) return std::unique_ptr<perf::MoeStepModel>();
+  const perf::StepModel& step = *pool_models_[p];
+  const perf::ModelSpec& m = step.model();
+  const perf::UnitLayout& lay = pool.layout;
+  auto fail = [&](const std::string& why) {
+    return absl::InvalidArgumentError(fmt::format("pools[{}] ({}).moe: {}", p, pool.name, why));
+  };
+  if (!m.is_moe()) return fail(fmt::format("{} is not a mixture-of-experts model", m.name));
+  if (lay.tp != 1 || lay.ep != lay.dp) return fail("rank-by-rank stepping needs tp = 1 and ep = dp");
+  const auto pop = perf::ExpertPopularity::Zipf(m.moe_layers(), m.experts, pool.moe.expert_skew,
+                                                Rng(scenario_.seed).Fork(0x6d6f65 + p).Next());
+  perf::ExpertLoad load = perf::ExpertLoad::Balanced(m.moe_layers(), lay.ep);
+  if (pool.moe.placement == "contiguous") {
+    load = perf::ExpertLoad::Contiguous(pop, lay.ep);
+  } else if (pool.moe.placement == "eplb") {
+    std::vector<double> w(pop.p.begin(), pop.p.end());
+    for (double& x : w) x *= 1e6;  // token counts, as EPLB is fed in production
+    auto placement = policy::RebalanceExperts(w, pop.layers, pop.experts, m.experts + lay.redundant_experts,
+                                              m.expert_groups, lay.nodes, lay.ep);
+    if (!placement.ok()) return fail(std::string(placement.status().message()));
+    auto l = perf::ExpertLoad::FromPlacement(pop, placement->phy2log, m.experts + lay.redundant_experts, lay.ep);
+    if (!l.ok()) return fail(std::string(l.status().message()));
+    load = std::move(*l);
+  }
+  return std::make_unique<perf::MoeStepModel>(
+      step, std::move(load),
+      perf::MoeOptions{.dp_padding = pool.moe.dp_padding, .two_batch_overlap = pool.moe.two_batch_overlap,
+                       .spine_oversubscription = scenario_.hardware.spine_oversubscription});
 }
 
 void Cluster::ScheduleNextArrival() {
@@ -331,6 +368,16 @@ nlohmann::ordered_json Cluster::Report() const {
       pool_preempt += st.preemptions;
     }
     preemptions += pool_preempt;
+    // The straggler view: each rank's own compute against the mean over the pool's ranks.
+    double rank_max = 0, rank_sum = 0, rank_n = 0;
+    for (const auto& u : units_) {
+      if (u->config().pool != static_cast<int>(p)) continue;
+      for (double b : u->stats().rank_busy_s) {
+        rank_max = std::max(rank_max, b);
+        rank_sum += b;
+        rank_n += 1;
+      }
+    }
     const Summary us = util.Summarize();
     pools.push_back({{"name", pool.name},
                      {"role", RoleName(pool.role)},
@@ -341,6 +388,14 @@ nlohmann::ordered_json Cluster::Report() const {
                      {"mean_decode_batch_per_gpu", Ratio(batch_sum, steps * pool.layout.gpus())},
                      {"steps", steps},
                      {"preemptions", pool_preempt}});
+    if (pool_moe_[p]) {
+      pools.back()["moe"] = {{"placement", pool.moe.placement},
+                             {"expert_skew", pool.moe.expert_skew},
+                             {"expert_imbalance", pool_moe_[p]->load().mean_imbalance()},
+                             {"two_batch_overlap", pool.moe.two_batch_overlap},
+                             {"dp_padding", pool.moe.dp_padding},
+                             {"rank_busy_max_over_mean", Ratio(rank_max, rank_n > 0 ? rank_sum / rank_n : 0)}};
+    }
   }
 
   ordered_json j;

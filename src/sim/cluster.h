@@ -53,6 +53,7 @@ class Cluster final : public UnitHost {
  private:
   Cluster(const Scenario& s, std::unique_ptr<Workload> workload);
   absl::Status Build();
+  absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> BuildMoe(size_t pool);
   void ScheduleNextArrival();
   void OnArrival(Request r);
   // Sends an admitted request to `unit`, first copying `copy_blocks` leading blocks of its KV
@@ -75,6 +76,7 @@ class Cluster final : public UnitHost {
   std::unique_ptr<CacheEventBus> bus_;
   std::string policy_name_;
   std::vector<policy::PrefillCost> pool_costs_;
+  std::vector<std::unique_ptr<perf::MoeStepModel>> pool_moe_;  // null for evenly-stepped pools
   std::vector<std::unique_ptr<perf::StepModel>> pool_models_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<Placement> placements_;

@@ -17,6 +17,7 @@ struct ReqState {
   int32_t decode_unit = -1;
   uint32_t epoch = 0;          // bumped on preemption to invalidate stale bookkeeping
   uint16_t preemptions = 0;
+  int16_t rank = 0;            // DP rank decoding it (units with a per-rank model)
   bool live = false;
   bool decoding = false;       // in some unit's running decode batch
   bool kv_held = false;        // its KV is reserved on the unit that holds it in a queue

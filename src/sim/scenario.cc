@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -130,7 +131,22 @@ absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, HardwareConfig
 absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string& p,
                        const HardwareConfig& hw, PoolConfig* pool) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"name", "role", "count", "layout", "max_batch_tokens", "max_seqs",
-                                       "max_waiting"}));
+                                       "max_waiting", "moe"}));
+  if (const YAML::Node m = n["moe"]) {
+    const std::string mp = p + ".moe";
+    MYRIAD_RETURN_IF_ERROR(rd.Map(m, mp, {"expert_skew", "placement", "two_batch_overlap", "dp_padding"}));
+    pool->moe.enabled = true;
+    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "expert_skew", mp, &pool->moe.expert_skew));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "placement", mp, &pool->moe.placement));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "two_batch_overlap", mp, &pool->moe.two_batch_overlap));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "dp_padding", mp, &pool->moe.dp_padding));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(m, "expert_skew", mp, pool->moe.expert_skew >= 0, "must not be negative",
+                                    pool->moe.expert_skew));
+    const std::string& pl = pool->moe.placement;
+    if (pl != "eplb" && pl != "contiguous" && pl != "balanced") {
+      return rd.Error(m["placement"], mp + ".placement", fmt::format("'{}' is not eplb, contiguous or balanced", pl));
+    }
+  }
   std::string role = "colocated";
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "name", p, &pool->name));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "role", p, &role));
@@ -403,12 +419,59 @@ absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, const std::string&
   return Parse(yaml, source_name, "");
 }
 
-absl::StatusOr<Scenario> LoadScenario(const std::string& path) {
+absl::StatusOr<Scenario> LoadScenario(const std::string& path) { return LoadScenario(path, {}); }
+
+absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(fmt::format("{}: cannot open scenario file", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  return Parse(ss.str(), path, std::filesystem::path(path).parent_path().string());
+  std::string text = ss.str();
+  if (!overrides.empty()) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      return absl::InvalidArgumentError(fmt::format("{}:{}: YAML syntax: {}", path, e.mark.line + 1, e.msg));
+    }
+    for (const std::string& o : overrides) {
+      const size_t eq = o.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return absl::InvalidArgumentError(fmt::format("--set '{}': expected path=value", o));
+      }
+      std::vector<std::string> keys;
+      for (size_t start = 0; start <= eq;) {
+        const size_t dot = std::min(o.find('.', start), eq);
+        keys.push_back(o.substr(start, dot - start));
+        start = dot + 1;
+      }
+      try {
+        // yaml-cpp nodes are handles: walk down by reassigning a copy of the handle.
+        std::vector<YAML::Node> chain{root};
+        for (size_t i = 0; i + 1 < keys.size(); ++i) {
+          const std::string& k = keys[i];
+          YAML::Node cur = chain.back();
+          const bool index = !k.empty() && std::all_of(k.begin(), k.end(), ::isdigit);
+          if (index && cur.IsSequence()) {
+            const size_t at = std::stoul(k);
+            if (at >= cur.size()) {
+              return absl::InvalidArgumentError(fmt::format("--set '{}': {} has only {} entries", o, k, cur.size()));
+            }
+            chain.push_back(cur[at]);
+          } else {
+            chain.push_back(cur[k]);
+          }
+        }
+        chain.back()[keys.back()] = YAML::Load(o.substr(eq + 1));
+      } catch (const YAML::Exception& e) {
+        return absl::InvalidArgumentError(fmt::format("--set '{}': {}", o, e.msg));
+      }
+    }
+    YAML::Emitter emitter;
+    emitter << root;
+    text = emitter.c_str();
+  }
+  return Parse(text, path, std::filesystem::path(path).parent_path().string());
 }
 
 absl::Status ScaleScenario(Scenario& s, double factor) {

@@ -26,6 +26,16 @@ struct HardwareConfig {
   int gpus() const { return nodes * gpus_per_node; }
 };
 
+// Rank-by-rank MoE stepping for a pool (perf/moe_step.h): expert popularity, placement and
+// the unit-level remedies.
+struct MoeConfig {
+  bool enabled = false;
+  double expert_skew = 0.5;          // Zipf exponent of expert popularity per layer
+  std::string placement = "eplb";    // eplb | contiguous | balanced
+  bool two_batch_overlap = false;
+  bool dp_padding = true;
+};
+
 struct PoolConfig {
   std::string name;
   Role role = Role::kColocated;
@@ -34,6 +44,7 @@ struct PoolConfig {
   int max_batch_tokens = 8192;  // per DP rank per step
   int max_seqs = 128;           // running sequences per DP rank
   int max_waiting = 0;          // queued requests per unit before new ones are rejected; 0: no cap
+  MoeConfig moe;
 };
 
 struct WorkloadConfig {
@@ -82,6 +93,8 @@ struct Scenario {
 // Errors name the file, the line and the key: "default.yaml:12: pools[0].layout.tp: ...".
 absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, const std::string& source_name);
 absl::StatusOr<Scenario> LoadScenario(const std::string& path);
+// The same, after applying overrides "a.b.0.c=value" (keys, or list indices) to the YAML.
+absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector<std::string>& overrides);
 
 // Scales the cluster, every pool's unit count and the workload's rate by `factor`, keeping the
 // shape: the cost-versus-size benchmark uses it. Fails if a count would round to zero.

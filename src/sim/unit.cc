@@ -10,6 +10,30 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
   kv_capacity_ = model.KvCapacityTokens();
   max_running_ = int64_t{cfg.max_seqs_per_rank} * model.layout().dp;
   step_budget_ = int64_t{cfg.max_batch_tokens_per_rank} * model.layout().dp;
+  if (cfg.moe != nullptr) {
+    const auto dp = static_cast<size_t>(model.layout().dp);
+    rank_running_.assign(dp, 0);
+    rank_context_.assign(dp, 0);
+    rank_batches_.resize(dp);
+    stats_.rank_busy_s.assign(dp, 0.0);
+  }
+}
+
+Nanos Unit::TimeStep(const perf::BatchShape& total) {
+  if (cfg_.moe == nullptr) return model_.StepTime(total);
+  // Decode by rank as assigned; this step's prefill chunks spread evenly over the ranks.
+  const int64_t dp = static_cast<int64_t>(rank_batches_.size());
+  for (int64_t r = 0; r < dp; ++r) {
+    perf::BatchShape& b = rank_batches_[static_cast<size_t>(r)];
+    b.decode_seqs = rank_running_[static_cast<size_t>(r)];
+    b.decode_context = rank_context_[static_cast<size_t>(r)];
+    b.prefill_tokens = total.prefill_tokens / dp + (r < total.prefill_tokens % dp ? 1 : 0);
+    b.prefill_seqs = total.prefill_seqs / dp + (r < total.prefill_seqs % dp ? 1 : 0);
+    b.prefill_attended = total.prefill_attended / static_cast<double>(dp);
+  }
+  const perf::MoeStepResult res = cfg_.moe->Step(rank_batches_);
+  for (size_t r = 0; r < rank_batches_.size(); ++r) stats_.rank_busy_s[r] += res.rank_busy_s[r];
+  return SecondsToNanos(res.total_s);
 }
 
 void Unit::ShrinkCache() {
@@ -124,6 +148,12 @@ void Unit::JoinDecode(uint32_t slot) {
   r.gen_at_join = r.generated;
   ++running_;
   running_context_ += r.kv_reserved;
+  if (!rank_running_.empty()) {
+    const auto it = std::min_element(rank_running_.begin(), rank_running_.end());
+    r.rank = static_cast<int16_t>(it - rank_running_.begin());
+    ++*it;
+    rank_context_[static_cast<size_t>(r.rank)] += r.kv_reserved;
+  }
   finishes_.push({step_ + remaining, slot, r.epoch});
   admission_order_.emplace_back(slot, r.epoch);
   if (r.first_token < 0) awaiting_first_.emplace_back(slot, r.epoch);
@@ -136,6 +166,10 @@ void Unit::FinishSeq(uint32_t slot) {
     --running_;
     running_context_ -= held;
     r.decoding = false;
+    if (!rank_running_.empty()) {
+      --rank_running_[static_cast<size_t>(r.rank)];
+      rank_context_[static_cast<size_t>(r.rank)] -= held;
+    }
   }
   r.generated = r.req.output_tokens;
   kv_used_ -= held;
@@ -154,6 +188,10 @@ void Unit::Preempt(uint32_t slot) {
   --running_;
   running_context_ -= held;
   kv_used_ -= held;
+  if (!rank_running_.empty()) {
+    --rank_running_[static_cast<size_t>(r.rank)];
+    rank_context_[static_cast<size_t>(r.rank)] -= held;
+  }
   ++stats_.preemptions;
   // vLLM's recompute preemption: the KV is dropped and rebuilt by a prefill later.
   PushPrefill(slot);
@@ -205,7 +243,7 @@ void Unit::StartStepIfIdle() {
   if (batch.decode_seqs == 0 && batch.prefill_tokens == 0) return;
   busy_ = true;
   step_decode_seqs_ = running_;
-  const Nanos duration = std::max<Nanos>(model_.StepTime(batch), 1);
+  const Nanos duration = std::max<Nanos>(TimeStep(batch), 1);
   events_.After(duration, [this, duration] { OnStepDone(duration); });
 }
 
@@ -220,6 +258,7 @@ void Unit::OnStepDone(Nanos duration) {
     stats_.decode_tokens += running_;
     stats_.batch_seq_sum += static_cast<double>(running_);
     running_context_ += running_;
+    for (size_t rk = 0; rk < rank_running_.size(); ++rk) rank_context_[rk] += rank_running_[rk];
     kv_used_ += running_;
     for (auto [slot, epoch] : awaiting_first_) {
       ReqState& r = table_[slot];

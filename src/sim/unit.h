@@ -9,6 +9,7 @@
 #include <queue>
 #include <vector>
 
+#include "perf/moe_step.h"
 #include "perf/step_model.h"
 #include "policy/load_balancer.h"
 #include "sim/event_queue.h"
@@ -26,6 +27,9 @@ struct UnitConfig {
   int max_batch_tokens_per_rank = 8192;  // chunked-prefill budget per DP rank per step
   int max_seqs_per_rank = 128;           // running decode sequences per DP rank
   int block_tokens = 256;                // KV block size of the prefix cache
+  // When set, steps are timed rank by rank (uneven DP batches, hot experts) instead of by the
+  // evenly-loaded StepModel. Decode sequences go to the DP rank with the fewest.
+  const perf::MoeStepModel* moe = nullptr;
 };
 
 // What a unit tells the cluster around it.
@@ -52,6 +56,7 @@ struct UnitStats {
   int64_t decode_tokens = 0;
   int64_t preemptions = 0;
   double batch_seq_sum = 0;      // sum over steps of decode batch size
+  std::vector<double> rank_busy_s;  // per DP rank, its own compute (per-rank model only)
 };
 
 class Unit {
@@ -149,6 +154,10 @@ class Unit {
   std::vector<std::pair<uint32_t, uint32_t>> admission_order_;  // (slot, epoch), LIFO victims
   std::vector<std::pair<uint32_t, uint32_t>> awaiting_first_;   // joined with no token yet
   int64_t step_decode_seqs_ = 0;
+  // Per-rank decode state, kept only with a per-rank model.
+  std::vector<int64_t> rank_running_, rank_context_;
+  std::vector<perf::BatchShape> rank_batches_;  // scratch
+  Nanos TimeStep(const perf::BatchShape& total);
 
   UnitStats stats_;
   policy::UnitLoad* published_ = nullptr;

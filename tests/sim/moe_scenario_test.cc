@@ -1,0 +1,51 @@
+// Units stepped rank by rank inside the simulator: the MoE remedies change what users see.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/runner.h"
+
+namespace myriad::sim {
+namespace {
+
+nlohmann::ordered_json RunMoe(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = {"duration=3m"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  auto s = LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml", all);
+  EXPECT_TRUE(s.ok()) << s.status();
+  auto r = RunScenario(*s);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+double Tpot(const nlohmann::ordered_json& r) { return r["latency_s"]["tpot"]["p50"].get<double>(); }
+
+TEST(MoeScenario, EplbAndTwoBatchOverlapShortenDecodeSteps) {
+  auto eplb = RunMoe({});
+  auto contiguous = RunMoe({"pools.1.moe.placement=contiguous"});
+  auto tbo = RunMoe({"pools.1.moe.two_batch_overlap=true"});
+  const auto& moe = eplb["pools"][1]["moe"];
+  EXPECT_LT(moe["expert_imbalance"].get<double>(), contiguous["pools"][1]["moe"]["expert_imbalance"].get<double>());
+  EXPECT_GT(moe["rank_busy_max_over_mean"].get<double>(), 1.0) << "uneven DP ranks are visible";
+  EXPECT_LT(Tpot(eplb) * 2, Tpot(contiguous)) << "hot experts set the pace without EPLB";
+  EXPECT_LT(Tpot(tbo), Tpot(eplb)) << "at ~30 sequences per GPU overlap pays";
+  EXPECT_EQ(eplb["requests"]["arrived"], eplb["requests"]["completed"]);
+}
+
+TEST(MoeScenario, MoeSectionErrorsNameThePool) {
+  auto bad = LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml",
+                          {"pools.1.moe.placement=random"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("pools[1].moe.placement"), std::string::npos) << bad.status();
+  auto dense = LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml", {"model=Llama-3.1-70B"});
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  auto r = RunScenario(*dense);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("pools["), std::string::npos) << r.status();
+  EXPECT_FALSE(LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml", {"nonsense"}).ok());
+  EXPECT_FALSE(LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml", {"pools.7.count=1"}).ok());
+}
+
+}  // namespace
+}  // namespace myriad::sim
