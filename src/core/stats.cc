@@ -38,13 +38,31 @@ Summary Distribution::Summarize() const {
   Summary s;
   s.count = samples_.size();
   if (s.count == 0) return s;
-  Sort();
   s.mean = mean();
-  s.min = samples_.front();
-  s.max = samples_.back();
-  s.p50 = Quantile(0.50);
-  s.p90 = Quantile(0.90);
-  s.p99 = Quantile(0.99);
+  if (sorted_) {
+    s.min = samples_.front();
+    s.max = samples_.back();
+    s.p50 = Quantile(0.50);
+    s.p90 = Quantile(0.90);
+    s.p99 = Quantile(0.99);
+    return s;
+  }
+  // Three selections instead of a full sort: each partitions the part above the previous one,
+  // so the work is linear, which matters for tens of millions of samples.
+  auto rank = [&](double q) {
+    size_t r = static_cast<size_t>(std::ceil(q * static_cast<double>(samples_.size())));
+    return (r == 0 ? size_t{1} : r) - 1;
+  };
+  auto begin = samples_.begin();
+  const size_t r50 = rank(0.50), r90 = rank(0.90), r99 = rank(0.99);
+  std::nth_element(begin, begin + static_cast<std::ptrdiff_t>(r50), samples_.end());
+  s.p50 = samples_[r50];
+  s.min = *std::min_element(begin, begin + static_cast<std::ptrdiff_t>(r50 + 1));
+  std::nth_element(begin + static_cast<std::ptrdiff_t>(r50), begin + static_cast<std::ptrdiff_t>(r90), samples_.end());
+  s.p90 = samples_[r90];
+  std::nth_element(begin + static_cast<std::ptrdiff_t>(r90), begin + static_cast<std::ptrdiff_t>(r99), samples_.end());
+  s.p99 = samples_[r99];
+  s.max = *std::max_element(begin + static_cast<std::ptrdiff_t>(r99), samples_.end());
   return s;
 }
 

@@ -14,7 +14,8 @@ Cluster::Cluster(const Scenario& s, std::unique_ptr<Workload> workload)
     : scenario_(s),
       workload_(std::move(workload)),
       rng_(Rng(s.seed).Fork(0x726f75746572)),  // "router"
-      metrics_(s.slo.ttft, s.slo.tpot),
+      metrics_(s.slo.ttft, s.slo.tpot,
+               s.tenants.size() > 1 || (s.workload.type == "synthetic" && s.workload.synthetic.tenants > 1)),
       topology_(s.hardware.nodes, s.hardware.gpus_per_node, s.hardware.nodes_per_rack) {}
 
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const Scenario& scenario,
@@ -155,7 +156,10 @@ void Cluster::ScheduleNextArrival() {
     return;
   }
   const Nanos at = next->arrival;
-  events_.At(at, [this, r = std::move(*next)]() mutable { OnArrival(std::move(r)); });
+  // One arrival is pending at a time: keeping it here lets the event capture only `this`
+  // (std::function stores that without a heap allocation).
+  pending_arrival_ = std::move(*next);
+  events_.At(at, [this] { OnArrival(std::move(pending_arrival_)); });
 }
 
 void Cluster::OnArrival(Request r) {
@@ -267,9 +271,14 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   ++transfers_;
   transfer_bytes_ += bytes;
   transfer_s_.Add(NanosToSeconds(done - events_.now()));
-  events_.At(done, [this, unit, target, slot, kv_tokens] {
-    units_[static_cast<size_t>(unit)]->ReleaseKv(kv_tokens);
-    units_[static_cast<size_t>(target)]->EnqueueDecode(slot);
+  // The unit ids and the KV size live in the request's own state, so the event carries only
+  // the slot (small enough for std::function's inline storage).
+  r.prefill_unit = unit;
+  r.decode_unit = target;
+  events_.At(done, [this, slot] {
+    ReqState& s = table_[slot];
+    units_[static_cast<size_t>(s.prefill_unit)]->ReleaseKv(s.kv_reserved);
+    units_[static_cast<size_t>(s.decode_unit)]->EnqueueDecode(slot);
   });
 }
 

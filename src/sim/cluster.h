@@ -95,6 +95,7 @@ class Cluster final : public UnitHost {
   Distribution transfer_s_;
   Nanos end_ = 0;
   bool arrivals_done_ = false;
+  Request pending_arrival_;
 };
 
 }  // namespace myriad::sim

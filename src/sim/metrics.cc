@@ -30,7 +30,7 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
   ttft_s.Add(NanosToSeconds(ttft));
   TenantStats& t = Tenant(r.tenant);
   ++t.completed;
-  t.ttft_s.Add(NanosToSeconds(ttft));
+  if (per_tenant_latency_) t.ttft_s.Add(NanosToSeconds(ttft));
   e2e_s.Add(NanosToSeconds(now - r.arrival));
   bool ok = ttft <= slo_ttft_;
   if (r.output_tokens > 1) {
@@ -64,7 +64,7 @@ nlohmann::ordered_json RequestMetrics::TenantReport(const std::vector<policy::Te
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (size_t i = 0; i < tenants.size(); ++i) {
     const TenantStats& t = tenants[i];
-    const Summary ttft = t.ttft_s.Summarize();
+    const Summary ttft = per_tenant_latency_ ? t.ttft_s.Summarize() : ttft_s.Summarize();
     out.push_back({{"tenant", i < configs.size() ? configs[i].name : "tenant" + std::to_string(i)},
                    {"arrived", t.arrived},
                    {"completed", t.completed},

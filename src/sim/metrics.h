@@ -19,7 +19,9 @@ struct SloConfig;
 
 class RequestMetrics {
  public:
-  RequestMetrics(Nanos slo_ttft, Nanos slo_tpot) : slo_ttft_(slo_ttft), slo_tpot_(slo_tpot) {}
+  // Per-tenant latency distributions cost a copy of every sample: kept only when asked for.
+  RequestMetrics(Nanos slo_ttft, Nanos slo_tpot, bool per_tenant_latency = true)
+      : slo_ttft_(slo_ttft), slo_tpot_(slo_tpot), per_tenant_latency_(per_tenant_latency) {}
 
   void OnArrival(Nanos now, const Request& r);
   void OnReject(Nanos now, const Request& r, const std::string& reason);
@@ -54,6 +56,7 @@ class RequestMetrics {
     return tenants[t];
   }
   Nanos slo_ttft_, slo_tpot_;
+  bool per_tenant_latency_;
 };
 
 }  // namespace myriad::sim

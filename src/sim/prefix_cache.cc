@@ -2,28 +2,22 @@
 
 namespace myriad::sim {
 
-void PrefixCache::Unlink(uint32_t i) {
-  Node& n = nodes_[i];
-  if (n.prev != kNil) nodes_[n.prev].next = n.next; else head_ = n.next;
-  if (n.next != kNil) nodes_[n.next].prev = n.prev; else tail_ = n.prev;
-}
-
-void PrefixCache::PushFront(uint32_t i) {
-  Node& n = nodes_[i];
-  n.prev = kNil;
-  n.next = head_;
-  if (head_ != kNil) nodes_[head_].prev = i;
-  head_ = i;
-  if (tail_ == kNil) tail_ = i;
-}
-
 void PrefixCache::EvictOne(std::vector<BlockKey>* evicted) {
-  uint32_t i = tail_;
-  Unlink(i);
-  if (evicted != nullptr) evicted->push_back(nodes_[i].key);
-  index_.erase(nodes_[i].key);
-  free_.push_back(i);
-  ++evictions_;
+  for (;;) {
+    if (hand_ >= keys_.size()) hand_ = 0;
+    const size_t s = hand_++;
+    if (used_[s] == kEmpty) continue;
+    if (used_[s] == 1) {  // second chance
+      used_[s] = 0;
+      continue;
+    }
+    index_.erase(keys_[s]);
+    if (evicted != nullptr) evicted->push_back(keys_[s]);
+    used_[s] = kEmpty;
+    free_.push_back(static_cast<uint32_t>(s));
+    ++evictions_;
+    return;
+  }
 }
 
 size_t PrefixCache::MatchAndTouch(std::span<const BlockKey> blocks) {
@@ -31,10 +25,7 @@ size_t PrefixCache::MatchAndTouch(std::span<const BlockKey> blocks) {
   for (BlockKey k : blocks) {
     auto it = index_.find(k);
     if (it == index_.end()) break;
-    if (head_ != it->second) {
-      Unlink(it->second);
-      PushFront(it->second);
-    }
+    used_[it->second] = 1;
     ++matched;
   }
   return matched;
@@ -57,27 +48,26 @@ size_t PrefixCache::Insert(std::span<const BlockKey> blocks, size_t capacity, st
   size_t first_new = blocks.size();
   for (size_t pos = 0; pos < blocks.size(); ++pos) {
     const BlockKey k = blocks[pos];
-    auto [it, inserted] = index_.try_emplace(k, kNil);
+    auto [it, inserted] = index_.try_emplace(k, 0);
     if (!inserted) {
-      if (head_ != it->second) {
-        Unlink(it->second);
-        PushFront(it->second);
-      }
+      used_[it->second] = 1;
       continue;
     }
     if (first_new == blocks.size()) first_new = pos;
-    uint32_t i;
+    uint32_t s;
     if (!free_.empty()) {
-      i = free_.back();
+      s = free_.back();
       free_.pop_back();
     } else {
-      i = static_cast<uint32_t>(nodes_.size());
-      nodes_.push_back({});
+      s = static_cast<uint32_t>(keys_.size());
+      keys_.push_back(0);
+      used_.push_back(kEmpty);
     }
-    nodes_[i].key = k;
-    it->second = i;
-    PushFront(i);
-    // Evict after linking so the new block is never its own victim while capacity >= 1.
+    keys_[s] = k;
+    // Not referenced until used again: blocks that stream through once go first, so a hot
+    // prefix survives a flood of one-off prompts (CLOCK's scan resistance).
+    used_[s] = 0;
+    it->second = s;
     while (index_.size() > capacity) EvictOne(evicted);
   }
   return first_new;
@@ -89,9 +79,10 @@ void PrefixCache::Shrink(size_t capacity, std::vector<BlockKey>* evicted) {
 
 void PrefixCache::Clear() {
   index_.clear();
-  nodes_.clear();
+  keys_.clear();
+  used_.clear();
   free_.clear();
-  head_ = tail_ = kNil;
+  hand_ = 0;
 }
 
 }  // namespace myriad::sim

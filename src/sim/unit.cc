@@ -47,8 +47,10 @@ void Unit::PublishEvicted() {
   evicted_.clear();
 }
 
-void Unit::AddToCache(std::span<const BlockKey> blocks) {
-  const size_t first_new = cache_.Insert(blocks, CacheCapacityBlocks(), events_enabled_ ? &evicted_ : nullptr);
+void Unit::AddToCache(std::span<const BlockKey> blocks, size_t known) {
+  known = std::min(known, blocks.size());
+  const size_t first_new =
+      known + cache_.Insert(blocks.subspan(known), CacheCapacityBlocks(), events_enabled_ ? &evicted_ : nullptr);
   PublishEvicted();
   if (events_enabled_ && first_new < blocks.size()) {
     host_.OnCacheStored(cfg_.id, static_cast<uint32_t>(first_new), blocks.subspan(first_new));
@@ -103,6 +105,7 @@ bool Unit::AdmitPrefill(PrefillItem& item) {
   // At least one token is always computed: the engine needs the last position's logits.
   const int32_t cached = std::min<int32_t>(static_cast<int32_t>(hit_blocks) * cfg_.block_tokens, item.target - 1);
   item.done = std::max(cached, 0);
+  item.cached_blocks = static_cast<int32_t>(hit_blocks);
   item.admitted = true;
   queued_prefill_tokens_ -= item.done;
   kv_used_ += item.target;
@@ -284,8 +287,9 @@ void Unit::OnStepDone(Nanos duration) {
     else stats_.prefill_tokens += chunk;
     if (item.done < item.target) break;
     const uint32_t slot = item.slot;
+    const size_t known = static_cast<size_t>(item.cached_blocks);
     prefill_.pop_front();
-    AddToCache(r.req.blocks);
+    AddToCache(r.req.blocks, known);
     r.kv_held = true;
     if (cfg_.role == Role::kPrefill) {
       host_.OnPrefillDone(cfg_.id, slot);

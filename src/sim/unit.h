@@ -74,8 +74,9 @@ class Unit {
   void EnableCacheEvents() { events_enabled_ = true; }
   // Leading blocks of `blocks` in this unit's prefix cache (an engine re-verifying a hint).
   size_t CachedPrefix(std::span<const BlockKey> blocks) const { return cache_.Count(blocks); }
-  // KV copied in from another unit lands in the prefix cache.
-  void AddToCache(std::span<const BlockKey> blocks);
+  // KV copied in from another unit lands in the prefix cache. The first `known` blocks were
+  // just found there (and marked used): only the rest need inserting.
+  void AddToCache(std::span<const BlockKey> blocks, size_t known = 0);
 
   policy::UnitLoad Load() const;
   // Where the unit keeps its current load for the router to read without touching the unit
@@ -102,6 +103,7 @@ class Unit {
     uint32_t epoch;
     int32_t target = 0;  // context tokens whose KV must exist when done
     int32_t done = 0;
+    int32_t cached_blocks = 0;  // leading blocks found in the cache at admission (already touched)
     bool admitted = false;
   };
   struct Finish {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "sim/event_queue.h"
@@ -9,19 +10,34 @@
 namespace myriad::sim {
 namespace {
 
-TEST(PrefixCache, MatchesLeadingBlocksAndEvictsLeastRecentlyUsed) {
+TEST(PrefixCache, MatchesLeadingBlocks) {
   PrefixCache c;
-  std::vector<BlockKey> a = {1, 2, 3}, b = {1, 2, 9}, d = {7, 8};
-  c.Insert(a, 4);
+  std::vector<BlockKey> a = {1, 2, 3}, b = {1, 2, 9};
+  EXPECT_EQ(c.Insert(a, 10), 0u);
   EXPECT_EQ(c.MatchAndTouch(b), 2u);  // stops at the first missing block
-  c.Insert(d, 4);                     // 5 blocks > 4: the LRU block (3) goes
+  EXPECT_EQ(c.Count(std::vector<BlockKey>{9, 1}), 0u);
+  EXPECT_EQ(c.Insert(b, 10), 2u) << "position of the first block not already cached";
+  EXPECT_EQ(c.Insert(b, 10), 3u);
   EXPECT_EQ(c.size(), 4u);
-  EXPECT_EQ(c.MatchAndTouch(a), 2u);
-  EXPECT_EQ(c.evictions(), 1u);
-  c.Shrink(1);
+}
+
+TEST(PrefixCache, ClockKeepsRecentlyUsedBlocksOverIdleOnes) {
+  PrefixCache c;
+  std::vector<BlockKey> hot = {1, 2}, cold = {10, 11, 12, 13};
+  c.Insert(hot, 6);
+  c.Insert(cold, 6);
+  std::vector<BlockKey> evicted;
+  // Keep touching the hot blocks while new blocks stream through a full cache.
+  for (BlockKey k = 100; k < 140; ++k) {
+    EXPECT_EQ(c.MatchAndTouch(hot), 2u) << "a block touched every round is never the victim";
+    c.Insert(std::vector<BlockKey>{k}, 6, &evicted);
+    EXPECT_EQ(c.size(), 6u);
+  }
+  for (BlockKey k : cold) EXPECT_NE(std::find(evicted.begin(), evicted.end(), k), evicted.end()) << k;
+  EXPECT_EQ(c.evictions(), evicted.size());
+  c.Shrink(1, &evicted);
   EXPECT_EQ(c.size(), 1u);
-  EXPECT_EQ(c.MatchAndTouch(std::vector<BlockKey>{2}), 1u) << "the most recently used survives";
-  c.Insert(a, 0);
+  c.Insert(hot, 0, &evicted);
   EXPECT_EQ(c.size(), 0u);
 }
 
