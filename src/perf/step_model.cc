@@ -82,19 +82,23 @@ std::pair<double, double> StepModel::AllToAllCopies(bool dedup_per_node) const {
   return {inter_copies, intra_copies};
 }
 
-double StepModel::AllToAllSeconds(double tokens_per_gpu, bool dedup_per_node) const {
+std::pair<double, double> StepModel::DispatchCombineSeconds(double tokens_per_gpu, bool dedup_per_node) const {
   const double hidden = model_.hidden;
   const auto [inter_copies, intra_copies] = AllToAllCopies(dedup_per_node);
   const double nic = fabric_.nic_bytes_per_s() * cal_.comm_efficiency;
   const double nvl = gpu_.nvlink_usable_bytes_per_s();
   // Dispatch in FP8 (1 byte per value), combine in BF16 (2 bytes): DeepSeek's choice.
-  double total = 0;
-  for (double bytes_per_value : {1.0, 2.0}) {
+  auto phase = [&](double bytes_per_value) {
     const double inter = tokens_per_gpu * inter_copies * hidden * bytes_per_value / nic;
     const double intra = tokens_per_gpu * intra_copies * hidden * bytes_per_value / nvl;
-    total += NanosToSeconds(cal_.comm_latency) + std::max(inter, intra);
-  }
-  return total;
+    return NanosToSeconds(cal_.comm_latency) + std::max(inter, intra);
+  };
+  return {phase(1.0), phase(2.0)};
+}
+
+double StepModel::AllToAllSeconds(double tokens_per_gpu, bool dedup_per_node) const {
+  const auto [dispatch, combine] = DispatchCombineSeconds(tokens_per_gpu, dedup_per_node);
+  return dispatch + combine;
 }
 
 StepBreakdown StepModel::Breakdown(const BatchShape& b) const {

@@ -83,6 +83,8 @@ class StepModel {
   // (prefill) kernels send a token once per destination node; low-latency (decode) kernels
   // once per expert.
   std::pair<double, double> AllToAllCopies(bool dedup_per_node) const;
+  // One MoE layer's {dispatch, combine} time for `tokens_per_gpu` tokens on every GPU.
+  std::pair<double, double> DispatchCombineSeconds(double tokens_per_gpu, bool dedup_per_node) const;
 
   double WeightBytesPerGpu() const { return weight_bytes_per_gpu_; }
   double KvBytesPerToken() const { return model_.KvBytesPerToken(); }

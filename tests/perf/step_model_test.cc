@@ -83,3 +83,32 @@ TEST(Transfer, NvlinkBeatsNicAndSpineCosts) {
 
 }  // namespace
 }  // namespace myriad::perf
+
+namespace myriad::perf {
+namespace {
+
+// DeepEP's low-latency kernels on H800 with 400 Gb/s CX7, 128 tokens per GPU (PUBLIC_DATA.md):
+// dispatch / combine latency by EP size. Only the EP128 pair informed the calibration
+// (comm_efficiency, comm_latency); the rest are out of sample.
+TEST(StepModel, DeepEpLowLatencyByEpSize) {
+  // EP8 (77 / 114 us) is left out: DeepSeek-V3 does not fit on 8 H800, so no unit exists.
+  const int eps[] = {16, 32, 64, 128, 256};
+  const double dispatch_us[] = {118, 155, 173, 192, 194};
+  const double combine_us[] = {195, 273, 314, 369, 360};
+  for (int i = 0; i < 5; ++i) {
+    const int ep = eps[i];
+    auto m = StepModel::Create(*FindGpu("H800"), *FindModel("DeepSeek-V3"),
+                               {.tp = 1, .dp = ep, .ep = ep, .nodes = ep / 8},
+                               Fabric{.gpus_per_node = 8, .nic_gbps = 400});
+    ASSERT_TRUE(m.ok()) << m.status();
+    const auto [d, c] = m->DispatchCombineSeconds(128, /*dedup_per_node=*/false);
+    std::printf("EP%-3d dispatch %5.0f us (DeepEP %3.0f)  combine %5.0f us (DeepEP %3.0f)\n", ep, d * 1e6,
+                dispatch_us[i], c * 1e6, combine_us[i]);
+    const double tol = 0.15;
+    EXPECT_NEAR(d * 1e6, dispatch_us[i], tol * dispatch_us[i]) << "EP" << ep;
+    EXPECT_NEAR(c * 1e6, combine_us[i], tol * combine_us[i]) << "EP" << ep;
+  }
+}
+
+}  // namespace
+}  // namespace myriad::perf
