@@ -47,7 +47,8 @@ absl::Status Cluster::Build() {
     index_ = std::make_unique<policy::PrefixIndex>(policy::PrefixIndexOptions{
         .max_entries = static_cast<size_t>(rc.index_max_entries), .index_every = 1, .provisional_ttl = rc.provisional_ttl});
     bus_ = std::make_unique<CacheEventBus>(events_, *index_, rc.event_delay, rc.event_loss,
-                                           Rng(scenario_.seed).Fork(0x6576656e7473));  // "events"
+                                           Rng(scenario_.seed).Fork(0x6576656e7473),  // "events"
+                                           rc.event_replay);
   }
   router_ = std::make_unique<policy::Router>(parsed->options, index_.get());
   tenants_ = std::make_unique<policy::TenantPolicy>(
@@ -336,6 +337,7 @@ nlohmann::ordered_json Cluster::RouterReport() const {
                   {"blocks", index_->blocks()},
                   {"memory_mib", static_cast<double>(index_->memory_bytes()) / (1 << 20)}};
     j["events"] = {{"batches", e.batches}, {"lost", e.lost}, {"gaps_seen", e.gaps_seen},
+                   {"replayed", e.replayed}, {"unrecoverable_gaps", e.unrecoverable},
                    {"blocks_stored", e.blocks_stored}, {"blocks_removed", e.blocks_removed}};
   }
   return j;

@@ -282,12 +282,13 @@ absl::Status ParseRouter(const Reader& rd, const YAML::Node& n, RouterConfig* r)
   if (n.IsScalar()) {
     r->policy = n.Scalar();
   } else {
-    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"policy", "event_delay", "event_loss", "reject_factor",
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"policy", "event_delay", "event_loss", "event_replay", "reject_factor",
                                          "disagg_min_uncached", "hot_queue_seconds", "index_max_entries",
                                          "provisional_ttl", "contention"}));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "policy", p, &r->policy));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "event_delay", p, &r->event_delay));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "event_loss", p, &r->event_loss));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "event_replay", p, &r->event_replay));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "reject_factor", p, &r->reject_factor));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "disagg_min_uncached", p, &r->disagg_min_uncached));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "hot_queue_seconds", p, &r->hot_queue_seconds));

@@ -60,6 +60,7 @@ struct RouterConfig {
   std::string policy = "least-loaded";
   Nanos event_delay = 50 * kMillisecond;  // engine cache event -> index
   double event_loss = 0;                  // probability an event batch is lost
+  bool event_replay = false;              // a gap asks the engine's replay socket (vLLM's replay_endpoint)
   double reject_factor = 0;               // 429 when estimated TTFT > factor x SLO; 0: never
   int64_t disagg_min_uncached = 0;        // prefill on the decode unit below this many tokens
   double hot_queue_seconds = 0.5;         // a holder queued longer than this is saturated

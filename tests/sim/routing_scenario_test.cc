@@ -63,6 +63,17 @@ TEST(RoutingScenario, KvAwareRaisesHitRateAndSurvivesLostEvents) {
   EXPECT_GT(lossy["router"]["events"]["gaps_seen"].get<int>(), 0);
   EXPECT_EQ(lossy["requests"]["arrived"], lossy["requests"]["completed"]);
   EXPECT_EQ(lossy["tokens"]["decoded"], lossy["tokens"]["completed_output"]);
+  EXPECT_GT(lossy["router"]["events"]["unrecoverable_gaps"].get<int>(), 0);
+  // With the engines' replay socket the gaps are filled and nothing goes suspect.
+  auto replayed = RunWith("small.yaml", "kv-aware", [](Scenario& s) {
+    ShortRun(s);
+    s.router.event_loss = 0.3;
+    s.router.event_replay = true;
+  });
+  const auto& ev = replayed["router"]["events"];
+  EXPECT_GT(ev["replayed"].get<int>(), 0);
+  EXPECT_EQ(ev["unrecoverable_gaps"].get<int>(), 0);
+  EXPECT_GE(replayed["tokens"]["prefix_hit_rate"].get<double>(), lossy["tokens"]["prefix_hit_rate"].get<double>());
 }
 
 TEST(RoutingScenario, RejectsEarlyWhenTheSloCannotBeMet) {
