@@ -46,6 +46,8 @@ class MoeStepModel {
   Nanos StepTime(std::span<const BatchShape> ranks) const { return SecondsToNanos(Step(ranks).total_s); }
 
   const ExpertLoad& load() const { return load_; }
+  // A new placement or popularity (rebalancing, drift); same shape required.
+  void set_load(ExpertLoad load) { load_ = std::move(load); }
   const MoeOptions& options() const { return options_; }
 
  private:

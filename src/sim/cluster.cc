@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "perf/hardware.h"
 #include "perf/model.h"
@@ -132,22 +133,85 @@ absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> Cluster::BuildMoe(size_t p) 
   const auto pop = perf::ExpertPopularity::Zipf(m.moe_layers(), m.experts, pool.moe.expert_skew,
                                                 Rng(scenario_.seed).Fork(0x6d6f65 + p).Next());
   perf::ExpertLoad load = perf::ExpertLoad::Balanced(m.moe_layers(), lay.ep);
+  auto dyn = std::make_unique<MoeDynamics>();
+  dyn->pool = p;
+  dyn->popularity = pop;
+  dyn->physical = m.experts + lay.redundant_experts;
+  dyn->rng = Rng(scenario_.seed).Fork(0x6472696674 + p);  // "drift"
   if (pool.moe.placement == "contiguous") {
     load = perf::ExpertLoad::Contiguous(pop, lay.ep);
   } else if (pool.moe.placement == "eplb") {
     std::vector<double> w(pop.p.begin(), pop.p.end());
     for (double& x : w) x *= 1e6;  // token counts, as EPLB is fed in production
-    auto placement = policy::RebalanceExperts(w, pop.layers, pop.experts, m.experts + lay.redundant_experts,
-                                              m.expert_groups, lay.nodes, lay.ep);
+    auto placement = policy::RebalanceExperts(w, pop.layers, pop.experts, dyn->physical, m.expert_groups, lay.nodes, lay.ep);
     if (!placement.ok()) return fail(std::string(placement.status().message()));
-    auto l = perf::ExpertLoad::FromPlacement(pop, placement->phy2log, m.experts + lay.redundant_experts, lay.ep);
+    auto l = perf::ExpertLoad::FromPlacement(pop, placement->phy2log, dyn->physical, lay.ep);
     if (!l.ok()) return fail(std::string(l.status().message()));
     load = std::move(*l);
+    dyn->phy2log = placement->phy2log;
+    if (pool.moe.rebalance_interval > 0) {
+      auto r = policy::EplbRebalancer::Create(
+          policy::EplbLayout{.layers = pop.layers, .logical_experts = pop.experts, .physical_experts = dyn->physical,
+                             .groups = m.expert_groups, .nodes = lay.nodes, .gpus = lay.ep},
+          policy::RebalancerOptions{.interval = pool.moe.rebalance_interval,
+                                    .expert_bytes = m.ExpertParams() * m.weight_bytes,
+                                    .fetch_bytes_per_s = scenario_.hardware.nic_gbps / 8 * 1e9 * 0.8},
+          w);
+      if (!r.ok()) return fail(std::string(r.status().message()));
+      dyn->rebalancer = std::make_unique<policy::EplbRebalancer>(std::move(*r));
+    }
+  } else if (pool.moe.rebalance_interval > 0) {
+    return fail("rebalance_interval needs placement: eplb");
   }
+  if (pool.moe.drift_interval > 0 || dyn->rebalancer) moe_dynamics_.push_back(std::move(dyn));
   return std::make_unique<perf::MoeStepModel>(
       step, std::move(load),
       perf::MoeOptions{.dp_padding = pool.moe.dp_padding, .two_batch_overlap = pool.moe.two_batch_overlap,
                        .spine_oversubscription = scenario_.hardware.spine_oversubscription});
+}
+
+void Cluster::RefreshLoad(MoeDynamics& d) {
+  const PoolConfig& pool = scenario_.pools[d.pool];
+  perf::MoeStepModel& model = *pool_moe_[d.pool];
+  if (pool.moe.placement == "contiguous") {
+    model.set_load(perf::ExpertLoad::Contiguous(d.popularity, pool.layout.ep));
+  } else if (!d.phy2log.empty()) {
+    auto l = perf::ExpertLoad::FromPlacement(d.popularity, d.phy2log, d.physical, pool.layout.ep);
+    if (l.ok()) model.set_load(std::move(*l));
+  }
+}
+
+void Cluster::DriftExperts(MoeDynamics& d) {
+  // Some experts trade places in the popularity order: yesterday's hot expert cools down.
+  perf::ExpertPopularity& pop = d.popularity;
+  const auto swaps = static_cast<uint64_t>(scenario_.pools[d.pool].moe.drift_fraction * pop.experts / 2);
+  for (int l = 0; l < pop.layers; ++l) {
+    double* row = pop.p.data() + static_cast<size_t>(l) * pop.experts;
+    for (uint64_t i = 0; i < swaps; ++i) {
+      std::swap(row[d.rng.Below(static_cast<uint64_t>(pop.experts))], row[d.rng.Below(static_cast<uint64_t>(pop.experts))]);
+    }
+  }
+  ++d.drifts;
+  if (d.rebalancer) {
+    std::vector<double> observed(pop.p.begin(), pop.p.end());
+    for (double& x : observed) x *= 1e6;
+    d.rebalancer->Observe(observed);
+  }
+  RefreshLoad(d);
+}
+
+void Cluster::RebalanceExperts(MoeDynamics& d) {
+  auto r = d.rebalancer->MaybeRebalance(events_.now());
+  if (!r) return;
+  d.phy2log = r->placement.phy2log;
+  ++d.rebalances;
+  d.moved_slots += r->moved_slots;
+  d.moved_bytes += r->bytes;
+  d.pause += r->pause;
+  RefreshLoad(d);
+  for (const auto& u : units_) {
+    if (u->config().pool == static_cast<int>(d.pool)) u->PauseUntil(events_.now() + r->pause);
+  }
 }
 
 void Cluster::ScheduleNextArrival() {
@@ -288,9 +352,29 @@ void Cluster::OnRequestDone(int, uint32_t slot) {
   table_.Release(slot);
 }
 
+void Cluster::Every(Nanos interval, std::function<void()> act) {
+  recurring_.push_back({interval, std::move(act)});
+  const size_t i = recurring_.size() - 1;
+  events_.After(interval, [this, i] { RunRecurring(i); });
+}
+
+void Cluster::RunRecurring(size_t i) {
+  recurring_[i].act();
+  // Each run schedules the next, up to the end of the run.
+  if (events_.now() + recurring_[i].interval <= scenario_.duration + scenario_.drain) {
+    events_.After(recurring_[i].interval, [this, i] { RunRecurring(i); });
+  }
+}
+
 void Cluster::Run(const ProgressFn& progress) {
   ScheduleNextArrival();
   const Nanos horizon = scenario_.duration + scenario_.drain;
+  for (auto& d : moe_dynamics_) {
+    MoeDynamics* dp = d.get();
+    const MoeConfig& cfg = scenario_.pools[dp->pool].moe;
+    if (cfg.drift_interval > 0) Every(cfg.drift_interval, [this, dp] { DriftExperts(*dp); });
+    if (dp->rebalancer) Every(cfg.rebalance_interval, [this, dp] { RebalanceExperts(*dp); });
+  }
   const Nanos tick = std::max<Nanos>(horizon / 200, kSecond);
   for (Nanos until = tick;; until += tick) {
     events_.RunUntil(std::min(until, horizon));
@@ -400,7 +484,14 @@ nlohmann::ordered_json Cluster::Report() const {
                      {"steps", steps},
                      {"preemptions", pool_preempt}});
     if (pool_moe_[p]) {
+      nlohmann::ordered_json dyn = nullptr;
+      for (const auto& d : moe_dynamics_) {
+        if (d->pool != p) continue;
+        dyn = {{"drifts", d->drifts}, {"rebalances", d->rebalances}, {"moved_expert_slots", d->moved_slots},
+               {"moved_gigabytes", d->moved_bytes / 1e9}, {"pause_s", NanosToSeconds(d->pause)}};
+      }
       pools.back()["moe"] = {{"placement", pool.moe.placement},
+                             {"dynamics", dyn},
                              {"expert_skew", pool.moe.expert_skew},
                              {"expert_imbalance", pool_moe_[p]->load().mean_imbalance()},
                              {"two_batch_overlap", pool.moe.two_batch_overlap},

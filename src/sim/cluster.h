@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/rng.h"
 #include "perf/transfer.h"
+#include "policy/eplb_rebalancer.h"
 #include "policy/prefix_index.h"
 #include "policy/router.h"
 #include "policy/tenants.h"
@@ -77,6 +78,30 @@ class Cluster final : public UnitHost {
   std::string policy_name_;
   std::vector<policy::PrefillCost> pool_costs_;
   std::vector<std::unique_ptr<perf::MoeStepModel>> pool_moe_;  // null for evenly-stepped pools
+  // Expert popularity that drifts and the placement that follows it, per MoE pool.
+  struct MoeDynamics {
+    size_t pool = 0;
+    perf::ExpertPopularity popularity;
+    std::vector<int32_t> phy2log;  // the current EPLB placement (empty: contiguous or balanced)
+    int physical = 0;
+    std::unique_ptr<policy::EplbRebalancer> rebalancer;
+    Rng rng{0};
+    int64_t drifts = 0, rebalances = 0, moved_slots = 0;
+    double moved_bytes = 0;
+    Nanos pause = 0;
+  };
+  std::vector<std::unique_ptr<MoeDynamics>> moe_dynamics_;
+  void DriftExperts(MoeDynamics& d);
+  void RebalanceExperts(MoeDynamics& d);
+  void RefreshLoad(MoeDynamics& d);
+  // `act` every `interval` of virtual time until the run's horizon.
+  void Every(Nanos interval, std::function<void()> act);
+  void RunRecurring(size_t i);
+  struct Recurring {
+    Nanos interval;
+    std::function<void()> act;
+  };
+  std::vector<Recurring> recurring_;
   std::vector<std::unique_ptr<perf::StepModel>> pool_models_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<Placement> placements_;

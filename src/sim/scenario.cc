@@ -134,7 +134,13 @@ absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string&
                                        "max_waiting", "moe"}));
   if (const YAML::Node m = n["moe"]) {
     const std::string mp = p + ".moe";
-    MYRIAD_RETURN_IF_ERROR(rd.Map(m, mp, {"expert_skew", "placement", "two_batch_overlap", "dp_padding"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Map(m, mp, {"expert_skew", "placement", "two_batch_overlap", "dp_padding",
+                                          "drift_interval", "drift_fraction", "rebalance_interval"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "drift_interval", mp, &pool->moe.drift_interval));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "drift_fraction", mp, &pool->moe.drift_fraction));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "rebalance_interval", mp, &pool->moe.rebalance_interval));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(m, "drift_fraction", mp, pool->moe.drift_fraction >= 0 && pool->moe.drift_fraction <= 1,
+                                    "must be between 0 and 1", pool->moe.drift_fraction));
     pool->moe.enabled = true;
     MYRIAD_RETURN_IF_ERROR(rd.Get(m, "expert_skew", mp, &pool->moe.expert_skew));
     MYRIAD_RETURN_IF_ERROR(rd.Get(m, "placement", mp, &pool->moe.placement));

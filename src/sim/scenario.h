@@ -34,6 +34,13 @@ struct MoeConfig {
   std::string placement = "eplb";    // eplb | contiguous | balanced
   bool two_batch_overlap = false;
   bool dp_padding = true;
+  // Popularity drift: every drift_interval, drift_fraction of each layer's experts trade
+  // places in the popularity order (0: static).
+  Nanos drift_interval = 0;
+  double drift_fraction = 0.05;
+  // EPLB rebalancing from the moving average of observed loads (0: the placement of t=0
+  // stays); the pool's units pause while the moved experts' weights arrive.
+  Nanos rebalance_interval = 0;
 };
 
 struct PoolConfig {

@@ -215,8 +215,25 @@ void Unit::Kick() {
   if (published_ != nullptr) *published_ = Load();
 }
 
+void Unit::PauseUntil(Nanos until) {
+  const Nanos from = std::max(events_.now(), paused_until_);
+  if (until > from) stats_.paused += until - from;
+  paused_until_ = std::max(paused_until_, until);
+  Kick();
+}
+
 void Unit::StartStepIfIdle() {
   if (busy_) return;
+  if (events_.now() < paused_until_) {
+    if (!wake_scheduled_) {
+      wake_scheduled_ = true;
+      events_.At(paused_until_, [this] {
+        wake_scheduled_ = false;
+        Kick();
+      });
+    }
+    return;
+  }
   AdmitDecodes();
   EnsureGrowthRoom();
   // Lazy deletions accumulate in the LIFO list; compact it now and then.

@@ -57,6 +57,7 @@ struct UnitStats {
   int64_t preemptions = 0;
   double batch_seq_sum = 0;      // sum over steps of decode batch size
   std::vector<double> rank_busy_s;  // per DP rank, its own compute (per-rank model only)
+  Nanos paused = 0;                 // stopped for weight movement
 };
 
 class Unit {
@@ -70,6 +71,8 @@ class Unit {
   void EnqueueDecode(uint32_t slot);
   // A handed-off request's KV has left this unit.
   void ReleaseKv(int64_t tokens);
+  // Stop stepping until `until` (weights being moved); a step in flight finishes first.
+  void PauseUntil(Nanos until);
   // Report prefix-cache changes to the host as events.
   void EnableCacheEvents() { events_enabled_ = true; }
   // Leading blocks of `blocks` in this unit's prefix cache (an engine re-verifying a hint).
@@ -141,6 +144,8 @@ class Unit {
   int64_t step_budget_;
 
   bool busy_ = false;
+  Nanos paused_until_ = 0;
+  bool wake_scheduled_ = false;
   int64_t kv_used_ = 0;
   PrefixCache cache_;
 

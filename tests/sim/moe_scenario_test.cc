@@ -49,3 +49,33 @@ TEST(MoeScenario, MoeSectionErrorsNameThePool) {
 
 }  // namespace
 }  // namespace myriad::sim
+
+namespace myriad::sim {
+namespace {
+
+TEST(MoeScenario, PeriodicRebalancingFollowsDriftingExperts) {
+  const std::vector<std::string> drift = {"duration=40m", "workload.rate=80", "pools.1.moe.drift_interval=1m",
+                                          "pools.1.moe.drift_fraction=0.02"};
+  auto load = [&](const std::string& extra) {
+    std::vector<std::string> o = drift;
+    o.push_back(extra);
+    auto s = LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml", o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    auto r = RunScenario(*s);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  };
+  auto fixed = load("pools.1.moe.rebalance_interval=0");
+  auto rebalanced = load("pools.1.moe.rebalance_interval=10m");
+  const auto& dyn = rebalanced["pools"][1]["moe"]["dynamics"];
+  EXPECT_GE(dyn["rebalances"].get<int>(), 2);
+  EXPECT_GT(dyn["moved_gigabytes"].get<double>(), 0);
+  EXPECT_GT(dyn["pause_s"].get<double>(), 0) << "moving weights is charged";
+  EXPECT_LT(rebalanced["pools"][1]["moe"]["expert_imbalance"].get<double>(),
+            fixed["pools"][1]["moe"]["expert_imbalance"].get<double>());
+  EXPECT_GT(rebalanced["requests"]["slo_attainment"].get<double>(), fixed["requests"]["slo_attainment"].get<double>());
+  EXPECT_EQ(fixed["pools"][1]["moe"]["dynamics"]["rebalances"].get<int>(), 0);
+}
+
+}  // namespace
+}  // namespace myriad::sim
