@@ -382,6 +382,7 @@ void Cluster::Run(const ProgressFn& progress) {
     const bool drained = arrivals_done_ && table_.live() == 0;
     if (drained || until >= horizon || events_.pending() == 0) break;
   }
+  if (progress) progress(1.0);  // a run that drained early still completes its bar
   FinishRun();
 }
 
