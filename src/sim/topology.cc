@@ -4,8 +4,6 @@
 
 namespace myriad::sim {
 
-int Placement::rack() const { return rack_; }
-
 absl::StatusOr<Placement> Topology::Place(int gpus, int nodes) {
   Placement p;
   int start = next_gpu_;
@@ -24,7 +22,7 @@ absl::StatusOr<Placement> Topology::Place(int gpus, int nodes) {
   p.gpus = gpus;
   p.first_node = start / gpus_per_node_;
   p.nodes = whole_nodes ? nodes : 1;
-  p.rack_ = p.first_node / nodes_per_rack_;
+  p.rack = p.first_node / nodes_per_rack_;
   next_gpu_ = start + span;
   return p;
 }
@@ -35,7 +33,7 @@ perf::LinkKind Topology::Link(const Placement& a, const Placement& b) const {
 }
 
 bool Topology::CrossesSpine(const Placement& a, const Placement& b) const {
-  return a.rack() != b.rack();
+  return a.rack != b.rack;
 }
 
 }  // namespace myriad::sim

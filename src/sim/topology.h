@@ -15,8 +15,7 @@ struct Placement {
   int nodes = 1;
   int first_gpu = 0;  // global GPU index of the unit's first GPU
   int gpus = 1;
-  int rack() const;   // rack of the first node (set by Topology)
-  int rack_ = 0;
+  int rack = 0;       // leaf group of the first node
 };
 
 class Topology {
