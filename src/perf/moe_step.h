@@ -43,7 +43,6 @@ class MoeStepModel {
 
   // One BatchShape per DP rank (its own tokens).
   MoeStepResult Step(std::span<const BatchShape> ranks) const;
-  Nanos StepTime(std::span<const BatchShape> ranks) const { return SecondsToNanos(Step(ranks).total_s); }
 
   const ExpertLoad& load() const { return load_; }
   // A new placement or popularity (rebalancing, drift); same shape required.

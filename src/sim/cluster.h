@@ -42,9 +42,6 @@ class Cluster final : public UnitHost {
 
   const RequestMetrics& metrics() const { return metrics_; }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
-  uint64_t events_executed() const { return events_.executed(); }
-  Nanos end_time() const { return end_; }
-  size_t peak_in_flight() const { return table_.capacity(); }
 
   void OnPrefillDone(int unit, uint32_t slot) override;
   void OnRequestDone(int unit, uint32_t slot) override;

@@ -357,12 +357,10 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
   if (!pools || !pools.IsSequence() || pools.size() == 0) {
     return rd.Error(pools ? pools : root, "pools", "expected a non-empty list of pools");
   }
-  int gpus = 0;
   for (size_t i = 0; i < pools.size(); ++i) {
     PoolConfig pool;
     pool.name = fmt::format("pool{}", i);
     MYRIAD_RETURN_IF_ERROR(ParsePool(rd, pools[i], fmt::format("pools[{}]", i), s->hardware, &pool));
-    gpus += pool.count * pool.layout.nodes * s->hardware.gpus_per_node;
     s->pools.push_back(std::move(pool));
   }
   int need = 0;
@@ -371,7 +369,6 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
                 ? pl.count * pl.layout.nodes * s->hardware.gpus_per_node
                 : pl.count * pl.layout.gpus();
   }
-  (void)gpus;
   if (need > s->hardware.gpus()) {
     return rd.Error(pools, "pools",
                     fmt::format("the units need {} GPUs but the cluster has {} ({} nodes of {})", need,
