@@ -19,7 +19,8 @@ inline constexpr Nanos kHour = 60 * kMinute;
 inline constexpr Nanos kNanosInfinite = INT64_MAX;
 
 inline Nanos SecondsToNanos(double s) { return static_cast<Nanos>(std::llround(s * 1e9)); }
-inline double NanosToSeconds(Nanos n) { return static_cast<double>(n) * 1e-9; }
+// Division, not multiplication by 1e-9: whole seconds come out exact (120 s, not 120.00000000000001).
+inline double NanosToSeconds(Nanos n) { return static_cast<double>(n) / 1e9; }
 
 // Parses "1h", "90m", "30s", "250ms", "10us", "5ns" or a bare number of seconds ("2.5").
 absl::StatusOr<Nanos> ParseDuration(std::string_view text);

@@ -108,6 +108,9 @@ absl::Status Cluster::Build() {
   };
   fill(entry_units_, entry_cands_);
   fill(decode_units_, decode_cands_);
+  if (scenario_.faults.enabled) {
+    if (absl::Status st = BuildFailures(); !st.ok()) return st;
+  }
   if (entry_units_.empty()) {
     return absl::InvalidArgumentError("pools: no prefill or colocated pool to receive requests");
   }
@@ -235,37 +238,73 @@ void Cluster::OnArrival(Request r) {
     metrics_.OnReject(now, r, "exceeds_kv_capacity");
     return;
   }
+  Admit(table_.Add(std::move(r)), false);
+}
+
+void Cluster::Reject(uint32_t slot, const std::string& reason) {
+  // Output already streamed before a failure counts as produced, not as lost silently.
+  metrics_.unfinished_output_tokens += table_[slot].generated;
+  metrics_.OnReject(events_.now(), table_[slot].req, reason);
+  table_.Release(slot);
+}
+
+void Cluster::Admit(uint32_t slot, bool retry) {
+  const Nanos now = events_.now();
+  const ReqState& st = table_[slot];
+  const Request& r = st.req;
+  const int64_t context = int64_t{r.input_tokens} + st.generated;
   const policy::RouteDecision d = router_->Route(
-      policy::RouteRequest{.blocks = r.blocks, .input_tokens = r.input_tokens, .output_tokens = r.output_tokens, .now = now},
+      policy::RouteRequest{.blocks = r.blocks, .input_tokens = context, .output_tokens = r.output_tokens - st.generated, .now = now},
       entry_cands_, decode_cands_, rng_);
-  if (d.rejected) {
-    metrics_.OnReject(now, r, std::string(d.reason));
-    return;
+  const std::string prefix = retry ? "retry_" : "";
+  if (d.rejected) return Reject(slot, prefix + std::string(d.reason));
+  if (!retry) {
+    const double load = d.estimated_ttft_s / NanosToSeconds(scenario_.slo.ttft);
+    if (std::string_view why = tenants_->Admit(r.tenant, int64_t{r.input_tokens} + r.output_tokens, load, now);
+        !why.empty()) {
+      return Reject(slot, std::string(why));
+    }
   }
-  const double load = d.estimated_ttft_s / NanosToSeconds(scenario_.slo.ttft);
-  if (std::string_view why = tenants_->Admit(r.tenant, int64_t{r.input_tokens} + r.output_tokens, load, now);
-      !why.empty()) {
-    metrics_.OnReject(now, r, std::string(why));
-    return;
+  if (limiter_) {
+    // Retries go first: their clients have waited once already.
+    const int priority = r.tenant < scenario_.tenants.size() ? scenario_.tenants[r.tenant].priority : 0;
+    const double tokens = static_cast<double>(std::max<int64_t>(context - d.expected_cached_tokens, 1));
+    if (!limiter_->Admit(now, tokens, retry ? 0 : max_priority_ - priority)) return Reject(slot, prefix + "recompute_limited");
   }
   const bool on_decode = d.entry < 0;
   const int unit = on_decode ? decode_units_[static_cast<size_t>(d.decode)] : entry_units_[static_cast<size_t>(d.entry)];
   Unit& u = *units_[static_cast<size_t>(unit)];
   const PoolConfig& pool = scenario_.pools[static_cast<size_t>(u.config().pool)];
-  if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) {
-    metrics_.OnReject(now, r, "queue_full");
-    return;
-  }
-  if (int64_t{r.input_tokens} + r.output_tokens > u.kv_capacity()) {
-    metrics_.OnReject(now, r, "exceeds_kv_capacity");
-    return;
-  }
+  if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) return Reject(slot, prefix + "queue_full");
+  if (int64_t{r.input_tokens} + r.output_tokens > u.kv_capacity()) return Reject(slot, "exceeds_kv_capacity");
   if (d.hot_spot) ++hot_spots_;
   if (on_decode) ++prefill_on_decode_;
   if (index_ && !on_decode) index_->AddProvisional(static_cast<policy::HolderId>(unit), 0, r.blocks, now);
   const int copy_from = d.fetch_from >= 0 ? entry_units_[static_cast<size_t>(d.fetch_from)] : -1;
   const int64_t copy_blocks = d.fetch_from >= 0 ? static_cast<int64_t>(d.expected_cached_tokens / scenario_.kv_block_tokens) : 0;
-  Dispatch(table_.Add(std::move(r)), unit, copy_from, copy_blocks);
+  Dispatch(slot, unit, copy_from, copy_blocks);
+}
+
+void Cluster::Retry(uint32_t slot) {
+  ReqState& r = table_[slot];
+  ++retries_;
+  ++r.epoch;
+  r.decoding = false;
+  r.kv_held = false;
+  r.kv_reserved = 0;
+  r.prefill_unit = r.decode_unit = -1;
+  if (r.retries >= scenario_.faults.max_retries) return Reject(slot, "failed_after_retries");
+  ++r.retries;
+  Admit(slot, true);
+}
+
+void Cluster::EvacuateUnit(int unit) {
+  evacuees_.clear();
+  lost_kv_tokens_ += units_[static_cast<size_t>(unit)]->Evacuate(&evacuees_);
+  evacuated_ += static_cast<int64_t>(evacuees_.size());
+  // Retrying may route more work; take a copy of the list first.
+  const std::vector<uint32_t> slots = evacuees_;
+  for (uint32_t slot : slots) Retry(slot);
 }
 
 void Cluster::Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_blocks) {
@@ -291,6 +330,7 @@ void Cluster::Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_bloc
   kv_fetch_bytes_ += bytes;
   events_.After(duration, [this, slot, unit, there] {
     Unit& t = *units_[static_cast<size_t>(unit)];
+    if (!t.routable()) return Retry(slot);
     t.AddToCache(std::span<const BlockKey>(table_[slot].req.blocks).first(there));
     t.EnqueuePrefill(slot);
   });
@@ -306,6 +346,7 @@ void Cluster::OnCacheRemoved(int unit, std::span<const BlockKey> blocks) {
 
 void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   ReqState& r = table_[slot];
+  if (failures_ && failures_->corrupt(unit)) r.corrupt = true;
   const int pick = router_->PickDecode(decode_cands_, rng_);
   const int target = pick < 0 ? -1 : decode_units_[static_cast<size_t>(pick)];
   const int64_t kv_tokens = r.kv_reserved;
@@ -340,14 +381,21 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   // the slot (small enough for std::function's inline storage).
   r.prefill_unit = unit;
   r.decode_unit = target;
+  r.src_incarnation = units_[src]->incarnation();
   events_.At(done, [this, slot] {
     ReqState& s = table_[slot];
-    units_[static_cast<size_t>(s.prefill_unit)]->ReleaseKv(s.kv_reserved);
-    units_[static_cast<size_t>(s.decode_unit)]->EnqueueDecode(slot);
+    Unit& from = *units_[static_cast<size_t>(s.prefill_unit)];
+    Unit& to = *units_[static_cast<size_t>(s.decode_unit)];
+    // A source that died meanwhile sent nothing usable (and its KV accounting was reset).
+    const bool sent = from.incarnation() == s.src_incarnation;
+    if (sent) from.ReleaseKv(s.kv_reserved);
+    if (!sent || !to.routable()) return Retry(slot);
+    to.EnqueueDecode(slot);
   });
 }
 
-void Cluster::OnRequestDone(int, uint32_t slot) {
+void Cluster::OnRequestDone(int unit, uint32_t slot) {
+  if (failures_ && failures_->corrupt(unit)) table_[slot].corrupt = true;
   metrics_.OnComplete(events_.now(), table_[slot]);
   table_.Release(slot);
 }
@@ -375,6 +423,7 @@ void Cluster::Run(const ProgressFn& progress) {
     if (cfg.drift_interval > 0) Every(cfg.drift_interval, [this, dp] { DriftExperts(*dp); });
     if (dp->rebalancer) Every(cfg.rebalance_interval, [this, dp] { RebalanceExperts(*dp); });
   }
+  if (failures_) failures_->Start(horizon);
   const Nanos tick = std::max<Nanos>(horizon / 200, kSecond);
   for (Nanos until = tick;; until += tick) {
     events_.RunUntil(std::min(until, horizon));
@@ -559,6 +608,10 @@ nlohmann::ordered_json Cluster::Report() const {
                       {"lambda_times_w", lambda_done * w}};
   j["router"] = RouterReport();
   j["tenants"] = metrics_.TenantReport(scenario_.tenants);
+  if (failures_) {
+    j["failures"] = FailureReport();
+    j["requests"]["corrupted"] = m.corrupted;
+  }
   j["simulator"] = {{"events", events_.executed()}, {"peak_requests_in_flight", table_.capacity()}};
   return j;
 }

@@ -14,10 +14,12 @@
 #include "perf/transfer.h"
 #include "policy/eplb_rebalancer.h"
 #include "policy/prefix_index.h"
+#include "policy/recompute_limiter.h"
 #include "policy/router.h"
 #include "policy/tenants.h"
 #include "sim/cache_events.h"
 #include "sim/event_queue.h"
+#include "sim/failures.h"
 #include "sim/metrics.h"
 #include "sim/scenario.h"
 #include "sim/topology.h"
@@ -28,7 +30,7 @@ namespace myriad::sim {
 // Called now and then with the fraction of simulated time done (0..1).
 using ProgressFn = std::function<void(double)>;
 
-class Cluster final : public UnitHost {
+class Cluster final : public UnitHost, public FailureHost {
  public:
   // `workload` supplies the requests; the scenario's own workload section is not read here.
   static absl::StatusOr<std::unique_ptr<Cluster>> Create(const Scenario& scenario,
@@ -47,6 +49,7 @@ class Cluster final : public UnitHost {
   void OnRequestDone(int unit, uint32_t slot) override;
   void OnCacheStored(int unit, uint32_t first_position, std::span<const BlockKey> blocks) override;
   void OnCacheRemoved(int unit, std::span<const BlockKey> blocks) override;
+  void EvacuateUnit(int unit) override;
 
  private:
   Cluster(const Scenario& s, std::unique_ptr<Workload> workload);
@@ -54,6 +57,12 @@ class Cluster final : public UnitHost {
   absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> BuildMoe(size_t pool);
   void ScheduleNextArrival();
   void OnArrival(Request r);
+  // Routes and admits the request in `slot` (a new arrival, or a retry after a unit failed).
+  void Admit(uint32_t slot, bool retry);
+  void Reject(uint32_t slot, const std::string& reason);
+  void Retry(uint32_t slot);
+  absl::Status BuildFailures();
+  nlohmann::ordered_json FailureReport() const;
   // Sends an admitted request to `unit`, first copying `copy_blocks` leading blocks of its KV
   // from `copy_from` when the router asked for it (what that unit really holds, re-verified).
   void Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_blocks);
@@ -118,6 +127,12 @@ class Cluster final : public UnitHost {
   Nanos end_ = 0;
   bool arrivals_done_ = false;
   Request pending_arrival_;
+  // Faults (only with a `faults:` section).
+  std::unique_ptr<FailureModel> failures_;
+  std::unique_ptr<policy::RecomputeLimiter> limiter_;
+  int max_priority_ = 0;
+  int64_t retries_ = 0, evacuated_ = 0, lost_kv_tokens_ = 0;
+  std::vector<uint32_t> evacuees_;  // scratch
 };
 
 }  // namespace myriad::sim

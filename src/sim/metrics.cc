@@ -2,8 +2,14 @@
 
 namespace myriad::sim {
 
+void RequestMetrics::EnableTimeline(Nanos bucket, Nanos horizon) {
+  timeline_bucket = std::max<Nanos>(bucket, 1);
+  timeline.assign(static_cast<size_t>((horizon + timeline_bucket - 1) / timeline_bucket) + 1, Bucket{});
+}
+
 void RequestMetrics::OnArrival(Nanos now, const Request& r) {
   ++arrived;
+  if (timeline_bucket > 0) ++At(now).arrived;
   ++Tenant(r.tenant).arrived;
   arrived_input_tokens += r.input_tokens;
   arrived_output_tokens += r.output_tokens;
@@ -32,13 +38,18 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
   ++t.completed;
   if (per_tenant_latency_) t.ttft_s.Add(NanosToSeconds(ttft));
   e2e_s.Add(NanosToSeconds(now - r.arrival));
-  bool ok = ttft <= slo_ttft_;
+  bool ok = ttft <= slo_ttft_ && !s.corrupt;
+  if (s.corrupt) ++corrupted;
   if (r.output_tokens > 1) {
     const Nanos tpot = (now - s.first_token) / (r.output_tokens - 1);
     tpot_s.Add(NanosToSeconds(tpot));
     ok = ok && tpot <= slo_tpot_;
   }
   if (ok) {
+    if (timeline_bucket > 0) {
+      ++At(r.arrival).good;
+      At(now).good_tokens += int64_t{r.input_tokens} + r.output_tokens;
+    }
     ++good;
     ++t.good;
     t.good_tokens += int64_t{r.input_tokens} + r.output_tokens;

@@ -1,6 +1,7 @@
 #pragma once
 // What a run measures about requests: latency distributions, SLO attainment, token counts,
 // rejections by reason, and the number in the system over time (for Little's law).
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -47,10 +48,24 @@ class RequestMetrics {
     Distribution ttft_s;
   };
   std::vector<TenantStats> tenants;
+
+  // SLO attainment (by arrival) and goodput (by completion) in buckets of virtual time.
+  struct Bucket {
+    uint64_t arrived = 0, good = 0;
+    int64_t good_tokens = 0;
+  };
+  void EnableTimeline(Nanos bucket, Nanos horizon);
+  std::vector<Bucket> timeline;
+  Nanos timeline_bucket = 0;
+  uint64_t corrupted = 0;  // completed with wrong output (silent data corruption)
   // Per tenant: requests, SLO attainment, TTFT percentiles (names from the scenario).
   nlohmann::ordered_json TenantReport(const std::vector<policy::TenantConfig>& configs) const;
 
  private:
+  Bucket& At(Nanos t) {
+    const size_t i = static_cast<size_t>(std::max<Nanos>(t, 0) / timeline_bucket);
+    return timeline[std::min(i, timeline.size() - 1)];
+  }
   TenantStats& Tenant(uint32_t t) {
     if (t >= tenants.size()) tenants.resize(t + 1);
     return tenants[t];

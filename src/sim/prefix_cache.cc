@@ -1,5 +1,7 @@
 #include "sim/prefix_cache.h"
 
+#include <algorithm>
+
 namespace myriad::sim {
 
 void PrefixCache::EvictOne(std::vector<BlockKey>* evicted) {
@@ -77,7 +79,12 @@ void PrefixCache::Shrink(size_t capacity, std::vector<BlockKey>* evicted) {
   while (index_.size() > capacity) EvictOne(evicted);
 }
 
-void PrefixCache::Clear() {
+void PrefixCache::Clear(std::vector<BlockKey>* evicted) {
+  if (evicted != nullptr) {
+    for (const auto& [key, slot] : index_) evicted->push_back(key);
+    // Hash-map order is not stable across library versions: sort for deterministic events.
+    std::sort(evicted->end() - static_cast<std::ptrdiff_t>(index_.size()), evicted->end());
+  }
   index_.clear();
   keys_.clear();
   used_.clear();

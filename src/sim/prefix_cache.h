@@ -25,7 +25,8 @@ class PrefixCache {
   size_t Insert(std::span<const BlockKey> blocks, size_t capacity, std::vector<BlockKey>* evicted = nullptr);
   // Evicts blocks until at most `capacity` remain.
   void Shrink(size_t capacity, std::vector<BlockKey>* evicted = nullptr);
-  void Clear();
+  // Drops every block (appending the keys to `evicted` when given).
+  void Clear(std::vector<BlockKey>* evicted = nullptr);
 
   size_t size() const { return index_.size(); }
   uint64_t evictions() const { return evictions_; }

@@ -24,6 +24,9 @@ struct ReqState {
   int32_t kv_reserved = 0;     // KV tokens reserved for it (at join, while decoding)
   int64_t join_step = 0;       // unit step counter when it joined the decode batch
   int32_t gen_at_join = 0;
+  uint32_t src_incarnation = 0;  // of the prefill unit when its KV left for decode
+  uint8_t retries = 0;           // times re-routed after a unit failed under it
+  bool corrupt = false;          // served by a unit with silent data corruption
 };
 
 class RequestTable {

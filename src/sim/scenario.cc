@@ -12,99 +12,10 @@
 
 #include "core/strings.h"
 #include "policy/router.h"
+#include "sim/yaml_reader.h"
 
 namespace myriad::sim {
 namespace {
-
-#define MYRIAD_RETURN_IF_ERROR(expr)         \
-  do {                                       \
-    if (absl::Status _st = (expr); !_st.ok()) return _st; \
-  } while (0)
-
-// Reads typed values out of YAML nodes; every error names the file, line and key path.
-class Reader {
- public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  absl::Status Error(const YAML::Node& n, const std::string& path, const std::string& msg) const {
-    const YAML::Mark m = n.Mark();
-    if (m.is_null()) return absl::InvalidArgumentError(fmt::format("{}: {}: {}", source_, path, msg));
-    return absl::InvalidArgumentError(fmt::format("{}:{}: {}: {}", source_, m.line + 1, path, msg));
-  }
-
-  absl::Status Map(const YAML::Node& n, const std::string& path,
-                   std::initializer_list<const char*> allowed) const {
-    if (!n.IsMap()) return Error(n, path, "expected a mapping");
-    for (const auto& kv : n) {
-      const std::string key = kv.first.as<std::string>();
-      bool known = false;
-      for (const char* a : allowed) known |= key == a;
-      if (!known) {
-        std::vector<std::string> names(allowed.begin(), allowed.end());
-        return Error(kv.first, Join(path, key),
-                     fmt::format("unknown key (known here: {})", myriad::Join(names, ", ")));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  static std::string Join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-
-  template <typename T>
-  absl::Status Get(const YAML::Node& map, const char* key, const std::string& path, T* out) const {
-    const YAML::Node n = map[key];
-    if (!n) return absl::OkStatus();
-    const std::string where = Join(path, key);
-    if (!n.IsScalar()) return Error(n, where, "expected a single value");
-    try {
-      if constexpr (std::is_same_v<T, bool>) {
-        *out = n.as<bool>();
-      } else if constexpr (std::is_integral_v<T>) {
-        const double v = n.as<double>();
-        if (v != std::floor(v)) return Error(n, where, fmt::format("expected an integer, got '{}'", n.Scalar()));
-        if (v < static_cast<double>(std::numeric_limits<T>::min()) ||
-            v > static_cast<double>(std::numeric_limits<T>::max())) {
-          return Error(n, where, fmt::format("{} is out of range", n.Scalar()));
-        }
-        *out = static_cast<T>(v);
-      } else {
-        *out = n.as<T>();
-      }
-    } catch (const YAML::Exception&) {
-      return Error(n, where, fmt::format("cannot read '{}' as {}", n.Scalar(), TypeName<T>()));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Duration(const YAML::Node& map, const char* key, const std::string& path, Nanos* out) const {
-    const YAML::Node n = map[key];
-    if (!n) return absl::OkStatus();
-    if (!n.IsScalar()) return Error(n, Join(path, key), "expected a duration such as 90s or 1h");
-    auto d = ParseDuration(n.Scalar());
-    if (!d.ok()) return Error(n, Join(path, key), std::string(d.status().message()));
-    *out = *d;
-    return absl::OkStatus();
-  }
-
-  template <typename T>
-  absl::Status Check(const YAML::Node& map, const char* key, const std::string& path, bool ok,
-                     const std::string& what, T value) const {
-    if (ok) return absl::OkStatus();
-    const YAML::Node n = map[key];
-    return Error(n ? n : map, Join(path, key), fmt::format("{} (got {})", what, value));
-  }
-
- private:
-  template <typename T>
-  static const char* TypeName() {
-    if constexpr (std::is_same_v<T, bool>) return "a boolean";
-    else if constexpr (std::is_floating_point_v<T>) return "a number";
-    else return "a string";
-  }
-  std::string source_;
-};
 
 absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, HardwareConfig* hw) {
   const std::string p = "hardware";
@@ -340,7 +251,7 @@ absl::Status ParseTenants(const Reader& rd, const YAML::Node& n, std::vector<pol
 
 absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::string& source_dir, Scenario* s) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "duration", "drain", "hardware", "model", "pools",
-                                           "workload", "router", "tenants", "slo", "gpu_hour_price",
+                                           "workload", "router", "tenants", "slo", "gpu_hour_price", "faults",
                                            "kv_block_tokens"}));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "name", "", &s->name));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "seed", "", &s->seed));
@@ -377,6 +288,7 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
   if (const YAML::Node w = root["workload"]) MYRIAD_RETURN_IF_ERROR(ParseWorkload(rd, w, source_dir, &s->workload));
   if (const YAML::Node r = root["router"]) MYRIAD_RETURN_IF_ERROR(ParseRouter(rd, r, &s->router));
   if (const YAML::Node t = root["tenants"]) MYRIAD_RETURN_IF_ERROR(ParseTenants(rd, t, &s->tenants));
+  if (const YAML::Node f = root["faults"]) MYRIAD_RETURN_IF_ERROR(ParseFaults(rd, f, &s->faults));
   if (const YAML::Node slo = root["slo"]) {
     MYRIAD_RETURN_IF_ERROR(rd.Map(slo, "slo", {"ttft", "tpot"}));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(slo, "ttft", "slo", &s->slo.ttft));

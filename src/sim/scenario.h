@@ -10,6 +10,7 @@
 #include "core/time.h"
 #include "perf/step_model.h"
 #include "policy/tenants.h"
+#include "sim/fault_config.h"
 #include "sim/synthetic_workload.h"
 #include "sim/trace_workload.h"
 #include "sim/unit.h"
@@ -96,6 +97,7 @@ struct Scenario {
   double gpu_hour_price = 2.0;  // dollars
   int kv_block_tokens = 256;
   perf::Calibration calibration;
+  FaultConfig faults;  // enabled only when the scenario has a `faults:` section
 };
 
 // Errors name the file, the line and the key: "default.yaml:12: pools[0].layout.tp: ...".

@@ -93,6 +93,7 @@ policy::UnitLoad Unit::Load() const {
   l.queued_prefill_tokens = queued_prefill_tokens_;
   l.running = static_cast<int32_t>(running_);
   l.waiting = static_cast<int32_t>(prefill_.size() + decode_wait_.size());
+  l.available = routable_;
   l.kv_usage = kv_capacity_ > 0 ? static_cast<double>(kv_used_) / static_cast<double>(kv_capacity_) : 1.0;
   return l;
 }
@@ -210,6 +211,67 @@ void Unit::EnsureGrowthRoom() {
   }
 }
 
+void Unit::Halt() {
+  halted_ = true;
+  ++incarnation_;  // the step in flight never finishes
+  busy_ = false;
+  if (published_ != nullptr) *published_ = Load();
+}
+
+int64_t Unit::Evacuate(std::vector<uint32_t>* out) {
+  int64_t lost = 0;
+  for (const PrefillItem& item : prefill_) {
+    ReqState& r = table_[item.slot];
+    if (r.epoch != item.epoch) continue;
+    if (item.admitted) lost += item.done;
+    out->push_back(item.slot);
+  }
+  for (uint32_t slot : decode_wait_) {
+    if (table_[slot].kv_held) lost += table_[slot].kv_reserved;
+    out->push_back(slot);
+  }
+  for (auto [slot, epoch] : admission_order_) {
+    ReqState& r = table_[slot];
+    if (r.epoch != epoch || !r.decoding || r.decode_unit != cfg_.id) continue;
+    lost += KvHeld(r);
+    r.generated = Generated(r);
+    r.decoding = false;
+    out->push_back(slot);
+  }
+  for (uint32_t slot : *out) {
+    ReqState& r = table_[slot];
+    ++r.epoch;
+    r.kv_held = false;
+    r.kv_reserved = 0;
+  }
+  prefill_.clear();
+  queued_prefill_tokens_ = 0;
+  chunks_.clear();
+  decode_wait_.clear();
+  finishes_ = {};
+  admission_order_.clear();
+  awaiting_first_.clear();
+  running_ = running_context_ = 0;
+  std::fill(rank_running_.begin(), rank_running_.end(), 0);
+  std::fill(rank_context_.begin(), rank_context_.end(), 0);
+  kv_used_ = 0;
+  busy_ = false;
+  ++incarnation_;
+  DropCache();
+  return lost;
+}
+
+void Unit::DropCache() {
+  cache_.Clear(events_enabled_ ? &evicted_ : nullptr);
+  PublishEvicted();
+  if (published_ != nullptr) *published_ = Load();
+}
+
+void Unit::Resume() {
+  halted_ = false;
+  Kick();
+}
+
 void Unit::Kick() {
   StartStepIfIdle();
   if (published_ != nullptr) *published_ = Load();
@@ -223,7 +285,7 @@ void Unit::PauseUntil(Nanos until) {
 }
 
 void Unit::StartStepIfIdle() {
-  if (busy_) return;
+  if (busy_ || halted_) return;
   if (events_.now() < paused_until_) {
     if (!wake_scheduled_) {
       wake_scheduled_ = true;
@@ -263,11 +325,16 @@ void Unit::StartStepIfIdle() {
   if (batch.decode_seqs == 0 && batch.prefill_tokens == 0) return;
   busy_ = true;
   step_decode_seqs_ = running_;
-  const Nanos duration = std::max<Nanos>(TimeStep(batch), 1);
-  events_.After(duration, [this, duration] { OnStepDone(duration); });
+  Nanos duration = std::max<Nanos>(TimeStep(batch), 1);
+  if (slowdown_ != 1.0) duration = static_cast<Nanos>(static_cast<double>(duration) * slowdown_);
+  step_duration_ = duration;
+  events_.After(duration, [this, inc = incarnation_] {
+    if (inc == incarnation_) OnStepDone();
+  });
 }
 
-void Unit::OnStepDone(Nanos duration) {
+void Unit::OnStepDone() {
+  const Nanos duration = step_duration_;
   busy_ = false;
   stats_.busy += duration;
   ++stats_.steps;

@@ -73,6 +73,28 @@ class Unit {
   void ReleaseKv(int64_t tokens);
   // Stop stepping until `until` (weights being moved); a step in flight finishes first.
   void PauseUntil(Nanos until);
+  // Faults. Halt: the unit stops dead (crash, hang); the step in flight never completes and
+  // its requests stay where they are until evacuated. Evacuate: every request the unit holds
+  // is handed to `out` (decoding ones with the tokens produced so far) and the unit is reset
+  // to empty, cache included, as a restarted engine is; returns the KV tokens thrown away.
+  // Resume: it steps again.
+  void Halt();
+  int64_t Evacuate(std::vector<uint32_t>* out);
+  void Resume();
+  bool halted() const { return halted_; }
+  // Bumped by Halt and Evacuate: KV reservations made before it are void.
+  uint32_t incarnation() const { return incarnation_; }
+  // A slow rank stretches every synchronous step by this factor (1: healthy).
+  void set_slowdown(double f) { slowdown_ = f; }
+  double slowdown() const { return slowdown_; }
+  // Whether the router may send work here (false: ejected, draining or rebuilding).
+  void set_routable(bool r) {
+    routable_ = r;
+    if (published_ != nullptr) *published_ = Load();
+  }
+  bool routable() const { return routable_; }
+  // A lost cache tier: every cached prefix block is gone (reported as removed).
+  void DropCache();
   // Report prefix-cache changes to the host as events.
   void EnableCacheEvents() { events_enabled_ = true; }
   // Leading blocks of `blocks` in this unit's prefix cache (an engine re-verifying a hint).
@@ -118,7 +140,7 @@ class Unit {
 
   void Kick();
   void StartStepIfIdle();
-  void OnStepDone(Nanos duration);
+  void OnStepDone();
   bool AdmitPrefill(PrefillItem& item);
   void AdmitDecodes();
   void EnsureGrowthRoom();
@@ -144,6 +166,11 @@ class Unit {
   int64_t step_budget_;
 
   bool busy_ = false;
+  bool halted_ = false;
+  bool routable_ = true;
+  uint32_t incarnation_ = 0;
+  double slowdown_ = 1.0;
+  Nanos step_duration_ = 0;
   Nanos paused_until_ = 0;
   bool wake_scheduled_ = false;
   int64_t kv_used_ = 0;

@@ -1,0 +1,34 @@
+#include "policy/recompute_limiter.h"
+
+#include <algorithm>
+
+namespace myriad::policy {
+
+RecomputeLimiter::RecomputeLimiter(RecomputeLimiterOptions o) : o_(o) {
+  depth_ = o_.tokens_per_s * o_.burst_seconds;
+  level_ = depth_;
+}
+
+void RecomputeLimiter::Refill(Nanos now) {
+  if (now > last_) {
+    level_ = std::min(depth_, level_ + o_.tokens_per_s * NanosToSeconds(now - last_));
+    last_ = now;
+  }
+}
+
+bool RecomputeLimiter::Admit(Nanos now, double tokens, int levels_below_top) {
+  if (!enabled()) return true;
+  Refill(now);
+  const double reserve =
+      depth_ * std::min(o_.max_reserve, o_.reserve_per_level * std::max(levels_below_top, 0));
+  // A request larger than what is left above its reserve waits its turn as a 429; one larger
+  // than the whole bucket is let through when the bucket is full, so it is never starved.
+  if (level_ - tokens < reserve && !(level_ >= depth_ && levels_below_top == 0)) {
+    ++shed_;
+    return false;
+  }
+  level_ -= tokens;
+  return true;
+}
+
+}  // namespace myriad::policy

@@ -1,0 +1,65 @@
+// The cluster's side of fault handling: building the failure model and the recompute limiter,
+// and the report section with the timeline.
+#include <algorithm>
+
+#include "sim/cluster.h"
+
+namespace myriad::sim {
+
+absl::Status Cluster::BuildFailures() {
+  auto fm = FailureModel::Create(scenario_, events_, units_, placements_, *this);
+  if (!fm.ok()) return fm.status();
+  failures_ = std::move(*fm);
+  const FaultConfig& fc = scenario_.faults;
+  if (fc.recompute_limit > 0) {
+    // The entry pools' nominal prefill throughput, from the same cost model the router uses.
+    double tokens_per_s = 0;
+    for (int u : entry_units_) {
+      const policy::PrefillCost& c = pool_costs_[static_cast<size_t>(units_[static_cast<size_t>(u)]->config().pool)];
+      const double per_token = c.QueueSeconds(1);
+      if (per_token > 0) tokens_per_s += 1.0 / per_token;
+    }
+    limiter_ = std::make_unique<policy::RecomputeLimiter>(
+        policy::RecomputeLimiterOptions{.tokens_per_s = fc.recompute_limit * tokens_per_s});
+  }
+  for (const auto& t : scenario_.tenants) max_priority_ = std::max(max_priority_, t.priority);
+  const Nanos bucket = fc.timeline_bucket > 0 ? fc.timeline_bucket : std::max<Nanos>(scenario_.duration / 48, kSecond);
+  metrics_.EnableTimeline(bucket, scenario_.duration + scenario_.drain);
+  return absl::OkStatus();
+}
+
+nlohmann::ordered_json Cluster::FailureReport() const {
+  using nlohmann::ordered_json;
+  ordered_json j = failures_->Report(end_, metrics_.timeline_bucket);
+  j["retried_requests"] = retries_;
+  j["evacuated_requests"] = evacuated_;
+  j["kv_tokens_lost"] = lost_kv_tokens_;
+  j["recompute_limiter"] = {{"enabled", limiter_ != nullptr},
+                            {"tokens_per_s", limiter_ ? limiter_->rate() : 0.0},
+                            {"shed", limiter_ ? limiter_->shed() : 0}};
+  // Per bucket: SLO attainment of the requests that arrived in it, goodput completed in it,
+  // and the share of each pool's units serving.
+  ordered_json timeline = ordered_json::array();
+  const Nanos b = metrics_.timeline_bucket;
+  for (size_t i = 0; i < metrics_.timeline.size(); ++i) {
+    const Nanos from = static_cast<Nanos>(i) * b, to = std::min(from + b, end_);
+    if (from >= end_) break;
+    const auto& t = metrics_.timeline[i];
+    ordered_json avail = ordered_json::object();
+    for (size_t p = 0; p < scenario_.pools.size(); ++p) {
+      avail[scenario_.pools[p].name] = failures_->Availability(static_cast<int>(p), from, to);
+    }
+    int faults = 0;
+    for (const FaultRecord& f : failures_->faults()) faults += f.at >= from && f.at < to;
+    timeline.push_back({{"t_s", NanosToSeconds(from)},
+                        {"arrived", t.arrived},
+                        {"slo_attainment", t.arrived ? static_cast<double>(t.good) / static_cast<double>(t.arrived) : 0.0},
+                        {"goodput_tokens_per_s", static_cast<double>(t.good_tokens) / NanosToSeconds(to - from)},
+                        {"availability", avail},
+                        {"faults", faults}});
+  }
+  j["timeline"] = timeline;
+  return j;
+}
+
+}  // namespace myriad::sim

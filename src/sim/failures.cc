@@ -1,0 +1,563 @@
+#include "sim/failures.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "policy/health.h"
+
+namespace myriad::sim {
+
+namespace {
+
+bool NeedsNode(FaultKind k) {
+  switch (k) {
+    case FaultKind::kCrash:
+    case FaultKind::kNic:
+    case FaultKind::kNetwork:
+    case FaultKind::kSwitch:
+    case FaultKind::kSdc:
+    case FaultKind::kStraggler:
+    case FaultKind::kMaintenance:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Faults that stop the unit dead until detected.
+bool Stops(FaultKind k) {
+  return k == FaultKind::kCrash || k == FaultKind::kSoftwareCrash || k == FaultKind::kHang ||
+         k == FaultKind::kNic || k == FaultKind::kNetwork || k == FaultKind::kSwitch;
+}
+
+}  // namespace
+
+FailureModel::FailureModel(const Scenario& s, EventQueue& events, const std::vector<std::unique_ptr<Unit>>& units,
+                           const std::vector<Placement>& placements, FailureHost& host)
+    : s_(s),
+      cfg_(s.faults),
+      events_(events),
+      units_(units),
+      placements_(placements),
+      host_(host),
+      rng_(Rng(s.seed).Fork(0x6661756c7473)),  // "faults"
+      storage_(events, s.faults.recovery.storage_bytes_per_s) {}
+
+absl::StatusOr<std::unique_ptr<FailureModel>> FailureModel::Create(const Scenario& s, EventQueue& events,
+                                                                   const std::vector<std::unique_ptr<Unit>>& units,
+                                                                   const std::vector<Placement>& placements,
+                                                                   FailureHost& host) {
+  std::unique_ptr<FailureModel> m(new FailureModel(s, events, units, placements, host));
+  const FaultConfig& c = s.faults;
+  const int racks = (s.hardware.nodes + s.hardware.nodes_per_rack - 1) / s.hardware.nodes_per_rack;
+  for (size_t i = 0; i < c.scripted.size(); ++i) {
+    const ScriptedFault& f = c.scripted[i];
+    if (f.kind == FaultKind::kSwitch && f.rack >= racks) {
+      return absl::InvalidArgumentError(
+          fmt::format("faults.scripted[{}].rack: {} is out of range (the cluster has {} racks)", i, f.rack, racks));
+    }
+    if (f.unit >= static_cast<int>(units.size())) {
+      return absl::InvalidArgumentError(fmt::format(
+          "faults.scripted[{}].unit: {} is out of range (the scenario has {} units)", i, f.unit, units.size()));
+    }
+    if (f.kind == FaultKind::kStraggler && f.rank >= units[static_cast<size_t>(f.unit)]->model().layout().gpus()) {
+      return absl::InvalidArgumentError(fmt::format("faults.scripted[{}].rank: {} is out of range (unit {} has {} ranks)",
+                                                    i, f.rank, f.unit, units[static_cast<size_t>(f.unit)]->model().layout().gpus()));
+    }
+  }
+  int used_nodes = 0;
+  for (const Placement& p : placements) used_nodes = std::max(used_nodes, p.first_node + p.nodes);
+  const int unused = s.hardware.nodes - used_nodes;
+  if (c.spare_nodes > unused) {
+    return absl::InvalidArgumentError(fmt::format(
+        "faults.recovery.spare_nodes: {} exceeds the {} nodes no unit uses", c.spare_nodes, unused));
+  }
+  m->spares_ = m->spares_min_ = m->spares_initial_ = c.spare_nodes >= 0 ? c.spare_nodes : unused;
+  m->state_.resize(units.size());
+  const auto n = static_cast<Nanos>(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    UnitState& st = m->state_[u];
+    // Every GPU of the unit is a rank to the detector (TP ranks included).
+    st.detector = std::make_unique<policy::StragglerDetector>(units[u]->model().layout().gpus(), c.stragglers.options);
+    // Probes are staggered over the interval so that they do not all land at once.
+    st.probe_phase = c.detection.probe_interval * static_cast<Nanos>(u) / std::max<Nanos>(n, 1);
+  }
+  return m;
+}
+
+int FailureModel::UnitOfGpu(int gpu) const {
+  auto it = std::upper_bound(placements_.begin(), placements_.end(), gpu,
+                             [](int g, const Placement& p) { return g < p.first_gpu; });
+  if (it == placements_.begin()) return -1;
+  --it;
+  return gpu < it->first_gpu + it->gpus ? static_cast<int>(it - placements_.begin()) : -1;
+}
+
+void FailureModel::Start(Nanos horizon) {
+  horizon_ = horizon;
+  struct Pending {
+    ScriptedFault f;
+    size_t order;
+  };
+  std::vector<Pending> all;
+  for (const ScriptedFault& f : cfg_.scripted) all.push_back({f, all.size()});
+  const double gpus = s_.hardware.gpus();
+  const int racks = (s_.hardware.nodes + s_.hardware.nodes_per_rack - 1) / s_.hardware.nodes_per_rack;
+  for (int k = 0; k < kFaultKinds; ++k) {
+    const double per_hour = cfg_.rates[static_cast<size_t>(k)] * cfg_.rate_scale *
+                            (static_cast<FaultKind>(k) == FaultKind::kSwitch ? 1.0 : gpus);
+    if (per_hour <= 0) continue;
+    const double per_ns = per_hour / static_cast<double>(kHour);
+    Rng r = rng_.Fork(static_cast<uint64_t>(k) + 1);
+    for (double t = r.Exponential(per_ns); t < static_cast<double>(horizon); t += r.Exponential(per_ns)) {
+      ScriptedFault f;
+      f.at = static_cast<Nanos>(t);
+      f.kind = static_cast<FaultKind>(k);
+      const int gpu = static_cast<int>(r.Below(static_cast<uint64_t>(gpus)));
+      f.unit = UnitOfGpu(gpu);
+      if (f.kind == FaultKind::kSwitch) f.rack = static_cast<int>(r.Below(static_cast<uint64_t>(racks)));
+      if (f.kind == FaultKind::kStraggler) {
+        f.factor = r.Uniform(cfg_.straggler_factor_min, cfg_.straggler_factor_max);
+        f.duration = static_cast<Nanos>(r.Exponential(1.0 / static_cast<double>(cfg_.straggler_duration)));
+        if (f.unit >= 0) f.rank = gpu - placements_[static_cast<size_t>(f.unit)].first_gpu;
+      }
+      if (f.kind == FaultKind::kCacheLoss) f.fraction = 1.0;
+      all.push_back({f, all.size()});
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Pending& a, const Pending& b) { return a.f.at < b.f.at; });
+  for (const Pending& p : all) {
+    FaultRecord rec;
+    rec.kind = p.f.kind;
+    rec.at = p.f.at;
+    rec.unit = p.f.unit;
+    rec.factor = p.f.factor;
+    rec.rank = p.f.rank;
+    faults_.push_back(rec);
+    const int fi = static_cast<int>(faults_.size()) - 1;
+    const ScriptedFault f = p.f;
+    events_.At(f.at, [this, fi, f] {
+      if (f.kind == FaultKind::kSwitch) {
+        // Every unit with a node under the leaf loses it; one record per unit.
+        const int first = f.rack * s_.hardware.nodes_per_rack, last = first + s_.hardware.nodes_per_rack;
+        bool any = false;
+        for (size_t u = 0; u < placements_.size(); ++u) {
+          const Placement& pl = placements_[u];
+          const int lo = std::max(first, pl.first_node), hi = std::min(last, pl.first_node + pl.nodes);
+          if (lo >= hi) continue;
+          int rec = fi;
+          if (any) {
+            faults_.push_back(faults_[static_cast<size_t>(fi)]);
+            rec = static_cast<int>(faults_.size()) - 1;
+          }
+          faults_[static_cast<size_t>(rec)].unit = static_cast<int>(u);
+          any = true;
+          HitUnit(static_cast<int>(u), rec, false);
+          state_[u].nodes_needed += hi - lo;
+        }
+        if (!any) faults_[static_cast<size_t>(fi)].detected_by = "no_unit_under_switch";
+        return;
+      }
+      if (f.kind == FaultKind::kCacheLoss) {
+        std::vector<int> entry;
+        for (size_t u = 0; u < units_.size(); ++u) {
+          if (units_[u]->config().role != Role::kDecode) entry.push_back(static_cast<int>(u));
+        }
+        const auto take = static_cast<size_t>(std::ceil(f.fraction * static_cast<double>(entry.size())));
+        for (size_t i = 0; i < take && i < entry.size(); ++i) {
+          const size_t j = i + rng_.Below(entry.size() - i);
+          std::swap(entry[i], entry[j]);
+          units_[static_cast<size_t>(entry[i])]->DropCache();
+        }
+        FaultRecord& r = faults_[static_cast<size_t>(fi)];
+        r.detected = r.recovered = events_.now();
+        r.detected_by = "immediate";
+        return;
+      }
+      if (f.kind == FaultKind::kStraggler && f.duration > 0) {
+        {
+          events_.After(f.duration, [this, fi] {
+            FaultRecord& rec = faults_[static_cast<size_t>(fi)];
+            if (rec.unit < 0 || rec.recovered >= 0) return;
+            UnitState& st = state_[static_cast<size_t>(rec.unit)];
+            if (st.slow_fault != fi || st.fault == fi) return;  // gone, or being replaced
+            st.slow_fault = st.slow_rank = -1;
+            st.slow = 1;
+            units_[static_cast<size_t>(rec.unit)]->set_slowdown(1);
+            rec.recovered = events_.now();
+            rec.detected_by = "went_away";
+          });
+        }
+      }
+      Inject(fi);
+    });
+  }
+  struct Tick {
+    FailureModel* m;
+    Nanos every;
+    void operator()() const {
+      m->Telemetry();
+      if (m->events_.now() + every <= m->horizon_) m->events_.After(every, *this);
+    }
+  };
+  events_.After(cfg_.stragglers.interval, Tick{this, cfg_.stragglers.interval});
+}
+
+void FailureModel::MarkDown(int unit) {
+  auto& down = state_[static_cast<size_t>(unit)].down;
+  if (down.empty() || down.back().second >= 0) down.emplace_back(events_.now(), -1);
+}
+
+void FailureModel::Inject(int fi) {
+  FaultRecord& f = faults_[static_cast<size_t>(fi)];
+  if (f.unit < 0) {
+    // It hit a node no unit uses: a spare, if any is left, goes to repair.
+    f.detected = f.recovered = events_.now();
+    f.detected_by = "idle_node";
+    if (NeedsNode(f.kind) && spares_ > 0) {
+      --spares_;
+      spares_min_ = std::min(spares_min_, spares_);
+      ReturnNodes(1, f.kind == FaultKind::kMaintenance ? cfg_.maintenance_duration : cfg_.recovery.node_repair);
+    }
+    return;
+  }
+  const int u = f.unit;
+  UnitState& st = state_[static_cast<size_t>(u)];
+  const FaultKind k = f.kind;
+  if (Stops(k)) {
+    HitUnit(u, fi, NeedsNode(k));
+    return;
+  }
+  if (k == FaultKind::kSdc) {
+    if (st.phase != Phase::kServing || st.corrupt) {
+      f.absorbed = true;
+      if (st.phase != Phase::kRecovering) ++st.nodes_needed;
+      return;
+    }
+    st.corrupt = true;
+    st.fault = fi;
+    st.nodes_needed = 1;
+    MarkDown(u);
+    const Nanos at = policy::ProbeDetectedAt(events_.now(), st.probe_phase, cfg_.detection);
+    if (at >= 0) events_.At(at, [this, u, fi] { Detect(u, fi, "probe"); });
+    return;
+  }
+  if (k == FaultKind::kStraggler) {
+    if (st.slow_fault >= 0 && st.slow >= f.factor) {
+      f.absorbed = true;
+      return;
+    }
+    st.slow_fault = fi;
+    st.slow_rank = f.rank;
+    st.slow = f.factor;
+    st.slow_since = events_.now();
+    units_[static_cast<size_t>(u)]->set_slowdown(f.factor);
+    return;
+  }
+  if (k == FaultKind::kMaintenance) {
+    if (st.phase != Phase::kServing) {
+      f.absorbed = true;
+      return;
+    }
+    st.fault = fi;
+    st.nodes_needed = 1;
+    st.node_to_maintenance = true;
+    f.detected = events_.now();
+    f.detected_by = "planned";
+    BeginDrain(u);
+  }
+}
+
+void FailureModel::HitUnit(int u, int fi, bool needs_node) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  FaultRecord& f = faults_[static_cast<size_t>(fi)];
+  if (st.phase == Phase::kFailed || st.phase == Phase::kRecovering) {
+    // Already down: this fault is repaired with the rebuild under way.
+    f.absorbed = true;
+    if (needs_node) ++st.nodes_needed;
+    return;
+  }
+  // A drain or an undetected corruption in progress is overtaken by this fault.
+  if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].absorbed = true;
+  st.phase = Phase::kFailed;
+  st.corrupt = false;
+  st.fault = fi;
+  st.nodes_needed += needs_node ? 1 : 0;
+  MarkDown(u);
+  units_[static_cast<size_t>(u)]->Halt();
+  const bool watchdog = f.kind == FaultKind::kHang || f.kind == FaultKind::kNic || f.kind == FaultKind::kNetwork ||
+                        f.kind == FaultKind::kSwitch;
+  const Nanos at = watchdog ? policy::HangDetectedAt(events_.now(), cfg_.detection)
+                            : policy::CrashDetectedAt(events_.now(), cfg_.detection);
+  events_.At(at, [this, u, fi, watchdog] { Detect(u, fi, watchdog ? "watchdog" : "heartbeat"); });
+}
+
+void FailureModel::Detect(int u, int fi, const char* by) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  if (st.fault != fi || !(st.phase == Phase::kFailed || st.corrupt)) return;
+  FaultRecord& f = faults_[static_cast<size_t>(fi)];
+  f.detected = events_.now();
+  f.detected_by = by;
+  events_.After(cfg_.recovery.eject, [this, u] { Eject(u); });
+}
+
+void FailureModel::Eject(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  st.phase = Phase::kRecovering;
+  st.corrupt = false;
+  MarkDown(u);
+  units_[static_cast<size_t>(u)]->set_routable(false);
+  host_.EvacuateUnit(u);
+  events_.After(cfg_.recovery.stop, [this, u] { TakeSpares(u); });
+}
+
+void FailureModel::BeginDrain(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  st.phase = Phase::kDraining;
+  MarkDown(u);
+  units_[static_cast<size_t>(u)]->set_routable(false);
+  const int fi = st.fault;
+  const Nanos deadline = events_.now() + cfg_.drain_timeout;
+  struct Poll {
+    FailureModel* m;
+    int u, fi;
+    Nanos deadline;
+    void operator()() const {
+      UnitState& s = m->state_[static_cast<size_t>(u)];
+      if (s.phase != Phase::kDraining || s.fault != fi) return;  // a crash took over
+      if (m->units_[static_cast<size_t>(u)]->idle() || m->events_.now() >= deadline) {
+        m->FinishDrain(u, fi);
+        return;
+      }
+      m->events_.After(kSecond, *this);
+    }
+  };
+  events_.After(kSecond, Poll{this, u, fi, deadline});
+}
+
+void FailureModel::FinishDrain(int u, int) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  st.phase = Phase::kRecovering;
+  host_.EvacuateUnit(u);  // whatever did not finish in time is retried elsewhere
+  events_.After(cfg_.recovery.stop, [this, u] { TakeSpares(u); });
+}
+
+void FailureModel::ReturnNodes(int n, Nanos after) {
+  events_.After(after, [this, n] {
+    spares_ += n;
+    ServeSpareQueue();
+  });
+}
+
+void FailureModel::TakeSpares(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  if (st.nodes_needed == 0) {
+    LoadWeights(u);
+    return;
+  }
+  // The bad nodes leave for repair (or maintenance) now.
+  ReturnNodes(st.nodes_needed, st.node_to_maintenance ? cfg_.maintenance_duration : cfg_.recovery.node_repair);
+  waiting_spares_.push_back(u);
+  ServeSpareQueue();
+}
+
+void FailureModel::ServeSpareQueue() {
+  while (!waiting_spares_.empty()) {
+    const int u = waiting_spares_.front();
+    UnitState& st = state_[static_cast<size_t>(u)];
+    if (spares_ < st.nodes_needed) {
+      ++spare_waits_;
+      return;
+    }
+    spares_ -= st.nodes_needed;
+    spares_min_ = std::min(spares_min_, spares_);
+    waiting_spares_.pop_front();
+    events_.After(cfg_.recovery.spare_acquire, [this, u] { LoadWeights(u); });
+  }
+}
+
+void FailureModel::LoadWeights(int u) {
+  const Unit& unit = *units_[static_cast<size_t>(u)];
+  const Placement& pl = placements_[static_cast<size_t>(u)];
+  const double bytes = unit.model().WeightBytesPerGpu() * pl.gpus;
+  const policy::RecoveryOptions& r = cfg_.recovery;
+  const Nanos after_load = r.comm_init + r.warmup + r.readiness;
+  bool peer = false;
+  if (r.weights_from_peers) {
+    for (size_t v = 0; v < units_.size() && !peer; ++v) {
+      peer = static_cast<int>(v) != u && PoolOf(static_cast<int>(v)) == PoolOf(u) && units_[v]->routable();
+    }
+  }
+  if (peer) {
+    events_.After(policy::PeerLoadTime(bytes / pl.nodes, r) + after_load, [this, u] { Readmit(u); });
+    return;
+  }
+  storage_.Start(bytes, pl.nodes, pl.nodes * r.storage_per_node_bytes_per_s,
+                 [this, u, after_load] { events_.After(after_load, [this, u] { Readmit(u); }); });
+}
+
+void FailureModel::Readmit(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  Unit& unit = *units_[static_cast<size_t>(u)];
+  const Nanos now = events_.now();
+  if (st.fault >= 0 && st.fault == st.slow_fault) {
+    st.slow_fault = st.slow_rank = -1;
+    st.slow = 1;
+    unit.set_slowdown(1);
+  }
+  if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].recovered = now;
+  for (FaultRecord& f : faults_) {
+    if (f.unit == u && f.absorbed && f.recovered < 0 && f.at <= now && f.kind != FaultKind::kStraggler) f.recovered = now;
+  }
+  st.phase = Phase::kServing;
+  st.fault = -1;
+  st.nodes_needed = 0;
+  st.node_to_maintenance = false;
+  st.detector->Reset();
+  if (!st.down.empty() && st.down.back().second < 0) st.down.back().second = now;
+  unit.Resume();
+  unit.set_routable(true);
+}
+
+void FailureModel::Telemetry() {
+  const double sigma = cfg_.stragglers.noise;
+  const Nanos now = events_.now(), every = cfg_.stragglers.interval;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    UnitState& st = state_[u];
+    const uint64_t steps = units_[u]->stats().steps;
+    const bool active = steps > st.steps_seen;
+    st.steps_seen = steps;
+    if (st.phase != Phase::kServing || !active) continue;
+    // The slow rank's mean over the window counts only the part of it that it was slow.
+    const double slow_part = std::clamp(
+        static_cast<double>(now - std::max(st.slow_since, now - every)) / static_cast<double>(every), 0.0, 1.0);
+    const double slow = 1 + (st.slow - 1) * slow_part;
+    scratch_.resize(static_cast<size_t>(st.detector->ranks()));
+    for (size_t r = 0; r < scratch_.size(); ++r) {
+      scratch_[r] = rng_.LogNormal(0, sigma) * (static_cast<int>(r) == st.slow_rank ? slow : 1.0);
+    }
+    const auto flagged = st.detector->Observe(scratch_);
+    if (flagged.empty() || !cfg_.stragglers.enabled) continue;
+    int fi = st.slow_fault;
+    if (fi < 0 || std::find(flagged.begin(), flagged.end(), st.slow_rank) == flagged.end()) {
+      // Flagged a rank that is not slow: a false positive, evicted all the same.
+      FaultRecord rec;
+      rec.kind = FaultKind::kStraggler;
+      rec.at = events_.now();
+      rec.unit = static_cast<int>(u);
+      rec.detected_by = "false_positive";
+      faults_.push_back(rec);
+      fi = static_cast<int>(faults_.size()) - 1;
+    }
+    FaultRecord& f = faults_[static_cast<size_t>(fi)];
+    if (f.detected < 0) {
+      f.detected = events_.now();
+      if (f.detected_by.empty()) f.detected_by = "step_telemetry";
+    }
+    st.fault = fi;
+    st.nodes_needed = 1;
+    BeginDrain(static_cast<int>(u));
+  }
+}
+
+double FailureModel::Availability(int pool, Nanos from, Nanos to) const {
+  double down = 0, units = 0;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (PoolOf(static_cast<int>(u)) != pool) continue;
+    units += 1;
+    for (auto [a, b] : state_[u].down) {
+      const Nanos hi = std::min(b < 0 ? to : b, to), lo = std::max(a, from);
+      if (hi > lo) down += static_cast<double>(hi - lo);
+    }
+  }
+  const double span = units * static_cast<double>(to - from);
+  return span > 0 ? 1.0 - down / span : 1.0;
+}
+
+nlohmann::ordered_json FailureModel::Report(Nanos end, Nanos) const {
+  using nlohmann::ordered_json;
+  auto summary = [](const Distribution& d) -> ordered_json {
+    const Summary s = d.Summarize();
+    return {{"count", s.count}, {"p50", s.p50}, {"p99", s.p99}, {"max", s.max}};
+  };
+  std::map<std::string, std::array<Distribution, 3>> by_kind;
+  std::map<std::string, int64_t> counts;
+  ordered_json list = ordered_json::array();
+  int64_t false_positives = 0, unrecovered = 0;
+  for (const FaultRecord& f : faults_) {
+    if (f.at > end) continue;
+    const std::string kind(FaultKindName(f.kind));
+    ++counts[kind];
+    if (f.detected_by == "false_positive") ++false_positives;
+    if (f.recovered < 0 && f.unit >= 0 && !f.absorbed) ++unrecovered;
+    auto& d = by_kind[kind];
+    if (!f.absorbed && f.detected >= 0) d[0].Add(NanosToSeconds(f.detected - f.at));
+    if (!f.absorbed && f.detected >= 0 && f.recovered >= 0) d[1].Add(NanosToSeconds(f.recovered - f.detected));
+    if (!f.absorbed && f.recovered >= 0) d[2].Add(NanosToSeconds(f.recovered - f.at));
+    if (list.size() < 500) {
+      list.push_back({{"at_s", NanosToSeconds(f.at)},
+                      {"kind", kind},
+                      {"unit", f.unit},
+                      {"pool", f.unit >= 0 ? s_.pools[static_cast<size_t>(PoolOf(f.unit))].name : ""},
+                      {"detected_s", f.detected >= 0 ? ordered_json(NanosToSeconds(f.detected)) : ordered_json()},
+                      {"recovered_s", f.recovered >= 0 ? ordered_json(NanosToSeconds(f.recovered)) : ordered_json()},
+                      {"detected_by", f.detected_by},
+                      {"absorbed", f.absorbed}});
+      if (f.kind == FaultKind::kStraggler) {
+        list.back()["factor"] = f.factor;
+        list.back()["rank"] = f.rank;
+      }
+    }
+  }
+  ordered_json detection = ordered_json::object();
+  for (const auto& [kind, d] : by_kind) {
+    detection[kind] = {{"time_to_detect_s", summary(d[0])},
+                       {"time_to_recover_s", summary(d[1])},
+                       {"outage_s", summary(d[2])}};
+  }
+  ordered_json availability = ordered_json::object();
+  for (size_t p = 0; p < s_.pools.size(); ++p) availability[s_.pools[p].name] = Availability(static_cast<int>(p), 0, end);
+  // The slow-node radar: ranks by their smoothed step-time excess over their unit's median.
+  struct Entry {
+    double excess;
+    int unit, rank;
+  };
+  std::vector<Entry> radar;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const auto& det = *state_[u].detector;
+    for (int r = 0; r < det.ranks(); ++r) radar.push_back({det.excess(r), static_cast<int>(u), r});
+  }
+  const size_t top = std::min<size_t>(10, radar.size());
+  std::partial_sort(radar.begin(), radar.begin() + static_cast<std::ptrdiff_t>(top), radar.end(),
+                    [](const Entry& a, const Entry& b) {
+                      return a.excess != b.excess ? a.excess > b.excess
+                                                  : (a.unit != b.unit ? a.unit < b.unit : a.rank < b.rank);
+                    });
+  ordered_json radar_json = ordered_json::array();
+  for (size_t i = 0; i < top; ++i) {
+    const Entry& e = radar[i];
+    const Placement& pl = placements_[static_cast<size_t>(e.unit)];
+    radar_json.push_back({{"unit", e.unit},
+                          {"pool", s_.pools[static_cast<size_t>(PoolOf(e.unit))].name},
+                          {"rank", e.rank},
+                          {"node", pl.first_node + e.rank / s_.hardware.gpus_per_node},
+                          {"step_time_excess", e.excess}});
+  }
+  ordered_json counts_json = ordered_json::object();
+  for (const auto& [k, n] : counts) counts_json[k] = n;
+  return {{"faults", counts_json},
+          {"unrecovered_at_end", unrecovered},
+          {"straggler_false_positives", false_positives},
+          {"detection_and_recovery", detection},
+          {"availability", availability},
+          {"spares", {{"initial", spares_initial_}, {"min", spares_min_},
+                      {"at_end", spares_}, {"waits", spare_waits_}}},
+          {"peak_concurrent_storage_loads", storage_.peak_flows()},
+          {"slow_node_radar", radar_json},
+          {"events", list}};
+}
+
+}  // namespace myriad::sim

@@ -1,0 +1,125 @@
+#pragma once
+// Faults in the simulated cluster and the practices that contain them: injection (random, at
+// the configured rates per GPU-hour, and scripted), detection (heartbeats, the collective
+// watchdog, known-answer probes, per-rank straggler telemetry), and the recovery pipeline
+// (eject, stop, spare node, weight load, communicator init, warm-up, readiness, re-admit), with
+// a spare pool and shared storage bandwidth. The cluster around it retries in-flight work.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "core/rng.h"
+#include "core/stats.h"
+#include "policy/straggler.h"
+#include "sim/event_queue.h"
+#include "sim/scenario.h"
+#include "sim/shared_bandwidth.h"
+#include "sim/topology.h"
+#include "sim/unit.h"
+
+namespace myriad::sim {
+
+// What the failure model asks of the cluster.
+class FailureHost {
+ public:
+  virtual ~FailureHost() = default;
+  // Every request the unit holds is retried elsewhere; the unit is left empty.
+  virtual void EvacuateUnit(int unit) = 0;
+};
+
+struct FaultRecord {
+  FaultKind kind = FaultKind::kCrash;
+  Nanos at = 0;
+  int unit = -1;       // -1: a spare node, or a cluster-wide fault
+  Nanos detected = -1;
+  Nanos recovered = -1;
+  std::string detected_by;
+  bool absorbed = false;  // hit a unit already down: recovered with it
+  double factor = 1;      // stragglers
+  int rank = -1;
+};
+
+class FailureModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<FailureModel>> Create(const Scenario& s, EventQueue& events,
+                                                              const std::vector<std::unique_ptr<Unit>>& units,
+                                                              const std::vector<Placement>& placements,
+                                                              FailureHost& host);
+
+  // Schedules the faults of the run (random ones drawn now, from the seed) and the telemetry.
+  void Start(Nanos horizon);
+
+  // The unit answers wrongly (silent corruption not yet caught).
+  bool corrupt(int unit) const { return state_[static_cast<size_t>(unit)].corrupt; }
+
+  // Availability per pool over time, faults with their detection and recovery, time to detect
+  // and recover per kind, the slow-node radar.
+  nlohmann::ordered_json Report(Nanos end, Nanos bucket) const;
+  // Fraction of pool `pool`'s unit-time in [from, to) that its units were serving.
+  double Availability(int pool, Nanos from, Nanos to) const;
+
+  const std::vector<FaultRecord>& faults() const { return faults_; }
+  int spares() const { return spares_; }
+
+ private:
+  enum class Phase { kServing, kFailed, kDraining, kRecovering };
+  struct UnitState {
+    Phase phase = Phase::kServing;
+    bool corrupt = false;
+    int fault = -1;         // record being handled
+    int nodes_needed = 0;   // nodes to take from the spare pool
+    bool node_to_maintenance = false;
+    int slow_fault = -1;    // the straggler record slowing it, if any
+    int slow_rank = -1;
+    double slow = 1;
+    Nanos slow_since = 0;
+    Nanos probe_phase = 0;
+    uint64_t steps_seen = 0;
+    std::vector<std::pair<Nanos, Nanos>> down;  // intervals not serving correctly; -1: open
+    std::unique_ptr<policy::StragglerDetector> detector;
+  };
+
+  FailureModel(const Scenario& s, EventQueue& events, const std::vector<std::unique_ptr<Unit>>& units,
+               const std::vector<Placement>& placements, FailureHost& host);
+  void Inject(int fault);
+  void HitUnit(int unit, int fault, bool needs_node);
+  void MarkDown(int unit);
+  void Detect(int unit, int fault, const char* by);
+  void BeginDrain(int unit);
+  void FinishDrain(int unit, int fault);
+  void Eject(int unit);
+  void TakeSpares(int unit);
+  void ServeSpareQueue();
+  void LoadWeights(int unit);
+  void Readmit(int unit);
+  void Telemetry();
+  void ReturnNodes(int n, Nanos after);
+  int UnitOfGpu(int gpu) const;
+  int PoolOf(int unit) const { return units_[static_cast<size_t>(unit)]->config().pool; }
+
+  const Scenario& s_;
+  const FaultConfig& cfg_;
+  EventQueue& events_;
+  const std::vector<std::unique_ptr<Unit>>& units_;
+  const std::vector<Placement>& placements_;
+  FailureHost& host_;
+  Rng rng_;
+  std::vector<UnitState> state_;
+  std::vector<FaultRecord> faults_;
+  std::deque<int> waiting_spares_;  // units waiting for spare nodes, first come first served
+  int spares_ = 0;
+  int spares_min_ = 0;
+  int spares_initial_ = 0;
+  int64_t spare_waits_ = 0;
+  SharedBandwidth storage_;
+  std::vector<double> weight_bytes_per_node_;  // per pool
+  std::vector<double> scratch_;
+  Nanos horizon_ = 0;
+};
+
+}  // namespace myriad::sim
