@@ -21,6 +21,10 @@ struct DetectionOptions {
   Nanos watchdog_timeout = 30 * kSecond;
   // Known-answer probes per unit; 0 disables them.
   Nanos probe_interval = 5 * kMinute;
+  // Passive ejection: a unit whose process is gone refuses connections; after this many
+  // refused requests in a row the router ejects it without waiting for the heartbeat timeout
+  // (0: never).
+  int eject_after_errors = 3;
 };
 
 // A process that dies at `at`: its last beat was the tick at or before `at`; the first check

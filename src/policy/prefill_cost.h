@@ -25,6 +25,10 @@ class PrefillCost {
   double QueueSeconds(int64_t queued_tokens) const {
     return per_token_ * static_cast<double>(queued_tokens) / ranks_;
   }
+  // Prompt tokens per second the unit computes when every rank is busy with full chunks.
+  double ThroughputTokensPerSecond() const {
+    return ranks_ / (per_token_ + step_overhead_ / static_cast<double>(chunk_tokens_));
+  }
   double kv_bytes_per_token() const { return kv_bytes_per_token_; }
 
  private:

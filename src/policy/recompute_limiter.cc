@@ -16,6 +16,13 @@ void RecomputeLimiter::Refill(Nanos now) {
   }
 }
 
+void RecomputeLimiter::Charge(Nanos now, double tokens) {
+  if (!enabled()) return;
+  Refill(now);
+  // At most one bucket of debt: a larger storm is still paid back within 2 x burst_seconds.
+  level_ = std::max(level_ - tokens, -depth_);
+}
+
 bool RecomputeLimiter::Admit(Nanos now, double tokens, int levels_below_top) {
   if (!enabled()) return true;
   Refill(now);

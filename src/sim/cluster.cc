@@ -265,15 +265,22 @@ void Cluster::Admit(uint32_t slot, bool retry) {
       return Reject(slot, std::string(why));
     }
   }
-  if (limiter_) {
-    // Retries go first: their clients have waited once already.
-    const int priority = r.tenant < scenario_.tenants.size() ? scenario_.tenants[r.tenant].priority : 0;
-    const double tokens = static_cast<double>(std::max<int64_t>(context - d.expected_cached_tokens, 1));
-    if (!limiter_->Admit(now, tokens, retry ? 0 : max_priority_ - priority)) return Reject(slot, prefix + "recompute_limited");
-  }
   const bool on_decode = d.entry < 0;
   const int unit = on_decode ? decode_units_[static_cast<size_t>(d.decode)] : entry_units_[static_cast<size_t>(d.entry)];
   Unit& u = *units_[static_cast<size_t>(unit)];
+  if (limiter_) {
+    // What the chosen unit will compute: the prompt less the prefix it (or a copy) supplies.
+    const int64_t cached = std::max<int64_t>(d.expected_cached_tokens,
+                                             static_cast<int64_t>(u.CachedPrefix(r.blocks)) * scenario_.kv_block_tokens);
+    const double tokens = static_cast<double>(std::max<int64_t>(context - cached, 1));
+    // Retries are never shed (their clients are mid-stream): new arrivals make room for them.
+    const int priority = r.tenant < scenario_.tenants.size() ? scenario_.tenants[r.tenant].priority : 0;
+    if (retry) {
+      limiter_->Charge(now, tokens);
+    } else if (!limiter_->Admit(now, tokens, max_priority_ - priority)) {
+      return Reject(slot, "recompute_limited");
+    }
+  }
   const PoolConfig& pool = scenario_.pools[static_cast<size_t>(u.config().pool)];
   if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) return Reject(slot, prefix + "queue_full");
   if (int64_t{r.input_tokens} + r.output_tokens > u.kv_capacity()) return Reject(slot, "exceeds_kv_capacity");
@@ -295,6 +302,7 @@ void Cluster::Retry(uint32_t slot) {
   r.prefill_unit = r.decode_unit = -1;
   if (r.retries >= scenario_.faults.max_retries) return Reject(slot, "failed_after_retries");
   ++r.retries;
+  retried_context_tokens_ += int64_t{r.req.input_tokens} + r.generated;
   Admit(slot, true);
 }
 
@@ -308,6 +316,7 @@ void Cluster::EvacuateUnit(int unit) {
 }
 
 void Cluster::Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_blocks) {
+  if (failures_ && failures_->RefusesWork(unit)) return Retry(slot);
   Unit& target = *units_[static_cast<size_t>(unit)];
   if (copy_from < 0 || copy_blocks <= 0) {
     target.EnqueuePrefill(slot);
@@ -389,7 +398,7 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
     // A source that died meanwhile sent nothing usable (and its KV accounting was reset).
     const bool sent = from.incarnation() == s.src_incarnation;
     if (sent) from.ReleaseKv(s.kv_reserved);
-    if (!sent || !to.routable()) return Retry(slot);
+    if (!sent || !to.routable() || (failures_ && failures_->RefusesWork(s.decode_unit))) return Retry(slot);
     to.EnqueueDecode(slot);
   });
 }

@@ -16,8 +16,7 @@ absl::Status Cluster::BuildFailures() {
     double tokens_per_s = 0;
     for (int u : entry_units_) {
       const policy::PrefillCost& c = pool_costs_[static_cast<size_t>(units_[static_cast<size_t>(u)]->config().pool)];
-      const double per_token = c.QueueSeconds(1);
-      if (per_token > 0) tokens_per_s += 1.0 / per_token;
+      tokens_per_s += c.ThroughputTokensPerSecond();
     }
     limiter_ = std::make_unique<policy::RecomputeLimiter>(
         policy::RecomputeLimiterOptions{.tokens_per_s = fc.recompute_limit * tokens_per_s});
@@ -34,6 +33,8 @@ nlohmann::ordered_json Cluster::FailureReport() const {
   j["retried_requests"] = retries_;
   j["evacuated_requests"] = evacuated_;
   j["kv_tokens_lost"] = lost_kv_tokens_;
+  // Prompt plus already-streamed output of every retry: the most it may have to recompute.
+  j["retried_context_tokens"] = retried_context_tokens_;
   j["recompute_limiter"] = {{"enabled", limiter_ != nullptr},
                             {"tokens_per_s", limiter_ ? limiter_->rate() : 0.0},
                             {"shed", limiter_ ? limiter_->shed() : 0}};
@@ -53,7 +54,8 @@ nlohmann::ordered_json Cluster::FailureReport() const {
     for (const FaultRecord& f : failures_->faults()) faults += f.at >= from && f.at < to;
     timeline.push_back({{"t_s", NanosToSeconds(from)},
                         {"arrived", t.arrived},
-                        {"slo_attainment", t.arrived ? static_cast<double>(t.good) / static_cast<double>(t.arrived) : 0.0},
+                        {"slo_attainment", t.arrived ? ordered_json(static_cast<double>(t.good) / static_cast<double>(t.arrived))
+                                                     : ordered_json()},
                         {"goodput_tokens_per_s", static_cast<double>(t.good_tokens) / NanosToSeconds(to - from)},
                         {"availability", avail},
                         {"faults", faults}});

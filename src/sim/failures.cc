@@ -27,6 +27,9 @@ bool NeedsNode(FaultKind k) {
   }
 }
 
+// Rated per hour for the whole cluster rather than per GPU-hour.
+bool ClusterWide(FaultKind k) { return k == FaultKind::kSwitch || k == FaultKind::kCacheLoss; }
+
 // Faults that stop the unit dead until detected.
 bool Stops(FaultKind k) {
   return k == FaultKind::kCrash || k == FaultKind::kSoftwareCrash || k == FaultKind::kHang ||
@@ -108,7 +111,7 @@ void FailureModel::Start(Nanos horizon) {
   const int racks = (s_.hardware.nodes + s_.hardware.nodes_per_rack - 1) / s_.hardware.nodes_per_rack;
   for (int k = 0; k < kFaultKinds; ++k) {
     const double per_hour = cfg_.rates[static_cast<size_t>(k)] * cfg_.rate_scale *
-                            (static_cast<FaultKind>(k) == FaultKind::kSwitch ? 1.0 : gpus);
+                            (ClusterWide(static_cast<FaultKind>(k)) ? 1.0 : gpus);
     if (per_hour <= 0) continue;
     const double per_ns = per_hour / static_cast<double>(kHour);
     Rng r = rng_.Fork(static_cast<uint64_t>(k) + 1);
@@ -284,6 +287,7 @@ void FailureModel::HitUnit(int u, int fi, bool needs_node) {
   if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].absorbed = true;
   st.phase = Phase::kFailed;
   st.corrupt = false;
+  st.errors = 0;
   st.fault = fi;
   st.nodes_needed += needs_node ? 1 : 0;
   MarkDown(u);
@@ -295,10 +299,24 @@ void FailureModel::HitUnit(int u, int fi, bool needs_node) {
   events_.At(at, [this, u, fi, watchdog] { Detect(u, fi, watchdog ? "watchdog" : "heartbeat"); });
 }
 
+bool FailureModel::RefusesWork(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  if (st.phase != Phase::kFailed || st.fault < 0) return false;
+  const FaultKind k = faults_[static_cast<size_t>(st.fault)].kind;
+  if (k != FaultKind::kCrash && k != FaultKind::kSoftwareCrash) return false;  // a hung server still accepts
+  const int limit = cfg_.detection.eject_after_errors;
+  if (limit > 0 && ++st.errors >= limit && faults_[static_cast<size_t>(st.fault)].detected < 0) {
+    units_[static_cast<size_t>(u)]->set_routable(false);  // the router's own decision: no delay
+    Detect(u, st.fault, "passive_errors");
+  }
+  return true;
+}
+
 void FailureModel::Detect(int u, int fi, const char* by) {
   UnitState& st = state_[static_cast<size_t>(u)];
   if (st.fault != fi || !(st.phase == Phase::kFailed || st.corrupt)) return;
   FaultRecord& f = faults_[static_cast<size_t>(fi)];
+  if (f.detected >= 0) return;  // already caught another way
   f.detected = events_.now();
   f.detected_by = by;
   events_.After(cfg_.recovery.eject, [this, u] { Eject(u); });

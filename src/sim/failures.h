@@ -54,6 +54,10 @@ class FailureModel {
   // Schedules the faults of the run (random ones drawn now, from the seed) and the telemetry.
   void Start(Nanos horizon);
 
+  // A request sent to the unit fails at once because its process is gone (connection refused):
+  // true for a crashed unit not yet ejected. Counts toward passive ejection.
+  bool RefusesWork(int unit);
+
   // The unit answers wrongly (silent corruption not yet caught).
   bool corrupt(int unit) const { return state_[static_cast<size_t>(unit)].corrupt; }
 
@@ -80,6 +84,7 @@ class FailureModel {
     Nanos slow_since = 0;
     Nanos probe_phase = 0;
     uint64_t steps_seen = 0;
+    int errors = 0;         // refused requests in a row (passive ejection)
     std::vector<std::pair<Nanos, Nanos>> down;  // intervals not serving correctly; -1: open
     std::unique_ptr<policy::StragglerDetector> detector;
   };

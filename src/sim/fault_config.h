@@ -37,9 +37,10 @@ inline constexpr int kFaultKinds = 10;
 std::string_view FaultKindName(FaultKind k);
 absl::StatusOr<FaultKind> ParseFaultKind(std::string_view name);
 
-// Per GPU-hour. Defaults: the Llama 3 paper's interruption counts over 54 days on 16,384 H100
-// (arXiv 2407.21783, Table 5; reference/PUBLIC_DATA.md), mapped to kinds as fault_config.cc
-// says. Switch and cache-tier losses have no public rate: 0 unless set.
+// Per GPU-hour, except switch and cache_loss: per hour for the whole cluster. Defaults: the
+// Llama 3 paper's interruption counts over 54 days on 16,384 H100 (arXiv 2407.21783, Table 5;
+// reference/PUBLIC_DATA.md), mapped to kinds as fault_config.cc says. Leaf-switch and
+// cache-tier losses have no public rate: 0 unless set.
 std::array<double, kFaultKinds> DefaultFaultRates();
 
 struct ScriptedFault {
@@ -62,7 +63,7 @@ struct StragglerDetection {
 
 struct FaultConfig {
   bool enabled = false;  // a `faults:` section was given
-  std::array<double, kFaultKinds> rates{};  // per GPU-hour
+  std::array<double, kFaultKinds> rates{};  // see DefaultFaultRates for the units
   double rate_scale = 1.0;
   std::vector<ScriptedFault> scripted;
   // Random stragglers: factor uniform in [min, max], lasting an exponential time of this mean.

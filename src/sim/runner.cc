@@ -38,6 +38,55 @@ std::string Count(double v) {
 
 }  // namespace
 
+namespace {
+
+std::string FormatFailures(const nlohmann::ordered_json& f, const nlohmann::ordered_json& rq) {
+  std::string kinds;
+  int64_t total = 0;
+  for (const auto& [k, n] : f["faults"].items()) {
+    kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", k, n.get<int64_t>());
+    total += n.get<int64_t>();
+  }
+  std::string out = fmt::format("\nfailures   {} faults ({}), {} unrecovered at the end\n", total, kinds.empty() ? "none" : kinds,
+                                f["unrecovered_at_end"].get<int64_t>());
+  out += fmt::format("           {} requests retried, {} KV tokens lost, {} answers corrupted, limiter shed {}\n",
+                     Count(f["retried_requests"].get<double>()), Count(f["kv_tokens_lost"].get<double>()),
+                     Count(rq.value("corrupted", 0.0)), Count(f["recompute_limiter"]["shed"].get<double>()));
+  std::string avail;
+  for (const auto& [pool, a] : f["availability"].items()) avail += fmt::format("  {} {:.3f}%", pool, 100 * a.get<double>());
+  const auto& sp = f["spares"];
+  out += fmt::format("           availability{}   spare nodes {} (min {}, {} waits)\n", avail, sp["initial"].get<int>(),
+                     sp["min"].get<int>(), sp["waits"].get<int64_t>());
+  out += fmt::format("{:<16} {:>6} {:>10} {:>10} {:>11} {:>11}\n", "kind", "count", "detect p50", "p99", "recover p50",
+                     "p99");
+  for (const auto& [k, d] : f["detection_and_recovery"].items()) {
+    out += fmt::format("{:<16} {:>6} {:>10} {:>10} {:>11} {:>11}\n", k, d["time_to_detect_s"]["count"].get<int64_t>(),
+                       Secs(d["time_to_detect_s"]["p50"].get<double>()), Secs(d["time_to_detect_s"]["p99"].get<double>()),
+                       Secs(d["time_to_recover_s"]["p50"].get<double>()),
+                       Secs(d["time_to_recover_s"]["p99"].get<double>()));
+  }
+  std::string radar;
+  for (size_t i = 0; i < f["slow_node_radar"].size() && i < 3; ++i) {
+    const auto& e = f["slow_node_radar"][i];
+    radar += fmt::format("  unit {} rank {} (node {}) {:+.0f}%", e["unit"].get<int>(), e["rank"].get<int>(),
+                         e["node"].get<int>(), 100 * e["step_time_excess"].get<double>());
+  }
+  out += fmt::format("slow-node radar{}\n", radar);
+  // The timeline, only where something happened.
+  for (const auto& b : f["timeline"]) {
+    double worst = 1;
+    for (const auto& [pool, a] : b["availability"].items()) worst = std::min(worst, a.get<double>());
+    if (b["slo_attainment"].is_null()) continue;  // nothing arrived (the drain)
+    if (b["faults"].get<int>() == 0 && worst > 0.9999 && b["slo_attainment"].get<double>() > 0.99) continue;
+    out += fmt::format("  t={:>7}  faults {:>2}  SLO {:>5.1f}%  goodput {:>7} tok/s  lowest pool availability {:.2f}%\n",
+                       Secs(b["t_s"].get<double>()), b["faults"].get<int>(), 100 * b["slo_attainment"].get<double>(),
+                       Count(b["goodput_tokens_per_s"].get<double>()), 100 * worst);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatSummary(const nlohmann::ordered_json& r) {
   std::string out;
   const auto& sc = r["scenario"];
@@ -112,6 +161,7 @@ std::string FormatSummary(const nlohmann::ordered_json& r) {
   out += fmt::format("\nkv transfer {} transfers, {:.1f} GB, p50 {} p99 {}\n", Count(kv["count"].get<double>()),
                      kv["gigabytes"].get<double>(), Secs(kv["time_s"]["p50"].get<double>()),
                      Secs(kv["time_s"]["p99"].get<double>()));
+  if (r.contains("failures")) out += FormatFailures(r["failures"], r["requests"]);
   return out;
 }
 

@@ -99,6 +99,9 @@ TEST(RecomputeLimiter, ShedsLowPriorityFirstAndRefills) {
   EXPECT_FALSE(l.Admit(0, 1, 0));
   EXPECT_EQ(l.shed(), 3u);
   EXPECT_TRUE(l.Admit(3 * kSecond, 400, 2));  // refilled 3000: 3000 - 400 >= 2500
+  l.Charge(3 * kSecond, 4000);  // must-do work: into debt
+  EXPECT_LT(l.level(), 0);
+  EXPECT_FALSE(l.Admit(3 * kSecond, 1, 0));  // even the top class waits for the debt
   RecomputeLimiter off(RecomputeLimiterOptions{});
   EXPECT_TRUE(off.Admit(0, 1e12, 5));
 }

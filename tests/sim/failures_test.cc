@@ -72,7 +72,7 @@ void ExpectNothingLost(const nlohmann::ordered_json& r) {
 }
 
 TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
-  const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}]\n"));
+  const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}]\n  detection: {eject_after_errors: 0}\n"));
   const auto& e = Event(r, "crash");
   EXPECT_DOUBLE_EQ(D(e["detected_s"]), 70);  // last beat at 60 s, 10 s timeout
   EXPECT_EQ(e["detected_by"], "heartbeat");
@@ -87,6 +87,16 @@ TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
   // Down from the crash to re-admission: 176 s of one unit out of 8 over the run.
   const double span = D(r["scenario"]["end_s"]);
   EXPECT_NEAR(D(f["availability"]["serve"]), 1 - 176.0 / (8 * span), 1e-6);
+  ExpectNothingLost(r);
+}
+
+TEST(Failures, RefusedRequestsEjectACrashedUnitBeforeTheHeartbeatTimeout) {
+  const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}]\n  detection: {eject_after_errors: 3}\n"));
+  const auto& e = Event(r, "crash");
+  EXPECT_EQ(e["detected_by"], "passive_errors");
+  EXPECT_GT(D(e["detected_s"]), 60);
+  EXPECT_LT(D(e["detected_s"]), 70);
+  EXPECT_EQ(r["requests"]["rejected_by_reason"].value("failed_after_retries", 0), 0);
   ExpectNothingLost(r);
 }
 
