@@ -5,10 +5,48 @@
 
 namespace myriad {
 
+namespace {
+
+// Buckets grow by 0.5%: [1e-9 x 1.005^(b-1), 1e-9 x 1.005^b) for b >= 1; bucket 0 holds
+// everything below 1e-9 (zero and negative values included).
+constexpr double kFloor = 1e-9;
+constexpr double kGrowth = 1.005;
+const double kLogGrowth = std::log(kGrowth);
+constexpr size_t kBuckets = 12000;  // up to ~1e17: far beyond any latency or size here
+
+}  // namespace
+
+size_t Distribution::Bucket(double v) {
+  if (!(v >= kFloor)) return 0;
+  const double b = std::floor(std::log(v / kFloor) / kLogGrowth) + 1;
+  return std::min(static_cast<size_t>(b), kBuckets - 1);
+}
+
+double Distribution::BucketValue(size_t b) {
+  if (b == 0) return 0;
+  // The geometric middle of the bucket: within 0.25% of anything in it.
+  return kFloor * std::exp((static_cast<double>(b) - 0.5) * kLogGrowth);
+}
+
+void Distribution::ToHistogram() {
+  buckets_.assign(kBuckets, 0);
+  for (float x : samples_) ++buckets_[Bucket(x)];
+  samples_.clear();
+  samples_.shrink_to_fit();
+}
+
 void Distribution::Add(double v) {
+  if (count_ == 0 || v < min_) min_ = v;
+  if (count_ == 0 || v > max_) max_ = v;
+  ++count_;
+  sum_ += v;
+  if (!buckets_.empty()) {
+    ++buckets_[Bucket(v)];
+    return;
+  }
   if (sorted_ && !samples_.empty() && v < samples_.back()) sorted_ = false;
   samples_.push_back(static_cast<float>(v));
-  sum_ += v;
+  if (samples_.size() >= kExactLimit) ToHistogram();
 }
 
 void Distribution::Sort() const {
@@ -18,8 +56,20 @@ void Distribution::Sort() const {
   }
 }
 
+double Distribution::HistogramQuantile(double q) const {
+  size_t rank = static_cast<size_t>(std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(count_)));
+  if (rank == 0) rank = 1;
+  size_t seen = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    seen += buckets_[b];
+    if (seen >= rank) return std::clamp(BucketValue(b), min_, max_);
+  }
+  return max_;
+}
+
 double Distribution::Quantile(double q) const {
-  if (samples_.empty()) return 0;
+  if (count_ == 0) return 0;
+  if (!buckets_.empty()) return HistogramQuantile(q);
   Sort();
   q = std::clamp(q, 0.0, 1.0);
   size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(samples_.size())));
@@ -28,7 +78,14 @@ double Distribution::Quantile(double q) const {
 }
 
 double Distribution::FractionAtMost(double threshold) const {
-  if (samples_.empty()) return 0;
+  if (count_ == 0) return 0;
+  if (!buckets_.empty()) {
+    // Whole buckets at or below the threshold's bucket: resolution 0.5%.
+    const size_t last = Bucket(threshold);
+    uint64_t n = 0;
+    for (size_t b = 0; b <= last; ++b) n += buckets_[b];
+    return static_cast<double>(n) / static_cast<double>(count_);
+  }
   Sort();
   auto it = std::upper_bound(samples_.begin(), samples_.end(), static_cast<float>(threshold));
   return static_cast<double>(it - samples_.begin()) / static_cast<double>(samples_.size());
@@ -36,9 +93,17 @@ double Distribution::FractionAtMost(double threshold) const {
 
 Summary Distribution::Summarize() const {
   Summary s;
-  s.count = samples_.size();
+  s.count = count_;
   if (s.count == 0) return s;
   s.mean = mean();
+  if (!buckets_.empty()) {
+    s.min = min_;
+    s.max = max_;
+    s.p50 = HistogramQuantile(0.50);
+    s.p90 = HistogramQuantile(0.90);
+    s.p99 = HistogramQuantile(0.99);
+    return s;
+  }
   if (sorted_) {
     s.min = samples_.front();
     s.max = samples_.back();

@@ -87,3 +87,27 @@ TEST(TimeWeighted, AveragesOverTime) {
 
 }  // namespace
 }  // namespace myriad
+
+namespace myriad {
+namespace {
+
+TEST(Distribution, BeyondTheExactLimitQuantilesStayWithinAQuarterPercent) {
+  Distribution d;
+  const size_t n = Distribution::kExactLimit + 1000;
+  // A ramp over [1, 3): every quantile is known.
+  for (size_t i = 0; i < n; ++i) d.Add(1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n));
+  EXPECT_FALSE(d.exact());
+  EXPECT_EQ(d.count(), n);
+  const Summary s = d.Summarize();
+  EXPECT_NEAR(s.mean, 2.0, 1e-6);
+  EXPECT_DOUBLE_EQ(s.min, 1.0);
+  EXPECT_NEAR(s.p50, 2.0, 2.0 * 0.0025);
+  EXPECT_NEAR(s.p90, 2.8, 2.8 * 0.0025);
+  EXPECT_NEAR(s.p99, 2.98, 2.98 * 0.0025);
+  EXPECT_NEAR(d.FractionAtMost(2.0), 0.5, 0.005);
+  d.Add(100);
+  EXPECT_DOUBLE_EQ(d.Summarize().max, 100);
+}
+
+}  // namespace
+}  // namespace myriad
