@@ -23,14 +23,18 @@ void RecomputeLimiter::Charge(Nanos now, double tokens) {
   level_ = std::max(level_ - tokens, -depth_);
 }
 
-bool RecomputeLimiter::Admit(Nanos now, double tokens, int levels_below_top) {
+bool RecomputeLimiter::WouldAdmit(Nanos now, double tokens, int levels_below_top) {
   if (!enabled()) return true;
   Refill(now);
   const double reserve =
       depth_ * std::min(o_.max_reserve, o_.reserve_per_level * std::max(levels_below_top, 0));
   // A request larger than what is left above its reserve waits its turn as a 429; one larger
   // than the whole bucket is let through when the bucket is full, so it is never starved.
-  if (level_ - tokens < reserve && !(level_ >= depth_ && levels_below_top == 0)) {
+  return level_ - tokens >= reserve || (level_ >= depth_ && levels_below_top == 0);
+}
+
+bool RecomputeLimiter::Admit(Nanos now, double tokens, int levels_below_top) {
+  if (!WouldAdmit(now, tokens, levels_below_top)) {
     ++shed_;
     return false;
   }

@@ -270,18 +270,15 @@ void Cluster::Admit(uint32_t slot, bool retry) {
   Unit& u = *units_[static_cast<size_t>(unit)];
   if (limiter_) {
     // What the chosen unit will compute: the prompt less the prefix it (or a copy) supplies.
-    // Looking that up costs a cache probe per block; while the bucket is over half full no
-    // request can be shed, and the router's estimate is charged instead.
-    int64_t cached = d.expected_cached_tokens;
-    if (limiter_->level() < limiter_->depth() / 2) {
-      cached = std::max<int64_t>(cached, static_cast<int64_t>(u.CachedPrefix(r.blocks)) * scenario_.kv_block_tokens);
-    }
+    const int priority = r.tenant < scenario_.tenants.size() ? scenario_.tenants[r.tenant].priority : 0;
+    const int levels = max_priority_ - priority;
+    const int64_t cached = std::max<int64_t>(
+        d.expected_cached_tokens, static_cast<int64_t>(u.CachedPrefix(r.blocks)) * scenario_.kv_block_tokens);
     const double tokens = static_cast<double>(std::max<int64_t>(context - cached, 1));
     // Retries are never shed (their clients are mid-stream): new arrivals make room for them.
-    const int priority = r.tenant < scenario_.tenants.size() ? scenario_.tenants[r.tenant].priority : 0;
     if (retry) {
       limiter_->Charge(now, tokens);
-    } else if (!limiter_->Admit(now, tokens, max_priority_ - priority)) {
+    } else if (!limiter_->Admit(now, tokens, levels)) {
       return Reject(slot, "recompute_limited");
     }
   }

@@ -127,6 +127,7 @@ void FailureModel::Start(Nanos horizon) {
         f.duration = static_cast<Nanos>(r.Exponential(1.0 / static_cast<double>(cfg_.straggler_duration)));
         if (f.unit >= 0) f.rank = gpu - placements_[static_cast<size_t>(f.unit)].first_gpu;
       }
+      if (ClusterWide(f.kind)) f.unit = -1;  // not tied to the GPU drawn
       if (f.kind == FaultKind::kCacheLoss) f.fraction = 1.0;
       all.push_back({f, all.size()});
     }
