@@ -57,6 +57,7 @@ absl::Status KvMaster::ApplyOne(LogReader& in) {
     }
     case LogType::kNodeDead: {
       const auto id = static_cast<NodeId>(in.U64());
+      if (in.failed()) return absl::DataLossError("truncated NodeDead");
       if (nodes_.Find(id) == nullptr) {
         return absl::NotFoundError(fmt::format("NodeDead of unknown node {}", id));
       }
@@ -77,6 +78,7 @@ absl::Status KvMaster::ApplyOne(LogReader& in) {
     case LogType::kDropNamespace:
     case LogType::kReclaimNamespace: {
       const auto id = static_cast<NamespaceId>(in.U64());
+      if (in.failed()) return absl::DataLossError("truncated namespace record");
       const NamespaceState want =
           type == LogType::kDropNamespace ? NamespaceState::kLive : NamespaceState::kDropping;
       if (id >= namespaces_.size() || namespaces_[id]->state != want) {
@@ -143,6 +145,7 @@ absl::Status KvMaster::ApplyOne(LogReader& in) {
       NamespaceId id;
       absl::StatusOr<RunPos> pos = object(&id);
       const bool pinned = in.U64() != 0;
+      if (in.failed()) return absl::DataLossError("truncated Pin");
       if (!pos.ok()) return pos.status();
       DoPin(id, *pos, pinned);
       return absl::OkStatus();
