@@ -147,6 +147,11 @@ class KvMaster {
   // The run named `object` (its last key); an error naming what is wrong otherwise.
   absl::StatusOr<RunPos> LocateObject(Namespace& ns, NamespaceId id, BlockKey object) const;
   bool Leased(const Run& run, Nanos now) const;
+  // Get's answer for a located run (pos.run may be null): leases it.
+  GetResult Read(Namespace& ns, const RunPos& pos, Nanos now);
+  // Calls answer(i, position of keys[i]) in order, prefetching ahead (see master.cc).
+  template <typename Answer>
+  void Pipeline(Namespace& ns, std::span<const BlockKey> keys, Answer&& answer) const;
   absl::Status ValidatePut(Namespace& ns, NamespaceId id, const PutRequest& request) const;
 
   // Effects: the only code that mutates metadata; used by the leader and by Apply alike,
