@@ -399,7 +399,10 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
     // A source that died meanwhile sent nothing usable (and its KV accounting was reset).
     const bool sent = from.incarnation() == s.src_incarnation;
     if (sent) from.ReleaseKv(s.kv_reserved);
-    if (!sent || !to.routable() || (failures_ && failures_->RefusesWork(s.decode_unit))) return Retry(slot);
+    if (!sent || !to.routable() || (failures_ && failures_->RefusesWork(s.decode_unit))) {
+      ++failed_transfers_;
+      return Retry(slot);
+    }
     to.EnqueueDecode(slot);
   });
 }
@@ -510,9 +513,10 @@ nlohmann::ordered_json Cluster::Report() const {
     const PoolConfig& pool = scenario_.pools[p];
     Distribution util;
     double batch_sum = 0, steps = 0;
-    int64_t pool_preempt = 0;
+    int64_t pool_preempt = 0, kv_in_use = 0;
     for (const auto& u : units_) {
       if (u->config().pool != static_cast<int>(p)) continue;
+      kv_in_use += u->kv_used();
       const UnitStats& st = u->stats();
       util.Add(Ratio(NanosToSeconds(st.busy), span_s));
       batch_sum += st.batch_seq_sum;
@@ -542,7 +546,9 @@ nlohmann::ordered_json Cluster::Report() const {
                      {"busy_fraction", {{"mean", us.mean}, {"min", us.min}, {"max", us.max}}},
                      {"mean_decode_batch_per_gpu", Ratio(batch_sum, steps * pool.layout.gpus())},
                      {"steps", steps},
-                     {"preemptions", pool_preempt}});
+                     {"preemptions", pool_preempt},
+                     // KV still reserved when the run ended: 0 once every request has left.
+                     {"kv_tokens_in_use_at_end", kv_in_use}});
     if (pool_moe_[p]) {
       nlohmann::ordered_json dyn = nullptr;
       for (const auto& d : moe_dynamics_) {

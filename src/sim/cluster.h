@@ -131,7 +131,7 @@ class Cluster final : public UnitHost, public FailureHost {
   std::unique_ptr<FailureModel> failures_;
   std::unique_ptr<policy::RecomputeLimiter> limiter_;
   int max_priority_ = 0;
-  int64_t retries_ = 0, evacuated_ = 0, lost_kv_tokens_ = 0, retried_context_tokens_ = 0;
+  int64_t retries_ = 0, evacuated_ = 0, lost_kv_tokens_ = 0, retried_context_tokens_ = 0, failed_transfers_ = 0;
   std::vector<uint32_t> evacuees_;  // scratch
 };
 

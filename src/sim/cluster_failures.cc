@@ -32,6 +32,7 @@ nlohmann::ordered_json Cluster::FailureReport() const {
   ordered_json j = failures_->Report(end_, metrics_.timeline_bucket);
   j["retried_requests"] = retries_;
   j["evacuated_requests"] = evacuated_;
+  j["failed_kv_transfers"] = failed_transfers_;  // source died or destination gone mid-transfer
   j["kv_tokens_lost"] = lost_kv_tokens_;
   // Prompt plus already-streamed output of every retry: the most it may have to recompute.
   j["retried_context_tokens"] = retried_context_tokens_;

@@ -69,6 +69,10 @@ void ExpectNothingLost(const nlohmann::ordered_json& r) {
   EXPECT_EQ(by_reason, I(q["rejected"]));
   const auto& t = r["tokens"];
   EXPECT_EQ(I(t["decoded"]), I(t["completed_output"]) + I(t["unfinished_output_produced"]));
+  // Capacity accounting: every KV reservation was given back, failed units included.
+  if (I(q["rejected_by_reason"].value("unfinished_at_end", 0)) == 0) {
+    for (const auto& p : r["pools"]) EXPECT_EQ(I(p["kv_tokens_in_use_at_end"]), 0) << p["name"];
+  }
 }
 
 TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
@@ -182,6 +186,27 @@ TEST(Failures, RandomFaultsAreDeterministicAndConserveRequests) {
   for (const auto& [k, n] : a["failures"]["faults"].items()) faults += I(n);
   EXPECT_GT(faults, 5);
   ExpectNothingLost(a);
+}
+
+TEST(Failures, DisaggregatedUnitsFailMidTransferWithoutLeakingKv) {
+  // Prefill and decode pools: requests die in prefill queues, in KV transfers whose source or
+  // destination fails, and in decode batches; all are retried and every KV token is returned.
+  auto yaml = Yaml(R"(  scripted:
+    - {at: 60s, kind: crash, unit: 1}
+    - {at: 90s, kind: hang, unit: 5}
+    - {at: 200s, kind: crash, unit: 6}
+    - {at: 300s, kind: software_crash, unit: 2}
+)");
+  yaml.replace(yaml.find("  - {name: serve, role: colocated, count: 8, layout: {tp: 4, dp: 1, ep: 1}}"),
+               std::string("  - {name: serve, role: colocated, count: 8, layout: {tp: 4, dp: 1, ep: 1}}").size(),
+               "  - {name: prefill, role: prefill, count: 4, layout: {tp: 4, dp: 1, ep: 1}}\n"
+               "  - {name: decode, role: decode, count: 4, layout: {tp: 4, dp: 1, ep: 1}}");
+  const auto r = RunFaults(yaml);
+  EXPECT_GT(I(r["failures"]["retried_requests"]), 0);
+  EXPECT_GT(I(r["kv_transfer"]["count"]), 0);
+  EXPECT_GT(I(r["failures"]["failed_kv_transfers"]), 0);
+  EXPECT_EQ(I(r["failures"]["unrecovered_at_end"]), 0);
+  ExpectNothingLost(r);
 }
 
 TEST(Failures, RecomputeLimiterShedsTheLowPriorityTenantFirst) {
