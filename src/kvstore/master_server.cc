@@ -533,13 +533,13 @@ net::HttpResponse MasterServer::Metrics() {
   }
   w.Family("myriad_kvstore_keys_total", "Keys in batched requests by operation",
            MetricType::kCounter);
-  w.Family("myriad_kvstore_key_hits_total",
-           "Keys found (get, exists) or removed (remove) by operation", MetricType::kCounter);
   for (MasterOp op : {MasterOp::kGet, MasterOp::kExists, MasterOp::kRemove}) {
     const int i = static_cast<int>(op);
     w.Sample("myriad_kvstore_keys_total", {{"op", OpName(op)}},
              keys_[i].load(std::memory_order_relaxed));
   }
+  w.Family("myriad_kvstore_key_hits_total",
+           "Keys found (get, exists) or removed (remove) by operation", MetricType::kCounter);
   for (MasterOp op : {MasterOp::kGet, MasterOp::kExists, MasterOp::kRemove}) {
     const int i = static_cast<int>(op);
     w.Sample("myriad_kvstore_key_hits_total", {{"op", OpName(op)}},

@@ -183,14 +183,19 @@ TEST_F(MasterServerTest, MetricsAreValidPrometheusText) {
       R"((NaN|[+-]Inf|[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)$)");
   std::istringstream in(r->body);
   std::string line;
+  std::string family;  // of the last TYPE line: the samples that follow must belong to it
+  std::set<std::string> families;
   int samples = 0;
   while (std::getline(in, line)) {
     if (line.rfind("# TYPE", 0) == 0) {
       EXPECT_TRUE(std::regex_match(line, type)) << line;
+      family = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_TRUE(families.insert(family).second) << "second TYPE line for " << family;
     } else if (line.rfind("#", 0) == 0) {
       EXPECT_TRUE(std::regex_match(line, comment)) << line;
     } else {
       EXPECT_TRUE(std::regex_match(line, sample)) << line;
+      EXPECT_EQ(line.rfind(family, 0), 0u) << line << " follows the TYPE of " << family;
       ++samples;
     }
   }
