@@ -59,13 +59,17 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   HttpHandler handler;
   // Declared before the io_context: sessions still queued in it unregister themselves when it
-  // is destroyed, and need these alive.
+  // is destroyed, and need these alive (members are destroyed in reverse order).
   mutable std::mutex mu;
   std::condition_variable cv;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
   bool accepting = false;
   bool started = false;
   bool stopped = false;
+  struct Counters {
+    std::atomic<uint64_t> connections_accepted{0}, requests{0}, bad_requests{0},
+        bodies_too_large{0}, headers_too_large{0}, timeouts{0}, handler_failures{0};
+  } counters;
 
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
@@ -73,11 +77,6 @@ struct HttpServer::Impl {
   asio::steady_timer accept_retry{acceptor.get_executor()};
   std::vector<std::thread> threads;
   std::atomic<uint16_t> port{0};
-
-  struct Counters {
-    std::atomic<uint64_t> connections_accepted{0}, requests{0}, bad_requests{0},
-        bodies_too_large{0}, headers_too_large{0}, timeouts{0}, handler_failures{0};
-  } counters;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
