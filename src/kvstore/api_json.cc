@@ -95,7 +95,56 @@ std::optional<std::string> PercentDecode(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// The API's bodies nest three levels at most. Deeper documents are refused before parsing:
+// the parser itself is iterative, but other code walking a value (dump) recurses, and a
+// megabyte of '[' would overflow the stack of an io thread.
+constexpr int kMaxDepth = 16;
+
+bool TooDeep(std::string_view body) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// A value in an error message: strings quoted and cut short, others by type, never dumped
+// whole (a client's value can be large).
+std::string Describe(const nlohmann::json& v) {
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s.size() <= 40) return fmt::format("\"{}\"", s);
+    return fmt::format("\"{}...\" ({} bytes)", s.substr(0, 40), s.size());
+  }
+  if (v.is_number_integer() || v.is_number_float() || v.is_boolean()) return v.dump();
+  return fmt::format("a JSON {}", v.type_name());
+}
+
+}  // namespace
+
 bool Fields::Parse(std::string_view body) {
+  if (TooDeep(body)) {
+    error_ = Error(400, ErrorType::kInvalidRequest,
+                   fmt::format("the request body nests deeper than {} levels", kMaxDepth));
+    return false;
+  }
   json_ = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (json_.is_discarded()) {
     error_ = Error(400, ErrorType::kInvalidRequest, "the request body is not valid JSON");
@@ -200,8 +249,7 @@ bool Fields::Keys(const char* name, size_t max, std::vector<BlockKey>* out) {
     if (!key) {
       return Fail(name, fmt::format("{}[{}]: {} is not a 64-bit key (a decimal or 0x-prefixed hex "
                                     "string, or an unsigned integer)",
-                                    name, i, (*v)[i].dump(-1, ' ', false,
-                                                          nlohmann::json::error_handler_t::replace)));
+                                    name, i, Describe((*v)[i])));
     }
     out->push_back(*key);
   }

@@ -245,6 +245,27 @@ TEST_F(MasterServerTest, BadRequestsNameTheField) {
       << keys_answer;
 }
 
+TEST_F(MasterServerTest, DeeplyNestedBodyIsRefusedAndServerGoesOn) {
+  StartServer(LongLivedNodes());
+  const std::string deep = R"({"namespace":"m","keys":)" + std::string(200'000, '[') +
+                           std::string(200'000, ']') + "}";
+  auto [status, answer] = Call("POST", "/v1/exists", deep);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(answer["error"]["message"].get<std::string>().find("nests deeper"), std::string::npos)
+      << answer;
+  // Brackets inside strings do not count.
+  auto [s2, a2] = Call("POST", "/v1/namespaces", R"({"name":")" + std::string(100, '[') + R"("})");
+  EXPECT_EQ(s2, 201) << a2;
+  // A bad key is described, not echoed whole.
+  auto [s3, a3] = Call("POST", "/v1/exists",
+                       R"({"namespace":"m","keys":[[[1,2,3]]]})");
+  EXPECT_EQ(s3, 400);
+  EXPECT_NE(a3["error"]["message"].get<std::string>().find("keys[0]: a JSON array"),
+            std::string::npos)
+      << a3;
+  EXPECT_EQ(Call("GET", "/health").first, 200);
+}
+
 TEST_F(MasterServerTest, ErrorStatusCodes) {
   MasterServerOptions options = LongLivedNodes();
   options.http.max_body_bytes = 4096;
