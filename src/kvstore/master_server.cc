@@ -553,6 +553,8 @@ net::HttpResponse MasterServer::Metrics() {
             h.connections_accepted);
   w.Family("myriad_http_rejected_total",
            "Requests the HTTP layer answered or dropped itself, by reason", MetricType::kCounter);
+  w.Sample("myriad_http_rejected_total", {{"reason", "too_many_connections"}},
+           h.connections_refused);
   w.Sample("myriad_http_rejected_total", {{"reason", "malformed"}}, h.bad_requests);
   w.Sample("myriad_http_rejected_total", {{"reason", "body_too_large"}}, h.bodies_too_large);
   w.Sample("myriad_http_rejected_total", {{"reason", "header_too_large"}}, h.headers_too_large);

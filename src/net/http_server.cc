@@ -67,7 +67,7 @@ struct HttpServer::Impl {
   bool started = false;
   bool stopped = false;
   struct Counters {
-    std::atomic<uint64_t> connections_accepted{0}, requests{0}, bad_requests{0},
+    std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, requests{0}, bad_requests{0},
         bodies_too_large{0}, headers_too_large{0}, timeouts{0}, handler_failures{0};
   } counters;
 
@@ -284,6 +284,16 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
     return;
   }
   beast::error_code ignored;
+  bool full = false;
+  {
+    std::lock_guard lock(mu);
+    full = sessions.size() >= options.max_connections;
+  }
+  if (full) {
+    counters.connections_refused++;
+    socket.close(ignored);
+    return DoAccept();
+  }
   socket.set_option(tcp::no_delay(true), ignored);  // small JSON answers: no Nagle delay
   counters.connections_accepted++;
   auto session = std::make_shared<Session>(std::move(socket), this);
@@ -398,6 +408,7 @@ HttpServerStats HttpServer::stats() const {
   const Impl::Counters& c = impl_->counters;
   HttpServerStats out;
   out.connections_accepted = c.connections_accepted.load(std::memory_order_relaxed);
+  out.connections_refused = c.connections_refused.load(std::memory_order_relaxed);
   out.requests = c.requests.load(std::memory_order_relaxed);
   out.bad_requests = c.bad_requests.load(std::memory_order_relaxed);
   out.bodies_too_large = c.bodies_too_large.load(std::memory_order_relaxed);

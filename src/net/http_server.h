@@ -37,6 +37,9 @@ struct HttpServerOptions {
   Nanos idle_timeout = 60 * kSecond;
   Nanos read_timeout = 10 * kSecond;
   Nanos write_timeout = 10 * kSecond;
+  // Connections beyond this are closed as soon as accepted, so a flood of clients exhausts
+  // neither descriptors nor memory; the ones already open go on being served.
+  size_t max_connections = 10'000;
   // Stop() waits this long for requests in progress to be answered before it drops them.
   Nanos stop_grace = 5 * kSecond;
   std::string server_name = "myriad";
@@ -45,6 +48,7 @@ struct HttpServerOptions {
 // Requests the server answered itself, without calling the handler, by reason; for metrics.
 struct HttpServerStats {
   uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;  // over max_connections
   uint64_t requests = 0;            // handed to the handler
   uint64_t bad_requests = 0;        // 400: malformed HTTP
   uint64_t bodies_too_large = 0;    // 413

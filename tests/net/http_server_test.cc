@@ -177,6 +177,26 @@ TEST_F(HttpServerTest, KeptAliveConnectionClosedByIdleTimeoutIsReopenedByClient)
   EXPECT_EQ(r->status, 200);
 }
 
+TEST_F(HttpServerTest, ConnectionsOverTheLimitAreClosedOthersServed) {
+  StartServer({.max_connections = 1});
+  auto first = std::make_unique<RawSocket>(server_->port());
+  ASSERT_TRUE(first->Send("GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_NE(first->ReadUntil("GET /1 0").find("GET /1 0"), std::string::npos);
+  RawSocket second(server_->port());
+  second.Send("GET /2 HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(second.ReadAll(), "");
+  EXPECT_TRUE(second.closed());
+  EXPECT_EQ(server_->stats().connections_refused, 1u);
+  // The first connection is still served; once it is gone, there is room again.
+  ASSERT_TRUE(first->Send("GET /3 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_NE(first->ReadUntil("GET /3 0").find("GET /3 0"), std::string::npos);
+  first.reset();
+  for (int i = 0; i < 2000 && server_->connections() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ExpectServes();
+}
+
 TEST_F(HttpServerTest, ExpectContinueIsAnswered) {
   StartServer();
   RawSocket s(server_->port());
