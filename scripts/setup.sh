@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libboost1.81-dev
 )
 
 missing=()

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/eplb_command.h"
+#include "cli/kvstore_command.h"
 #include "cli/sim_command.h"
 
 namespace myriad::cli {
@@ -13,6 +14,7 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", "myriad 0.1.0");
   SimCommand sim(app);
   EplbCommand eplb(app);
+  KvstoreCommand kvstore(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -20,6 +22,7 @@ int Main(int argc, char** argv) {
   }
   if (sim.selected()) return sim.Run();
   if (eplb.selected()) return eplb.Run();
+  if (kvstore.selected()) return kvstore.Run();
   return 0;
 }
 

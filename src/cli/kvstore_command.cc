@@ -1,0 +1,181 @@
+#include "cli/kvstore_command.h"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "kvstore/master_server.h"
+#include "net/http.h"
+#include "net/http_client.h"
+
+namespace myriad::cli {
+
+namespace {
+
+void AddMasterUrl(CLI::App* app, std::string* url, double* timeout_s) {
+  app->add_option("--master", *url, "The master's URL, http://HOST:PORT")->required();
+  app->add_option("--timeout", *timeout_s, "Seconds to wait for each answer")
+      ->capture_default_str();
+}
+
+// Prints the answer; a JSON body is pretty-printed, an error's message goes to stderr.
+int Report(const char* what, const absl::StatusOr<net::HttpResponse>& r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "myriad kvstore %s: %s\n", what, std::string(r.status().message()).c_str());
+    return 1;
+  }
+  nlohmann::json body = nlohmann::json::parse(r->body, nullptr, false);
+  if (r->status >= 400) {
+    std::string message = r->body;
+    if (!body.is_discarded() && body.contains("error") && body["error"].is_object() &&
+        body["error"].contains("message") && body["error"]["message"].is_string()) {
+      message = body["error"]["message"].get<std::string>();
+    }
+    std::fprintf(stderr, "myriad kvstore %s: the master answered %d: %s\n", what, r->status,
+                 message.c_str());
+    return 1;
+  }
+  if (body.is_discarded()) {
+    std::printf("%s\n", r->body.c_str());
+  } else {
+    std::printf("%s\n", body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
+  return 0;
+}
+
+std::unique_ptr<net::HttpClient> Connect(const char* what, const std::string& url,
+                                         double timeout_s) {
+  absl::StatusOr<std::unique_ptr<net::HttpClient>> client =
+      net::HttpClient::FromUrl(url, {.timeout = SecondsToNanos(timeout_s)});
+  if (!client.ok()) {
+    std::fprintf(stderr, "myriad kvstore %s: --master: %s\n", what,
+                 std::string(client.status().message()).c_str());
+    return nullptr;
+  }
+  return *std::move(client);
+}
+
+}  // namespace
+
+KvstoreCommand::KvstoreCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("kvstore", "The shared KV cache store: its master and a client");
+  cmd_->require_subcommand(1);
+
+  master_ = cmd_->add_subcommand("master", "Serve the metadata API until SIGINT or SIGTERM");
+  master_->add_option("--listen", listen_, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  master_->add_option("--threads", threads_, "I/O threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  master_->add_option("--max-body", max_body_bytes_, "Largest request body accepted, bytes")
+      ->capture_default_str();
+
+  stat_ = cmd_->add_subcommand("stat", "Print the master's statistics");
+  AddMasterUrl(stat_, &url_, &timeout_s_);
+
+  put_ = cmd_->add_subcommand("put", "Put start + end of one object (metadata only)");
+  AddMasterUrl(put_, &url_, &timeout_s_);
+  put_->add_option("--namespace", namespace_, "Namespace (model version + KV format)")->required();
+  put_->add_option("--keys", keys_, "Block keys of the object, in chain order (decimal or 0x hex)")
+      ->delimiter(',')
+      ->required();
+  put_->add_option("--size", size_, "Bytes of the object, per replica")->required();
+  put_->add_option("--replicas", replicas_, "Replicas, on distinct fault domains")
+      ->capture_default_str();
+  put_->add_flag("--pinned", pinned_, "Never evict the object");
+  put_->add_flag("--create-namespace", create_namespace_,
+                 "Create the namespace first (an existing one is fine)");
+
+  get_ = cmd_->add_subcommand("get", "Look keys up: replicas and lease of each");
+  AddMasterUrl(get_, &url_, &timeout_s_);
+  get_->add_option("--namespace", namespace_, "Namespace")->required();
+  get_->add_option("--keys", keys_, "Block keys (decimal or 0x hex)")->delimiter(',')->required();
+}
+
+int KvstoreCommand::Run() {
+  if (master_->parsed()) return RunMaster();
+  if (stat_->parsed()) return RunStat();
+  if (put_->parsed()) return RunPut();
+  if (get_->parsed()) return RunGet();
+  return 2;
+}
+
+int KvstoreCommand::RunMaster() {
+  absl::StatusOr<net::HostPort> listen = net::ParseHostPort(listen_);
+  if (!listen.ok()) {
+    std::fprintf(stderr, "myriad kvstore master: --listen %s\n",
+                 std::string(listen.status().message()).c_str());
+    return 2;
+  }
+  // Blocked before any thread starts, so every thread inherits the mask and the signals are
+  // only ever taken by the sigwait below: no handler runs in a random thread mid-request.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  kvstore::MasterServerOptions options;
+  options.http.address = listen->host;
+  options.http.port = listen->port;
+  options.http.threads = threads_;
+  options.http.max_body_bytes = max_body_bytes_;
+  kvstore::MasterServer server(std::move(options));
+  if (absl::Status st = server.Start(); !st.ok()) {
+    std::fprintf(stderr, "myriad kvstore master: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  const std::string host = listen->host.find(':') != std::string::npos
+                               ? fmt::format("[{}]", listen->host)
+                               : listen->host;
+  std::printf("myriad kvstore master: listening on http://%s:%u\n", host.c_str(),
+              static_cast<unsigned>(server.port()));
+  std::fflush(stdout);
+  int signal = 0;
+  sigwait(&signals, &signal);
+  std::printf("myriad kvstore master: %s, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stdout);
+  server.Stop();
+  return 0;
+}
+
+int KvstoreCommand::RunStat() {
+  auto client = Connect("stat", url_, timeout_s_);
+  if (!client) return 2;
+  return Report("stat", client->Get("/v1/stats"));
+}
+
+int KvstoreCommand::RunPut() {
+  auto client = Connect("put", url_, timeout_s_);
+  if (!client) return 2;
+  if (create_namespace_) {
+    absl::StatusOr<net::HttpResponse> r =
+        client->Post("/v1/namespaces", nlohmann::json{{"name", namespace_}}.dump());
+    if (!r.ok() || (r->status != 201 && r->status != 409)) return Report("put", r);
+  }
+  const nlohmann::json start = {{"namespace", namespace_},
+                                {"keys", keys_},
+                                {"size", size_},
+                                {"replicas", replicas_},
+                                {"pinned", pinned_}};
+  absl::StatusOr<net::HttpResponse> started = client->Post("/v1/put/start", start.dump());
+  if (!started.ok() || started->status != 200) return Report("put", started);
+  absl::StatusOr<net::HttpResponse> ended = client->Post(
+      "/v1/put/end", nlohmann::json{{"namespace", namespace_}, {"object", keys_.back()}}.dump());
+  if (!ended.ok() || ended->status != 200) return Report("put", ended);
+  // The replicas are what the writer needs; the end's answer adds nothing to them.
+  return Report("put", started);
+}
+
+int KvstoreCommand::RunGet() {
+  auto client = Connect("get", url_, timeout_s_);
+  if (!client) return 2;
+  return Report("get", client->Post("/v1/get", nlohmann::json{{"namespace", namespace_},
+                                                              {"keys", keys_}}
+                                                   .dump()));
+}
+
+}  // namespace myriad::cli

@@ -1,0 +1,51 @@
+#pragma once
+// `myriad kvstore master --listen HOST:PORT [--threads N]` serves the KV store's metadata API
+// (kvstore/master_server.h) until SIGINT or SIGTERM. The client subcommands talk to one:
+//   myriad kvstore stat --master http://HOST:PORT
+//   myriad kvstore put  --master URL --namespace NS --keys K1,K2,... --size BYTES
+//                       [--replicas N] [--pinned] [--create-namespace]
+//   myriad kvstore get  --master URL --namespace NS --keys K1,K2,...
+// `put` is the metadata half of a put (start, then end): it reserves replicas and marks the
+// object complete; it moves no bytes. Answers are printed as JSON. Exit codes: 0 ok, 1 the
+// master refused or could not be reached, 2 bad arguments.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace myriad::cli {
+
+class KvstoreCommand {
+ public:
+  explicit KvstoreCommand(CLI::App& app);
+  bool selected() const { return cmd_->parsed(); }
+  int Run();
+
+ private:
+  int RunMaster();
+  int RunStat();
+  int RunPut();
+  int RunGet();
+
+  CLI::App* cmd_;
+  CLI::App* master_;
+  CLI::App* stat_;
+  CLI::App* put_;
+  CLI::App* get_;
+  // master
+  std::string listen_ = "127.0.0.1:7480";
+  int threads_ = 2;
+  uint64_t max_body_bytes_ = uint64_t{8} << 20;
+  // clients
+  std::string url_;
+  std::string namespace_;
+  std::vector<std::string> keys_;
+  uint64_t size_ = 0;
+  int replicas_ = 1;
+  bool pinned_ = false;
+  bool create_namespace_ = false;
+  double timeout_s_ = 10;
+};
+
+}  // namespace myriad::cli

@@ -1,0 +1,570 @@
+// MasterServer: routing, the JSON handlers, housekeeping and metrics. Handlers hold mu_ only
+// around the master calls; JSON is parsed before and written after, outside the lock, so the
+// lock's hold time is the master's own work.
+#include "kvstore/master_server.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "kvstore/api_json.h"
+#include "net/prometheus.h"
+
+namespace myriad::kvstore {
+
+using api::ErrorType;
+using api::Fields;
+using api::FormatKey;
+using nlohmann::json;
+
+namespace {
+
+// Per request; the body limit of the HTTP layer bounds it too.
+constexpr size_t kMaxBatchKeys = size_t{1} << 16;
+
+Nanos SteadyNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string_view OpName(MasterOp op) {
+  switch (op) {
+    case MasterOp::kRegisterNode: return "register_node";
+    case MasterOp::kHeartbeat: return "heartbeat";
+    case MasterOp::kCreateNamespace: return "create_namespace";
+    case MasterOp::kDropNamespace: return "drop_namespace";
+    case MasterOp::kPutStart: return "put_start";
+    case MasterOp::kPutEnd: return "put_end";
+    case MasterOp::kPutRevoke: return "put_revoke";
+    case MasterOp::kGet: return "get";
+    case MasterOp::kExists: return "exists";
+    case MasterOp::kRemove: return "remove";
+    case MasterOp::kStats: return "stats";
+    case MasterOp::kMetrics: return "metrics";
+    case MasterOp::kHealth: return "health";
+    case MasterOp::kUnknown:
+    case MasterOp::kCount: break;
+  }
+  return "unknown";
+}
+
+net::HttpResponse MethodNotAllowed(std::string_view method, std::string_view path,
+                                   std::string_view allow) {
+  net::HttpResponse r = api::Error(405, ErrorType::kMethodNotAllowed,
+                                   fmt::format("{} is not allowed on {}; use {}", method, path,
+                                               allow));
+  r.headers.emplace_back("Allow", std::string(allow));
+  return r;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+MasterServer::MasterServer(MasterServerOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : std::function<Nanos()>(SteadyNow)),
+      master_(options_.master),
+      http_(options_.http, [this](const net::HttpRequest& r) { return Handle(r); }) {}
+
+MasterServer::~MasterServer() { Stop(); }
+
+absl::Status MasterServer::Start() {
+  if (absl::Status st = http_.Start(); !st.ok()) return st;
+  ticker_ = std::thread([this] { TickLoop(); });
+  return absl::OkStatus();
+}
+
+void MasterServer::Stop() {
+  {
+    std::lock_guard lock(tick_mu_);
+    tick_stop_ = true;
+  }
+  tick_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  http_.Stop();
+}
+
+void MasterServer::TickLoop() {
+  std::unique_lock lock(tick_mu_);
+  while (!tick_cv_.wait_for(lock, std::chrono::nanoseconds(options_.tick_interval),
+                            [this] { return tick_stop_; })) {
+    lock.unlock();
+    Tick();
+    lock.lock();
+  }
+}
+
+void MasterServer::Tick() {
+  const Nanos now = clock_();
+  std::lock_guard lock(mu_);
+  // Tick removes the nodes it declares dead; note which they are first, for /metrics.
+  for (NodeId id : master_.nodes().Expired(now, options_.master.dead_after)) dead_.insert(id);
+  const TickReport report = master_.Tick(now);
+  nodes_declared_dead_ += static_cast<uint64_t>(report.nodes_declared_dead);
+  puts_expired_ += report.puts_expired;
+  namespaces_reclaimed_ += report.namespaces_reclaimed;
+}
+
+net::HttpResponse MasterServer::Handle(const net::HttpRequest& request) {
+  MasterOp op = MasterOp::kUnknown;
+  net::HttpResponse response = Route(request, &op);
+  const int i = static_cast<int>(op);
+  requests_[i].fetch_add(1, std::memory_order_relaxed);
+  if (response.status >= 400) {
+    const int type = static_cast<int>(api::ErrorTypeOfStatus(response.status));
+    errors_[i][type].fetch_add(1, std::memory_order_relaxed);
+  }
+  return response;
+}
+
+net::HttpResponse MasterServer::Route(const net::HttpRequest& request, MasterOp* op) {
+  const std::string_view path = request.path();
+  const std::string_view method = request.method;
+  const bool get = method == "GET", post = method == "POST";
+  auto only = [&](bool ok, MasterOp o, std::string_view allow,
+                  auto&& handle) -> net::HttpResponse {
+    *op = o;
+    if (!ok) return MethodNotAllowed(method, path, allow);
+    return handle();
+  };
+  if (path == "/health") {
+    return only(get, MasterOp::kHealth, "GET", [] { return api::Json(200, {{"status", "ok"}}); });
+  }
+  if (path == "/metrics") return only(get, MasterOp::kMetrics, "GET", [&] { return Metrics(); });
+  if (path == "/v1/stats") return only(get, MasterOp::kStats, "GET", [&] { return Stats(); });
+  if (path == "/v1/nodes") {
+    return only(post, MasterOp::kRegisterNode, "POST", [&] { return RegisterNode(request); });
+  }
+  if (StartsWith(path, "/v1/nodes/") && path.size() > 20 &&
+      path.substr(path.size() - 10) == "/heartbeat") {
+    const std::string_view id = path.substr(10, path.size() - 20);
+    return only(post, MasterOp::kHeartbeat, "POST", [&] { return NodeHeartbeat(id); });
+  }
+  if (path == "/v1/namespaces") {
+    return only(post, MasterOp::kCreateNamespace, "POST", [&] { return CreateNamespace(request); });
+  }
+  if (StartsWith(path, "/v1/namespaces/") && path.size() > 15) {
+    return only(method == "DELETE", MasterOp::kDropNamespace, "DELETE",
+                [&] { return DropNamespace(path.substr(15)); });
+  }
+  if (path == "/v1/put/start") {
+    return only(post, MasterOp::kPutStart, "POST", [&] { return PutStart(request); });
+  }
+  if (path == "/v1/put/end") {
+    return only(post, MasterOp::kPutEnd, "POST", [&] { return PutEndOrRevoke(request, true); });
+  }
+  if (path == "/v1/put/revoke") {
+    return only(post, MasterOp::kPutRevoke, "POST",
+                [&] { return PutEndOrRevoke(request, false); });
+  }
+  if (path == "/v1/get") return only(post, MasterOp::kGet, "POST", [&] { return Get(request); });
+  if (path == "/v1/exists") {
+    return only(post, MasterOp::kExists, "POST", [&] { return Exists(request); });
+  }
+  if (path == "/v1/remove") {
+    return only(post, MasterOp::kRemove, "POST", [&] { return Remove(request); });
+  }
+  *op = MasterOp::kUnknown;
+  return api::Error(404, ErrorType::kNotFound,
+                    fmt::format("no route for {} {}", method, path));
+}
+
+// --- nodes and namespaces ---
+
+net::HttpResponse MasterServer::RegisterNode(const net::HttpRequest& request) {
+  Fields f;
+  uint64_t id = 0, capacity = 0;
+  std::string domain, address;
+  if (!f.Parse(request.body) || !f.Uint("id", kNoNode - 1, &id) ||
+      !f.String("fault_domain", &domain) || !f.Uint("capacity_bytes", UINT64_MAX, &capacity) ||
+      !f.OptionalString("address", &address)) {
+    return f.error();
+  }
+  if (capacity == 0) {
+    return api::Error(400, ErrorType::kInvalidRequest, "field 'capacity_bytes' must be > 0",
+                      "capacity_bytes");
+  }
+  const auto node = static_cast<NodeId>(id);
+  const Nanos now = clock_();
+  std::lock_guard lock(mu_);
+  if (absl::Status st = master_.AddNode(node, domain, capacity, now); !st.ok()) {
+    return api::StatusError(st);
+  }
+  dead_.erase(node);
+  if (address.empty()) {
+    addresses_.erase(node);
+  } else {
+    addresses_[node] = address;
+  }
+  return api::Json(201, {{"id", node}, {"fault_domain", domain}, {"capacity_bytes", capacity}});
+}
+
+net::HttpResponse MasterServer::NodeHeartbeat(std::string_view id_text) {
+  std::optional<BlockKey> id = api::ParseKey(id_text);
+  if (!id || *id >= kNoNode) {
+    return api::Error(400, ErrorType::kInvalidRequest,
+                      fmt::format("'{}' in the path is not a node id", id_text), "id");
+  }
+  const Nanos now = clock_();
+  std::lock_guard lock(mu_);
+  if (absl::Status st = master_.Heartbeat(static_cast<NodeId>(*id), now); !st.ok()) {
+    // A node declared dead is forgotten: it must register again (its replicas are gone).
+    const bool dead = dead_.contains(static_cast<NodeId>(*id));
+    return api::Error(404, ErrorType::kNotFound,
+                      dead ? fmt::format("node {} was declared dead; register it again", *id)
+                           : std::string(st.message()));
+  }
+  return api::Json(200, {{"id", *id}});
+}
+
+net::HttpResponse MasterServer::CreateNamespace(const net::HttpRequest& request) {
+  Fields f;
+  std::string name;
+  if (!f.Parse(request.body) || !f.String("name", &name)) return f.error();
+  std::lock_guard lock(mu_);
+  absl::StatusOr<NamespaceId> id = master_.CreateNamespace(name);
+  if (!id.ok()) return api::StatusError(id.status(), "name");
+  ++namespaces_;
+  return api::Json(201, {{"name", name}, {"id", *id}});
+}
+
+net::HttpResponse MasterServer::DropNamespace(std::string_view raw_name) {
+  std::optional<std::string> name = api::PercentDecode(raw_name);
+  if (!name) {
+    return api::Error(400, ErrorType::kInvalidRequest,
+                      fmt::format("bad percent-encoding in namespace name '{}'", raw_name),
+                      "name");
+  }
+  std::lock_guard lock(mu_);
+  absl::StatusOr<NamespaceId> id = master_.FindNamespace(*name);
+  if (!id.ok()) return api::StatusError(id.status(), "name");
+  if (absl::Status st = master_.DropNamespace(*id); !st.ok()) return api::StatusError(st);
+  --namespaces_;
+  return api::Json(200, {{"name", *name}, {"dropped", true}});
+}
+
+// --- objects ---
+
+std::string MasterServer::ReplicasJson(const ReplicaList& replicas) const {
+  json out = json::array();
+  for (int i = 0; i < replicas.count; ++i) {
+    const NodeId id = replicas.nodes[i];
+    json r = {{"id", id}};
+    if (master_.nodes().Find(id) != nullptr) {
+      r["fault_domain"] = master_.nodes().DomainName(master_.nodes().DomainOf(id));
+    }
+    if (auto it = addresses_.find(id); it != addresses_.end()) r["address"] = it->second;
+    out.push_back(std::move(r));
+  }
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+net::HttpResponse MasterServer::PutStart(const net::HttpRequest& request) {
+  Fields f;
+  std::string ns;
+  std::vector<BlockKey> keys;
+  uint64_t size = 0, replicas = 1;
+  bool pinned = false;
+  if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
+      !f.Keys("keys", kMaxBatchKeys, &keys) || !f.Uint("size", UINT64_MAX, &size) ||
+      !f.OptionalUint("replicas", kMaxReplicas, &replicas) ||
+      !f.OptionalBool("pinned", &pinned)) {
+    return f.error();
+  }
+  const PutRequest put{keys.data(), static_cast<uint32_t>(keys.size()), size,
+                       static_cast<int>(replicas), pinned};
+  const Nanos now = clock_();
+  std::string replicas_json;
+  {
+    std::lock_guard lock(mu_);
+    absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
+    if (!id.ok()) return api::StatusError(id.status(), "namespace");
+    absl::StatusOr<ReplicaList> placed = master_.PutStart(*id, put, now);
+    if (!placed.ok()) return api::StatusError(placed.status());
+    replicas_json = ReplicasJson(*placed);
+  }
+  net::HttpResponse r;
+  r.body = fmt::format(R"({{"object":"{}","replicas":{}}})", FormatKey(keys.back()),
+                       replicas_json);
+  return r;
+}
+
+net::HttpResponse MasterServer::PutEndOrRevoke(const net::HttpRequest& request, bool end) {
+  Fields f;
+  std::string ns;
+  BlockKey object = 0;
+  if (!f.Parse(request.body) || !f.String("namespace", &ns) || !f.Key("object", &object)) {
+    return f.error();
+  }
+  std::lock_guard lock(mu_);
+  absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
+  if (!id.ok()) return api::StatusError(id.status(), "namespace");
+  absl::Status st = end ? master_.PutEnd(*id, object) : master_.PutRevoke(*id, object);
+  if (!st.ok()) return api::StatusError(st, "object");
+  return api::Json(200, {{"object", FormatKey(object)}, {end ? "completed" : "revoked", true}});
+}
+
+net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
+  Fields f;
+  std::string ns;
+  std::vector<BlockKey> keys;
+  if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
+      !f.Keys("keys", kMaxBatchKeys, &keys)) {
+    return f.error();
+  }
+  const Nanos now = clock_();
+  std::vector<GetResult> results;
+  std::vector<std::string> replicas;
+  {
+    std::lock_guard lock(mu_);
+    absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
+    if (!id.ok()) return api::StatusError(id.status(), "namespace");
+    if (absl::Status st = master_.BatchGet(*id, keys, now, &results); !st.ok()) {
+      return api::StatusError(st);
+    }
+    replicas.reserve(results.size());
+    for (const GetResult& g : results) {
+      replicas.push_back(g.code == absl::StatusCode::kOk ? ReplicasJson(g.replicas) : "[]");
+    }
+  }
+  uint64_t hits = 0;
+  std::string body = R"({"results":[)";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const GetResult& g = results[i];
+    if (i > 0) body += ',';
+    if (g.code == absl::StatusCode::kOk) {
+      ++hits;
+      fmt::format_to(std::back_inserter(body),
+                     R"({{"key":"{}","found":true,"object":"{}","block":{},"blocks":{},)"
+                     R"("size":{},"lease_until_ns":{},"lease_ms":{},"replicas":{}}})",
+                     FormatKey(keys[i]), FormatKey(g.object), g.block, g.blocks, g.size,
+                     g.lease_until, (g.lease_until - now) / kMillisecond, replicas[i]);
+    } else {
+      fmt::format_to(std::back_inserter(body), R"({{"key":"{}","found":false{}}})",
+                     FormatKey(keys[i]),
+                     g.code == absl::StatusCode::kUnavailable ? R"(,"pending":true)" : "");
+    }
+  }
+  body += "]}";
+  keys_[static_cast<int>(MasterOp::kGet)].fetch_add(keys.size(), std::memory_order_relaxed);
+  hits_[static_cast<int>(MasterOp::kGet)].fetch_add(hits, std::memory_order_relaxed);
+  net::HttpResponse r;
+  r.body = std::move(body);
+  return r;
+}
+
+net::HttpResponse MasterServer::Exists(const net::HttpRequest& request) {
+  Fields f;
+  std::string ns;
+  std::vector<BlockKey> keys;
+  if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
+      !f.Keys("keys", kMaxBatchKeys, &keys)) {
+    return f.error();
+  }
+  std::vector<uint8_t> found;
+  {
+    std::lock_guard lock(mu_);
+    absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
+    if (!id.ok()) return api::StatusError(id.status(), "namespace");
+    if (absl::Status st = master_.BatchExists(*id, keys, &found); !st.ok()) {
+      return api::StatusError(st);
+    }
+  }
+  uint64_t hits = 0;
+  std::string body = R"({"exists":[)";
+  body.reserve(body.size() + 6 * found.size() + 2);
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (i > 0) body += ',';
+    body += found[i] ? "true" : "false";
+    hits += found[i] ? 1 : 0;
+  }
+  body += "]}";
+  keys_[static_cast<int>(MasterOp::kExists)].fetch_add(keys.size(), std::memory_order_relaxed);
+  hits_[static_cast<int>(MasterOp::kExists)].fetch_add(hits, std::memory_order_relaxed);
+  net::HttpResponse r;
+  r.body = std::move(body);
+  return r;
+}
+
+net::HttpResponse MasterServer::Remove(const net::HttpRequest& request) {
+  Fields f;
+  std::string ns;
+  std::vector<BlockKey> keys;
+  if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
+      !f.Keys("keys", kMaxBatchKeys, &keys)) {
+    return f.error();
+  }
+  const Nanos now = clock_();
+  std::vector<absl::Status> statuses;
+  {
+    std::lock_guard lock(mu_);
+    absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
+    if (!id.ok()) return api::StatusError(id.status(), "namespace");
+    if (absl::Status st = master_.BatchRemove(*id, keys, now, &statuses); !st.ok()) {
+      return api::StatusError(st);
+    }
+  }
+  uint64_t removed = 0;
+  json results = json::array();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    json item = {{"key", FormatKey(keys[i])}, {"removed", statuses[i].ok()}};
+    if (statuses[i].ok()) {
+      ++removed;
+    } else {
+      const int http = api::HttpStatusOf(statuses[i].code());
+      item["error"] = {{"message", std::string(statuses[i].message())},
+                       {"type", api::ErrorTypeName(api::ErrorTypeOfStatus(http))},
+                       {"status", http}};
+    }
+    results.push_back(std::move(item));
+  }
+  keys_[static_cast<int>(MasterOp::kRemove)].fetch_add(keys.size(), std::memory_order_relaxed);
+  hits_[static_cast<int>(MasterOp::kRemove)].fetch_add(removed, std::memory_order_relaxed);
+  return api::Json(200, {{"results", std::move(results)}});
+}
+
+// --- observability ---
+
+net::HttpResponse MasterServer::Stats() {
+  const Nanos now = clock_();
+  json out;
+  {
+    std::lock_guard lock(mu_);
+    const KvMasterStats s = master_.stats();
+    json nodes = json::array();
+    for (const NodeInfo& n : master_.nodes().nodes()) {
+      nodes.push_back({{"id", n.id},
+                       {"fault_domain", master_.nodes().DomainName(n.domain)},
+                       {"capacity_bytes", n.capacity},
+                       {"used_bytes", n.used},
+                       {"heartbeat_age_ms", (now - n.last_heartbeat) / kMillisecond}});
+    }
+    out = {{"objects", s.objects},
+           {"blocks", s.blocks},
+           {"pending", s.pending},
+           {"objects_lost", s.objects_lost},
+           {"objects_evicted", s.objects_evicted},
+           {"repair_queue", s.repair_queue},
+           {"repairs_in_flight", s.repairs_in_flight},
+           {"repair_bytes_issued", s.repair_bytes_issued},
+           {"capacity_bytes", master_.nodes().total_capacity()},
+           {"used_bytes", master_.nodes().total_used()},
+           {"nodes_alive", master_.nodes().nodes().size()},
+           {"nodes_dead", dead_.size()},
+           {"namespaces", namespaces_},
+           {"metadata_bytes", master_.memory_bytes()},
+           {"nodes", std::move(nodes)}};
+  }
+  return api::Json(200, out);
+}
+
+net::HttpResponse MasterServer::Metrics() {
+  KvMasterStats s;
+  uint64_t capacity = 0, used = 0, alive = 0, dead = 0, declared_dead = 0, expired = 0;
+  uint64_t memory = 0;
+  int64_t namespaces = 0;
+  {
+    std::lock_guard lock(mu_);
+    s = master_.stats();
+    capacity = master_.nodes().total_capacity();
+    used = master_.nodes().total_used();
+    alive = master_.nodes().nodes().size();
+    dead = dead_.size();
+    declared_dead = nodes_declared_dead_;
+    expired = puts_expired_;
+    memory = master_.memory_bytes();
+    namespaces = namespaces_;
+  }
+  using net::MetricType;
+  net::PrometheusWriter w;
+  w.Gauge("myriad_kvstore_objects", "Objects (runs of blocks), pending puts included",
+          static_cast<double>(s.objects));
+  w.Gauge("myriad_kvstore_blocks", "Blocks in the stored objects", static_cast<double>(s.blocks));
+  w.Gauge("myriad_kvstore_pending_objects", "Objects whose put has started and not ended",
+          static_cast<double>(s.pending));
+  w.Gauge("myriad_kvstore_used_bytes", "Bytes placed on storage nodes, all replicas",
+          static_cast<double>(used));
+  w.Gauge("myriad_kvstore_capacity_bytes", "Capacity of the live storage nodes",
+          static_cast<double>(capacity));
+  w.Gauge("myriad_kvstore_namespaces", "Live namespaces", static_cast<double>(namespaces));
+  w.Gauge("myriad_kvstore_metadata_bytes", "Heap bytes of the master's metadata",
+          static_cast<double>(memory));
+  w.Family("myriad_kvstore_nodes", "Storage nodes by state (dead: declared dead, not back)",
+           MetricType::kGauge);
+  w.Sample("myriad_kvstore_nodes", {{"state", "alive"}}, alive);
+  w.Sample("myriad_kvstore_nodes", {{"state", "dead"}}, dead);
+  w.Counter("myriad_kvstore_nodes_declared_dead_total", "Nodes declared dead by the heartbeat check",
+            declared_dead);
+  w.Counter("myriad_kvstore_evictions_total", "Objects evicted between the watermarks",
+            s.objects_evicted);
+  w.Counter("myriad_kvstore_objects_lost_total", "Objects removed because their last replica died",
+            s.objects_lost);
+  w.Counter("myriad_kvstore_puts_expired_total", "Pending puts revoked after the put timeout",
+            expired);
+  w.Gauge("myriad_kvstore_repair_queue", "Objects queued for re-replication",
+          static_cast<double>(s.repair_queue));
+  w.Gauge("myriad_kvstore_repairs_in_flight", "Repair copies handed out and not yet reported",
+          static_cast<double>(s.repairs_in_flight));
+  w.Counter("myriad_kvstore_repair_bytes_total", "Bytes of repair copies handed out",
+            s.repair_bytes_issued);
+
+  w.Family("myriad_kvstore_requests_total", "API requests by operation", MetricType::kCounter);
+  for (int i = 0; i < kOps; ++i) {
+    w.Sample("myriad_kvstore_requests_total", {{"op", OpName(static_cast<MasterOp>(i))}},
+             requests_[i].load(std::memory_order_relaxed));
+  }
+  w.Family("myriad_kvstore_errors_total", "API error answers by operation and error type",
+           MetricType::kCounter);
+  for (int i = 0; i < kOps; ++i) {
+    for (int t = 0; t < kErrorTypes; ++t) {
+      const uint64_t n = errors_[i][t].load(std::memory_order_relaxed);
+      if (n == 0) continue;  // bounded anyway; zeros would only pad the exposition
+      w.Sample("myriad_kvstore_errors_total",
+               {{"op", OpName(static_cast<MasterOp>(i))},
+                {"type", api::ErrorTypeName(static_cast<ErrorType>(t))}},
+               n);
+    }
+  }
+  w.Family("myriad_kvstore_keys_total", "Keys in batched requests by operation",
+           MetricType::kCounter);
+  for (MasterOp op : {MasterOp::kGet, MasterOp::kExists, MasterOp::kRemove}) {
+    const int i = static_cast<int>(op);
+    w.Sample("myriad_kvstore_keys_total", {{"op", OpName(op)}},
+             keys_[i].load(std::memory_order_relaxed));
+  }
+  w.Family("myriad_kvstore_key_hits_total",
+           "Keys found (get, exists) or removed (remove) by operation", MetricType::kCounter);
+  for (MasterOp op : {MasterOp::kGet, MasterOp::kExists, MasterOp::kRemove}) {
+    const int i = static_cast<int>(op);
+    w.Sample("myriad_kvstore_key_hits_total", {{"op", OpName(op)}},
+             hits_[i].load(std::memory_order_relaxed));
+  }
+
+  const net::HttpServerStats h = http_.stats();
+  w.Gauge("myriad_http_connections", "Open HTTP connections",
+          static_cast<double>(http_.connections()));
+  w.Counter("myriad_http_connections_accepted_total", "HTTP connections accepted",
+            h.connections_accepted);
+  w.Family("myriad_http_rejected_total",
+           "Requests the HTTP layer answered or dropped itself, by reason", MetricType::kCounter);
+  w.Sample("myriad_http_rejected_total", {{"reason", "too_many_connections"}},
+           h.connections_refused);
+  w.Sample("myriad_http_rejected_total", {{"reason", "malformed"}}, h.bad_requests);
+  w.Sample("myriad_http_rejected_total", {{"reason", "body_too_large"}}, h.bodies_too_large);
+  w.Sample("myriad_http_rejected_total", {{"reason", "header_too_large"}}, h.headers_too_large);
+  w.Sample("myriad_http_rejected_total", {{"reason", "timeout"}}, h.timeouts);
+  w.Sample("myriad_http_rejected_total", {{"reason", "handler_failed"}}, h.handler_failures);
+
+  net::HttpResponse r;
+  r.content_type = std::string(net::kPrometheusContentType);
+  r.body = w.Take();
+  return r;
+}
+
+}  // namespace myriad::kvstore

@@ -1,0 +1,136 @@
+#pragma once
+// MasterServer: one KvMaster behind a mutex, served as a JSON API over net::HttpServer, with a
+// background thread that runs the master's housekeeping (KvMaster::Tick) every tick_interval.
+// The metadata path only: clients learn from it which storage nodes to write to or read from;
+// the bytes travel between clients and storage nodes directly.
+//
+// API (bodies are JSON; keys are 64-bit block keys, as decimal or "0x"-prefixed hex strings or
+// as JSON integers; answers write them as "0x" + 16 hex digits):
+//   POST   /v1/nodes                  {id, fault_domain, capacity_bytes[, address]}   -> 201
+//   POST   /v1/nodes/{id}/heartbeat                                                  -> 200
+//   POST   /v1/namespaces             {name}                                          -> 201
+//   DELETE /v1/namespaces/{name}      (name percent-encoded or raw, '/' allowed)      -> 200
+//   POST   /v1/put/start              {namespace, keys, size[, replicas, pinned]}     -> replicas
+//   POST   /v1/put/end | /v1/put/revoke  {namespace, object}
+//   POST   /v1/get                    {namespace, keys} -> per key: found, replicas, lease
+//   POST   /v1/exists                 {namespace, keys} -> per key: bool
+//   POST   /v1/remove                 {namespace, keys} -> per key: removed or its error
+//   GET    /v1/stats, GET /metrics (Prometheus text), GET /health
+// Errors are {"error": {"message", "type", "param"?}}: 400 invalid_request (bad JSON, a
+// missing or invalid field, named in "param"), 404 not_found, 405 method_not_allowed,
+// 409 conflict (exists already, pending put, leased object), 413 payload_too_large (from the
+// HTTP layer), 503 unavailable (no placement possible: too few fault domains or no room).
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "core/time.h"
+#include "kvstore/master.h"
+#include "net/http.h"
+#include "net/http_server.h"
+
+namespace myriad::kvstore {
+
+struct MasterServerOptions {
+  KvMasterOptions master;
+  net::HttpServerOptions http;
+  Nanos tick_interval = 100 * kMillisecond;
+  // The master's clock (an Env's NowNanos); a monotonic real clock when empty. Leases, heartbeat
+  // deadlines and put timeouts are all read from it.
+  std::function<Nanos()> clock;
+};
+
+// The operations the API counts in its metrics: a fixed set, so label cardinality is bounded.
+enum class MasterOp : int {
+  kRegisterNode,
+  kHeartbeat,
+  kCreateNamespace,
+  kDropNamespace,
+  kPutStart,
+  kPutEnd,
+  kPutRevoke,
+  kGet,
+  kExists,
+  kRemove,
+  kStats,
+  kMetrics,
+  kHealth,
+  kUnknown,
+  kCount,
+};
+
+class MasterServer {
+ public:
+  explicit MasterServer(MasterServerOptions options);
+  ~MasterServer();
+  MasterServer(const MasterServer&) = delete;
+  MasterServer& operator=(const MasterServer&) = delete;
+
+  // Listens and starts the housekeeping thread.
+  absl::Status Start();
+  // Stops serving and housekeeping. Idempotent.
+  void Stop();
+  // The bound port (see net::HttpServer::port).
+  uint16_t port() const { return http_.port(); }
+
+  // One request, routed as the HTTP server routes it; thread-safe. Tests and benchmarks call it
+  // directly to leave sockets out.
+  net::HttpResponse Handle(const net::HttpRequest& request);
+  // One housekeeping round at the clock's now (the background thread calls it).
+  void Tick();
+
+ private:
+  net::HttpResponse Route(const net::HttpRequest& request, MasterOp* op);
+  net::HttpResponse RegisterNode(const net::HttpRequest& request);
+  net::HttpResponse NodeHeartbeat(std::string_view id);
+  net::HttpResponse CreateNamespace(const net::HttpRequest& request);
+  net::HttpResponse DropNamespace(std::string_view name);
+  net::HttpResponse PutStart(const net::HttpRequest& request);
+  net::HttpResponse PutEndOrRevoke(const net::HttpRequest& request, bool end);
+  net::HttpResponse Get(const net::HttpRequest& request);
+  net::HttpResponse Exists(const net::HttpRequest& request);
+  net::HttpResponse Remove(const net::HttpRequest& request);
+  net::HttpResponse Stats();
+  net::HttpResponse Metrics();
+  // The replica list as JSON (id, fault_domain, address when known). Needs mu_.
+  std::string ReplicasJson(const ReplicaList& replicas) const;
+  void TickLoop();
+
+  MasterServerOptions options_;
+  std::function<Nanos()> clock_;
+
+  // Guards the master and the server's own view of the nodes and namespaces.
+  mutable std::mutex mu_;
+  KvMaster master_;
+  absl::flat_hash_map<NodeId, std::string> addresses_;
+  absl::flat_hash_set<NodeId> dead_;  // declared dead and not registered again
+  uint64_t nodes_declared_dead_ = 0;
+  uint64_t puts_expired_ = 0;
+  uint64_t namespaces_reclaimed_ = 0;
+  int64_t namespaces_ = 0;
+
+  // Request counters, outside the lock.
+  static constexpr int kOps = static_cast<int>(MasterOp::kCount);
+  static constexpr int kErrorTypes = 6;
+  std::atomic<uint64_t> requests_[kOps] = {};
+  std::atomic<uint64_t> errors_[kOps][kErrorTypes] = {};
+  std::atomic<uint64_t> keys_[kOps] = {};
+  std::atomic<uint64_t> hits_[kOps] = {};
+
+  net::HttpServer http_;
+
+  std::mutex tick_mu_;
+  std::condition_variable tick_cv_;
+  bool tick_stop_ = false;
+  std::thread ticker_;
+};
+
+}  // namespace myriad::kvstore

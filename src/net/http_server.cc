@@ -1,0 +1,421 @@
+// HttpServer on Boost.Beast. Every session runs on its own strand, so its state needs no lock;
+// the server's session table (for Stop) is the only shared state and has its own mutex.
+#include "net/http_server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace myriad::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+std::chrono::nanoseconds Dur(Nanos n) { return std::chrono::nanoseconds(n); }
+
+// After an error response that closes the connection, the client may still be sending the body
+// we refused. Reading (and discarding) it for a while before closing lets the client finish its
+// write and read our answer; closing with unread bytes would send a reset that can destroy it.
+constexpr size_t kLingerBytes = size_t{16} << 20;
+constexpr Nanos kLingerTime = kSecond;
+
+bool IsParseError(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_method).category() &&
+         ec != http::error::end_of_stream && ec != http::error::partial_message;
+}
+
+}  // namespace
+
+class Session;
+
+struct HttpServer::Impl {
+  Impl(HttpServerOptions o, HttpHandler h) : options(std::move(o)), handler(std::move(h)) {}
+
+  void DoAccept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  void Register(Session* s, const std::shared_ptr<Session>& p);
+  void Unregister(Session* s);
+
+  HttpServerOptions options;
+  HttpHandler handler;
+  // Declared before the io_context: sessions still queued in it unregister themselves when it
+  // is destroyed, and need these alive (members are destroyed in reverse order).
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+  bool accepting = false;
+  bool started = false;
+  bool stopped = false;
+  struct Counters {
+    std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, requests{0}, bad_requests{0},
+        bodies_too_large{0}, headers_too_large{0}, timeouts{0}, handler_failures{0};
+  } counters;
+
+  asio::io_context ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor acceptor{asio::make_strand(ioc)};
+  asio::steady_timer accept_retry{acceptor.get_executor()};
+  std::vector<std::thread> threads;
+  std::atomic<uint16_t> port{0};
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, HttpServer::Impl* server)
+      : stream_(std::move(socket)), server_(server) {}
+  ~Session() { server_->Unregister(this); }
+
+  void Start() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
+  }
+
+  // From Stop(): idle connections close now, a request in progress is answered first.
+  void Shutdown() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->stopping_ = true;
+      if (!self->busy_) self->stream_.cancel();
+    });
+  }
+
+ private:
+  const HttpServerOptions& options() const { return server_->options; }
+  HttpServer::Impl::Counters& Count() { return server_->counters; }
+
+  void WaitForRequest() {
+    busy_ = false;
+    if (stopping_) return Close();
+    // Bytes of a pipelined next request may already be buffered.
+    if (buffer_.size() > 0) return ReadRequest();
+    stream_.expires_after(Dur(options().idle_timeout));
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) {  // idle timeout, EOF, Shutdown
+                                if (ec == beast::error::timeout) self->Count().timeouts++;
+                                return self->Close();
+                              }
+                              self->buffer_.commit(n);
+                              self->ReadRequest();
+                            });
+  }
+
+  void ReadRequest() {
+    busy_ = true;
+    parser_.emplace();
+    parser_->body_limit(options().max_body_bytes);
+    parser_->header_limit(static_cast<uint32_t>(
+        std::min<size_t>(options().max_header_bytes, UINT32_MAX)));
+    // One deadline from the first byte to the end of the body.
+    stream_.expires_after(Dur(options().read_timeout));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnReadError(ec);
+    const auto& req = parser_->get();
+    if (!parser_->is_done() && req.version() >= 11 &&
+        beast::iequals(req[http::field::expect], "100-continue")) {
+      // curl and others wait (a second, by default) for this before sending a large body.
+      continue_.emplace(http::status::continue_, 11);
+      return http::async_write(stream_, *continue_,
+                               [self = shared_from_this()](beast::error_code ec, size_t) {
+                                 if (ec) return self->Close();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    if (parser_->is_done()) return OnRequest();
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->OnReadError(ec);
+                       self->OnRequest();
+                     });
+  }
+
+  void OnReadError(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      Count().bodies_too_large++;
+      return Respond(JsonError(413, "payload_too_large",
+                               fmt::format("the request body exceeds the limit of {} bytes",
+                                           options().max_body_bytes)),
+                     false);
+    }
+    if (ec == http::error::header_limit) {
+      Count().headers_too_large++;
+      return Respond(JsonError(431, "invalid_request",
+                               fmt::format("the request header exceeds the limit of {} bytes",
+                                           options().max_header_bytes)),
+                     false);
+    }
+    if (IsParseError(ec)) {
+      Count().bad_requests++;
+      return Respond(
+          JsonError(400, "invalid_request", fmt::format("malformed HTTP request: {}", ec.message())),
+          false);
+    }
+    // Timeout (the stream has closed the socket), reset, or the client left mid-request.
+    if (ec == beast::error::timeout) Count().timeouts++;
+    Close();
+  }
+
+  void OnRequest() {
+    auto req = parser_->release();
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.body = std::move(req.body());
+    request.headers.reserve(8);
+    for (const auto& field : req) {
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    Count().requests++;
+    HttpResponse response;
+    try {
+      response = server_->handler(request);
+    } catch (const std::exception& e) {
+      Count().handler_failures++;
+      response = JsonError(500, "internal", fmt::format("handler failed: {}", e.what()));
+    } catch (...) {
+      Count().handler_failures++;
+      response = JsonError(500, "internal", "handler failed");
+    }
+    Respond(std::move(response), req.keep_alive(), req.version());
+  }
+
+  void Respond(HttpResponse r, bool keep_alive, unsigned version = 11) {
+    busy_ = true;
+    keep_alive = keep_alive && !stopping_;
+    res_.emplace();
+    res_->version(version);
+    res_->result(static_cast<unsigned>(r.status));
+    res_->set(http::field::server, options().server_name);
+    if (!r.content_type.empty()) res_->set(http::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) res_->insert(k, v);
+    res_->body() = std::move(r.body);
+    res_->keep_alive(keep_alive);
+    res_->prepare_payload();
+    stream_.expires_after(Dur(options().write_timeout));
+    http::async_write(stream_, *res_,
+                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                        self->res_.reset();
+                        if (ec) {
+                          if (ec == beast::error::timeout) self->Count().timeouts++;
+                          return self->Close();
+                        }
+                        if (!keep_alive) return self->Linger();
+                        self->WaitForRequest();
+                      });
+  }
+
+  void Linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (stopping_) return Close();
+    stream_.expires_after(Dur(std::min(options().read_timeout, kLingerTime)));
+    Drain();
+  }
+
+  void Drain() {
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(65536),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > kLingerBytes) return self->Close();
+                              self->Drain();
+                            });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  HttpServer::Impl* server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::string_body>> res_;
+  std::optional<http::response<http::empty_body>> continue_;
+  size_t drained_ = 0;
+  bool busy_ = false;      // a request is being read, handled or answered
+  bool stopping_ = false;  // the server is stopping: answer what is in progress, then close
+};
+
+void HttpServer::Impl::DoAccept() {
+  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+    OnAccept(ec, std::move(s));
+  });
+}
+
+void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+  if (ec) {
+    // Out of descriptors, or the like: retry shortly rather than spin on the error.
+    accept_retry.expires_after(std::chrono::milliseconds(10));
+    accept_retry.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec && acceptor.is_open()) DoAccept();
+    });
+    return;
+  }
+  beast::error_code ignored;
+  bool full = false;
+  {
+    std::lock_guard lock(mu);
+    full = sessions.size() >= options.max_connections;
+  }
+  if (full) {
+    counters.connections_refused++;
+    socket.close(ignored);
+    return DoAccept();
+  }
+  socket.set_option(tcp::no_delay(true), ignored);  // small JSON answers: no Nagle delay
+  counters.connections_accepted++;
+  auto session = std::make_shared<Session>(std::move(socket), this);
+  Register(session.get(), session);
+  DoAccept();
+}
+
+void HttpServer::Impl::Register(Session* s, const std::shared_ptr<Session>& p) {
+  {
+    std::lock_guard lock(mu);
+    sessions.emplace(s, p);
+    if (!accepting) {
+      // Accepted while Stop() was snapshotting the sessions: it will not see this one.
+      p->Shutdown();
+    }
+  }
+  p->Start();
+}
+
+void HttpServer::Impl::Unregister(Session* s) {
+  std::lock_guard lock(mu);
+  sessions.erase(s);
+  if (sessions.empty()) cv.notify_all();
+}
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+absl::Status HttpServer::Start() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mu);
+    if (s.started) return absl::FailedPreconditionError("HttpServer::Start: already started");
+    s.started = true;
+  }
+  if (s.options.threads < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("HttpServer: threads must be >= 1, got {}", s.options.threads));
+  }
+  const std::string where = fmt::format("{}:{}", s.options.address, s.options.port);
+  beast::error_code ec;
+  tcp::resolver resolver(s.ioc);
+  auto endpoints = resolver.resolve(s.options.address, std::to_string(s.options.port),
+                                    tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        fmt::format("HttpServer: cannot resolve listen address {}: {}", where, ec.message()));
+  }
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    beast::error_code ignored;
+    s.acceptor.close(ignored);
+    return absl::UnavailableError(
+        fmt::format("HttpServer: cannot listen on {}: {}", where, ec.message()));
+  }
+  s.port = s.acceptor.local_endpoint(ec).port();
+  {
+    std::lock_guard lock(s.mu);
+    s.accepting = true;
+  }
+  s.work.emplace(s.ioc.get_executor());
+  asio::dispatch(s.acceptor.get_executor(), [&s] { s.DoAccept(); });
+  for (int i = 0; i < s.options.threads; ++i) {
+    s.threads.emplace_back([&s] { s.ioc.run(); });
+  }
+  return absl::OkStatus();
+}
+
+void HttpServer::Stop() {
+  Impl& s = *impl_;
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.started || s.stopped) return;
+    s.stopped = true;
+    s.accepting = false;
+    for (auto& [ptr, weak] : s.sessions) {
+      if (auto p = weak.lock()) live.push_back(std::move(p));
+    }
+  }
+  asio::post(s.acceptor.get_executor(), [&s] {
+    beast::error_code ignored;
+    s.acceptor.close(ignored);
+    s.accept_retry.cancel();
+  });
+  for (auto& p : live) p->Shutdown();
+  live.clear();  // the sessions' own handlers keep them alive; these refs would block the wait
+  {
+    std::unique_lock lock(s.mu);
+    s.cv.wait_for(lock, Dur(s.options.stop_grace), [&s] { return s.sessions.empty(); });
+  }
+  s.work.reset();
+  s.ioc.stop();
+  for (auto& t : s.threads) t.join();
+  s.threads.clear();
+}
+
+uint16_t HttpServer::port() const { return impl_->port.load(); }
+
+size_t HttpServer::connections() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->sessions.size();
+}
+
+HttpServerStats HttpServer::stats() const {
+  const Impl::Counters& c = impl_->counters;
+  HttpServerStats out;
+  out.connections_accepted = c.connections_accepted.load(std::memory_order_relaxed);
+  out.connections_refused = c.connections_refused.load(std::memory_order_relaxed);
+  out.requests = c.requests.load(std::memory_order_relaxed);
+  out.bad_requests = c.bad_requests.load(std::memory_order_relaxed);
+  out.bodies_too_large = c.bodies_too_large.load(std::memory_order_relaxed);
+  out.headers_too_large = c.headers_too_large.load(std::memory_order_relaxed);
+  out.timeouts = c.timeouts.load(std::memory_order_relaxed);
+  out.handler_failures = c.handler_failures.load(std::memory_order_relaxed);
+  return out;
+}
+
+}  // namespace myriad::net

@@ -1,0 +1,56 @@
+#pragma once
+// A writer of the Prometheus text exposition format, version 0.0.4
+// (https://prometheus.io/docs/instrumenting/exposition_formats/): one HELP and one TYPE line per
+// metric family, then its samples, label values escaped. Only counters and gauges: the servers
+// keep their distributions elsewhere and export quantiles as gauges when they need to.
+//
+// Callers keep label cardinality bounded (operation kinds, error types, states), never ids of
+// requests, keys or nodes: every distinct label set is a time series in Prometheus.
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace myriad::net {
+
+// The Content-Type of an exposition.
+inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+enum class MetricType { kCounter, kGauge, kUntyped };
+
+using Label = std::pair<std::string_view, std::string_view>;
+
+class PrometheusWriter {
+ public:
+  // Starts a family: its HELP and TYPE lines. Samples that follow belong to it. A name that is
+  // not a valid metric name has its invalid characters replaced by '_'.
+  void Family(std::string_view name, std::string_view help, MetricType type);
+  // A sample of the current family (or of `name` in it, e.g. a _total suffix; by the text
+  // format's rules the sample name must start with the family's name).
+  void Sample(std::string_view name, std::initializer_list<Label> labels, double value);
+  void Sample(std::string_view name, std::initializer_list<Label> labels, uint64_t value);
+  void Sample(std::string_view name, std::initializer_list<Label> labels, int64_t value);
+
+  // Shorthand for a family with one unlabelled sample.
+  void Counter(std::string_view name, std::string_view help, uint64_t value);
+  void Gauge(std::string_view name, std::string_view help, double value);
+
+  const std::string& text() const { return out_; }
+  std::string Take() { return std::move(out_); }
+
+  // Escapes for a label value: backslash, double quote and line feed.
+  static std::string EscapeLabelValue(std::string_view value);
+  // Escapes for HELP text: backslash and line feed.
+  static std::string EscapeHelp(std::string_view help);
+  // Go's float formatting as Prometheus reads it: NaN, +Inf, -Inf, else the shortest decimal.
+  static std::string FormatValue(double value);
+
+ private:
+  void Name(std::string_view name, bool label);
+  void Labels(std::initializer_list<Label> labels);
+
+  std::string out_;
+};
+
+}  // namespace myriad::net
