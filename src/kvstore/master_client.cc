@@ -1,0 +1,190 @@
+#include "kvstore/master_client.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "kvstore/api_json.h"
+
+namespace myriad::kvstore {
+
+namespace {
+
+using nlohmann::json;
+
+json KeyList(std::span<const BlockKey> keys) {
+  json a = json::array();
+  for (BlockKey k : keys) a.push_back(api::FormatKey(k));
+  return a;
+}
+
+absl::StatusOr<BlockKey> KeyOf(const json& j, const char* field) {
+  if (!j.contains(field) || !j[field].is_string()) {
+    return absl::InternalError(fmt::format("the master's answer has no key '{}'", field));
+  }
+  std::optional<BlockKey> k = api::ParseKey(j[field].get<std::string>());
+  if (!k) return absl::InternalError(fmt::format("the master's answer has a bad key in '{}'", field));
+  return *k;
+}
+
+std::vector<ReplicaInfo> Replicas(const json& list) {
+  std::vector<ReplicaInfo> out;
+  if (!list.is_array()) return out;
+  for (const json& r : list) {
+    out.push_back({r.value("id", NodeId{0}), r.value("fault_domain", std::string()), r.value("address", std::string())});
+  }
+  return out;
+}
+
+// A namespace name as a path segment: everything but unreserved characters percent-encoded.
+std::string PathSegment(std::string_view name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status StatusFromHttp(int http_status, std::string_view body) {
+  const json j = json::parse(body, nullptr, false);
+  std::string message = fmt::format("the master answered {}", http_status);
+  if (!j.is_discarded() && j.contains("error") && j["error"].is_object()) {
+    message = j["error"].value("message", message);
+  }
+  switch (http_status) {
+    case 400: return absl::InvalidArgumentError(message);
+    case 404: return absl::NotFoundError(message);
+    case 409: return absl::FailedPreconditionError(message);
+    case 413: return absl::ResourceExhaustedError(message);
+    case 503: return absl::UnavailableError(message);
+    default: return absl::InternalError(message);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Connect(std::string_view url, Nanos timeout) {
+  auto http = net::HttpClient::FromUrl(url, {.timeout = timeout});
+  if (!http.ok()) return http.status();
+  return std::unique_ptr<MasterClient>(new MasterClient(std::move(*http)));
+}
+
+absl::StatusOr<json> MasterClient::Call(std::string_view method, std::string_view target, const json* body) {
+  absl::StatusOr<net::HttpResponse> r =
+      http_->Request(method, target, body ? body->dump() : std::string(), body ? "application/json" : "");
+  if (!r.ok()) return r.status();
+  if (r->status < 200 || r->status >= 300) return StatusFromHttp(r->status, r->body);
+  json j = json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return absl::InternalError(fmt::format("the master's answer to {} is not JSON", target));
+  return j;
+}
+
+absl::Status MasterClient::RegisterNode(NodeId node, std::string_view fault_domain, uint64_t capacity_bytes,
+                                        std::string_view address) {
+  json body = {{"id", node}, {"fault_domain", fault_domain}, {"capacity_bytes", capacity_bytes}};
+  if (!address.empty()) body["address"] = address;
+  return Call("POST", "/v1/nodes", &body).status();
+}
+
+absl::Status MasterClient::Heartbeat(NodeId node) {
+  return Call("POST", fmt::format("/v1/nodes/{}/heartbeat", node), nullptr).status();
+}
+
+absl::Status MasterClient::CreateNamespace(std::string_view name) {
+  const json body = {{"name", name}};
+  return Call("POST", "/v1/namespaces", &body).status();
+}
+
+absl::Status MasterClient::DropNamespace(std::string_view name) {
+  return Call("DELETE", "/v1/namespaces/" + PathSegment(name), nullptr).status();
+}
+
+absl::StatusOr<std::vector<ReplicaInfo>> MasterClient::PutStart(std::string_view ns, std::span<const BlockKey> keys,
+                                                                uint64_t size, int replicas, bool pinned) {
+  const json body = {{"namespace", ns}, {"keys", KeyList(keys)}, {"size", size}, {"replicas", replicas},
+                     {"pinned", pinned}};
+  auto j = Call("POST", "/v1/put/start", &body);
+  if (!j.ok()) return j.status();
+  return Replicas((*j)["replicas"]);
+}
+
+absl::Status MasterClient::PutEnd(std::string_view ns, BlockKey object) {
+  const json body = {{"namespace", ns}, {"object", api::FormatKey(object)}};
+  return Call("POST", "/v1/put/end", &body).status();
+}
+
+absl::Status MasterClient::PutRevoke(std::string_view ns, BlockKey object) {
+  const json body = {{"namespace", ns}, {"object", api::FormatKey(object)}};
+  return Call("POST", "/v1/put/revoke", &body).status();
+}
+
+absl::StatusOr<std::vector<Lookup>> MasterClient::Get(std::string_view ns, std::span<const BlockKey> keys) {
+  const json body = {{"namespace", ns}, {"keys", KeyList(keys)}};
+  auto j = Call("POST", "/v1/get", &body);
+  if (!j.ok()) return j.status();
+  const json& results = (*j)["results"];
+  if (!results.is_array() || results.size() != keys.size()) {
+    return absl::InternalError("the master's get answer does not have one result per key");
+  }
+  std::vector<Lookup> out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const json& r = results[i];
+    Lookup l;
+    l.key = keys[i];
+    l.found = r.value("found", false);
+    l.pending = r.value("pending", false);
+    if (l.found) {
+      auto object = KeyOf(r, "object");
+      if (!object.ok()) return object.status();
+      l.object = *object;
+      l.block = r.value("block", 0u);
+      l.blocks = r.value("blocks", 0u);
+      l.size = r.value("size", uint64_t{0});
+      l.lease_until = r.value("lease_until_ns", Nanos{0});
+      l.replicas = Replicas(r["replicas"]);
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<bool>> MasterClient::Exists(std::string_view ns, std::span<const BlockKey> keys) {
+  const json body = {{"namespace", ns}, {"keys", KeyList(keys)}};
+  auto j = Call("POST", "/v1/exists", &body);
+  if (!j.ok()) return j.status();
+  const json& e = (*j)["exists"];
+  if (!e.is_array() || e.size() != keys.size()) {
+    return absl::InternalError("the master's exists answer does not have one result per key");
+  }
+  std::vector<bool> out;
+  for (const json& b : e) out.push_back(b.is_boolean() && b.get<bool>());
+  return out;
+}
+
+absl::StatusOr<std::vector<absl::Status>> MasterClient::Remove(std::string_view ns, std::span<const BlockKey> objects) {
+  const json body = {{"namespace", ns}, {"keys", KeyList(objects)}};
+  auto j = Call("POST", "/v1/remove", &body);
+  if (!j.ok()) return j.status();
+  const json& results = (*j)["results"];
+  if (!results.is_array() || results.size() != objects.size()) {
+    return absl::InternalError("the master's remove answer does not have one result per key");
+  }
+  std::vector<absl::Status> out;
+  for (const json& r : results) {
+    if (r.value("removed", false)) {
+      out.push_back(absl::OkStatus());
+    } else {
+      const json& e = r.contains("error") ? r["error"] : json::object();
+      out.push_back(StatusFromHttp(e.value("status", 500), json{{"error", e}}.dump()));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> MasterClient::Stats() { return Call("GET", "/v1/stats", nullptr); }
+
+}  // namespace myriad::kvstore

@@ -1,0 +1,81 @@
+#pragma once
+// MasterClient: the typed C++ client of the KV store master's HTTP API (kvstore/master_server.h),
+// for engines' connectors, tools and tests. Each call is one request on a kept-alive connection;
+// the master's HTTP errors come back as absl statuses with its message: 400 InvalidArgument,
+// 404 NotFound, 409 FailedPrecondition (exists already, pending, leased), 413 ResourceExhausted,
+// 503 Unavailable (no placement possible); a master that cannot be reached is Unavailable or
+// DeadlineExceeded. Not thread-safe: one client per thread.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/block_hash.h"
+#include "core/time.h"
+#include "kvstore/types.h"
+#include "net/http_client.h"
+
+namespace myriad::kvstore {
+
+struct ReplicaInfo {
+  NodeId node = 0;
+  std::string fault_domain;
+  std::string address;  // where the node serves its bytes, when it registered one
+};
+
+struct Lookup {
+  BlockKey key = 0;
+  bool found = false;
+  bool pending = false;  // stored but its put has not ended
+  BlockKey object = 0;   // the run holding the key (its last block key)
+  uint32_t block = 0;    // the key's position in the run
+  uint32_t blocks = 0;
+  uint64_t size = 0;
+  Nanos lease_until = 0;  // on the master's clock
+  std::vector<ReplicaInfo> replicas;
+};
+
+class MasterClient {
+ public:
+  // "http://host:port".
+  static absl::StatusOr<std::unique_ptr<MasterClient>> Connect(std::string_view url,
+                                                               Nanos timeout = 10 * kSecond);
+
+  absl::Status RegisterNode(NodeId node, std::string_view fault_domain, uint64_t capacity_bytes,
+                            std::string_view address = {});
+  absl::Status Heartbeat(NodeId node);
+  absl::Status CreateNamespace(std::string_view name);
+  absl::Status DropNamespace(std::string_view name);
+
+  // Two-phase put of the run `keys` (chain order): where to write, then done (or revoked).
+  absl::StatusOr<std::vector<ReplicaInfo>> PutStart(std::string_view ns, std::span<const BlockKey> keys,
+                                                    uint64_t size, int replicas = 1, bool pinned = false);
+  absl::Status PutEnd(std::string_view ns, BlockKey object);
+  absl::Status PutRevoke(std::string_view ns, BlockKey object);
+
+  // One result per key, in order; a found key's run is leased to the caller.
+  absl::StatusOr<std::vector<Lookup>> Get(std::string_view ns, std::span<const BlockKey> keys);
+  absl::StatusOr<std::vector<bool>> Exists(std::string_view ns, std::span<const BlockKey> keys);
+  // One status per object: removal fails while an object is leased or pending.
+  absl::StatusOr<std::vector<absl::Status>> Remove(std::string_view ns, std::span<const BlockKey> objects);
+
+  absl::StatusOr<nlohmann::json> Stats();
+
+ private:
+  explicit MasterClient(std::unique_ptr<net::HttpClient> http) : http_(std::move(http)) {}
+  // The answer's JSON when the status is 2xx, the master's error as a status otherwise.
+  absl::StatusOr<nlohmann::json> Call(std::string_view method, std::string_view target,
+                                      const nlohmann::json* body);
+  std::unique_ptr<net::HttpClient> http_;
+};
+
+// The status for an HTTP error answer of the master (its {"error": {...}} body).
+absl::Status StatusFromHttp(int http_status, std::string_view body);
+
+}  // namespace myriad::kvstore
