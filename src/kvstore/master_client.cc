@@ -185,6 +185,44 @@ absl::StatusOr<std::vector<absl::Status>> MasterClient::Remove(std::string_view 
   return out;
 }
 
+absl::StatusOr<std::vector<RepairTask>> MasterClient::PlanRepairs(size_t max_tasks) {
+  const json body = {{"max_tasks", max_tasks}};
+  auto j = Call("POST", "/v1/repairs/plan", &body);
+  if (!j.ok()) return j.status();
+  std::vector<RepairTask> out;
+  for (const json& t : (*j)["tasks"]) {
+    RepairTask task;
+    task.ns = t.value("namespace_id", NamespaceId{0});
+    auto object = KeyOf(t, "object");
+    if (!object.ok()) return object.status();
+    task.object = *object;
+    task.bytes = t.value("bytes", uint64_t{0});
+    task.source = t.value("source", kNoNode);
+    task.destination = t.value("destination", kNoNode);
+    out.push_back(task);
+  }
+  return out;
+}
+
+namespace {
+
+json TaskJson(const RepairTask& t) {
+  return {{"namespace_id", t.ns}, {"object", api::FormatKey(t.object)}, {"bytes", t.bytes},
+          {"source", t.source}, {"destination", t.destination}};
+}
+
+}  // namespace
+
+absl::Status MasterClient::RepairDone(const RepairTask& task) {
+  const json body = TaskJson(task);
+  return Call("POST", "/v1/repairs/done", &body).status();
+}
+
+absl::Status MasterClient::RepairFailed(const RepairTask& task) {
+  const json body = TaskJson(task);
+  return Call("POST", "/v1/repairs/failed", &body).status();
+}
+
 absl::StatusOr<nlohmann::json> MasterClient::Stats() { return Call("GET", "/v1/stats", nullptr); }
 
 }  // namespace myriad::kvstore

@@ -65,6 +65,11 @@ class MasterClient {
   // One status per object: removal fails while an object is leased or pending.
   absl::StatusOr<std::vector<absl::Status>> Remove(std::string_view ns, std::span<const BlockKey> objects);
 
+  // Repair agents: copy tasks within the master's repair byte budget, each reported back.
+  absl::StatusOr<std::vector<RepairTask>> PlanRepairs(size_t max_tasks = 64);
+  absl::Status RepairDone(const RepairTask& task);
+  absl::Status RepairFailed(const RepairTask& task);
+
   absl::StatusOr<nlohmann::json> Stats();
 
  private:

@@ -45,6 +45,8 @@ std::string_view OpName(MasterOp op) {
     case MasterOp::kStats: return "stats";
     case MasterOp::kMetrics: return "metrics";
     case MasterOp::kHealth: return "health";
+    case MasterOp::kRepairPlan: return "repair_plan";
+    case MasterOp::kRepairReport: return "repair_report";
     case MasterOp::kUnknown:
     case MasterOp::kCount: break;
   }
@@ -169,6 +171,13 @@ net::HttpResponse MasterServer::Route(const net::HttpRequest& request, MasterOp*
   }
   if (path == "/v1/remove") {
     return only(post, MasterOp::kRemove, "POST", [&] { return Remove(request); });
+  }
+  if (path == "/v1/repairs/plan") {
+    return only(post, MasterOp::kRepairPlan, "POST", [&] { return RepairPlan(request); });
+  }
+  if (path == "/v1/repairs/done" || path == "/v1/repairs/failed") {
+    return only(post, MasterOp::kRepairReport, "POST",
+                [&] { return RepairReport(request, path == "/v1/repairs/done"); });
   }
   *op = MasterOp::kUnknown;
   return api::Error(404, ErrorType::kNotFound,
@@ -565,6 +574,49 @@ net::HttpResponse MasterServer::Metrics() {
   r.content_type = std::string(net::kPrometheusContentType);
   r.body = w.Take();
   return r;
+}
+
+}  // namespace myriad::kvstore
+
+namespace myriad::kvstore {
+
+// --- repair ---
+
+net::HttpResponse MasterServer::RepairPlan(const net::HttpRequest& request) {
+  Fields f;
+  uint64_t max_tasks = 64;
+  if (!f.Parse(request.body.empty() ? std::string_view("{}") : std::string_view(request.body)) ||
+      !f.OptionalUint("max_tasks", 4096, &max_tasks)) {
+    return f.error();
+  }
+  const Nanos now = clock_();
+  std::lock_guard lock(mu_);
+  const std::vector<RepairTask> tasks = master_.PlanRepairs(now, static_cast<size_t>(max_tasks));
+  nlohmann::json list = nlohmann::json::array();
+  for (const RepairTask& t : tasks) {
+    list.push_back({{"namespace_id", t.ns}, {"object", FormatKey(t.object)}, {"bytes", t.bytes},
+                    {"source", t.source}, {"destination", t.destination}});
+  }
+  return api::Json(200, {{"tasks", std::move(list)}});
+}
+
+net::HttpResponse MasterServer::RepairReport(const net::HttpRequest& request, bool done) {
+  Fields f;
+  uint64_t ns = 0, source = 0, destination = 0, bytes = 0;
+  RepairTask t;
+  if (!f.Parse(request.body) || !f.Uint("namespace_id", UINT32_MAX, &ns) || !f.Key("object", &t.object) ||
+      !f.Uint("source", kNoNode - 1, &source) || !f.Uint("destination", kNoNode - 1, &destination) ||
+      !f.OptionalUint("bytes", UINT64_MAX, &bytes)) {
+    return f.error();
+  }
+  t.ns = static_cast<NamespaceId>(ns);
+  t.source = static_cast<NodeId>(source);
+  t.destination = static_cast<NodeId>(destination);
+  t.bytes = bytes;
+  std::lock_guard lock(mu_);
+  const absl::Status st = done ? master_.RepairDone(t) : master_.RepairFailed(t);
+  if (!st.ok()) return api::StatusError(st, "object");
+  return api::Json(200, {{"object", FormatKey(t.object)}, {done ? "done" : "failed", true}});
 }
 
 }  // namespace myriad::kvstore

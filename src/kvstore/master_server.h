@@ -60,6 +60,8 @@ enum class MasterOp : int {
   kGet,
   kExists,
   kRemove,
+  kRepairPlan,
+  kRepairReport,
   kStats,
   kMetrics,
   kHealth,
@@ -98,6 +100,9 @@ class MasterServer {
   net::HttpResponse Get(const net::HttpRequest& request);
   net::HttpResponse Exists(const net::HttpRequest& request);
   net::HttpResponse Remove(const net::HttpRequest& request);
+  // Repair agents: take copy tasks (within the master's repair byte budget), report each back.
+  net::HttpResponse RepairPlan(const net::HttpRequest& request);
+  net::HttpResponse RepairReport(const net::HttpRequest& request, bool done);
   net::HttpResponse Stats();
   net::HttpResponse Metrics();
   // The replica list as JSON (id, fault_domain, address when known). Needs mu_.

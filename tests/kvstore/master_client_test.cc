@@ -85,6 +85,41 @@ TEST_F(MasterClientTest, ErrorsComeBackAsStatusesWithTheMastersMessage) {
   EXPECT_EQ(client_->PutEnd("m", 12345).code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(MasterClientTest, ALostNodesReplicasAreRepairedOnAnotherFaultDomain) {
+  for (NodeId n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(client_->RegisterNode(n, "rack-" + std::to_string(n), uint64_t{1} << 30).ok());
+  }
+  ASSERT_TRUE(client_->CreateNamespace("m").ok());
+  auto placed = client_->PutStart("m", std::vector<BlockKey>{7}, 1 << 20, 2);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_TRUE(client_->PutEnd("m", 7).ok());
+  const NodeId lost = (*placed)[0].node;
+  // Every node but `lost` keeps beating; 11 s later the master declares it dead.
+  for (int s = 1; s <= 11; ++s) {
+    now_ += kSecond;
+    for (NodeId n = 1; n <= 3; ++n) {
+      if (n != lost) {
+        ASSERT_TRUE(client_->Heartbeat(n).ok());
+      }
+    }
+  }
+  server_->Tick();
+  auto tasks = client_->PlanRepairs();
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 1u);
+  const RepairTask& t = (*tasks)[0];
+  EXPECT_EQ(t.object, 7u);
+  EXPECT_NE(t.destination, lost);
+  EXPECT_NE(t.destination, (*placed)[1].node);  // a fault domain the object does not use yet
+  EXPECT_EQ(t.source, (*placed)[1].node);
+  ASSERT_TRUE(client_->RepairDone(t).ok());
+  auto got = client_->Get("m", std::vector<BlockKey>{7});
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE((*got)[0].found);
+  EXPECT_EQ((*got)[0].replicas.size(), 2u);
+  EXPECT_EQ(client_->RepairDone(t).code(), absl::StatusCode::kFailedPrecondition);  // reported twice
+}
+
 TEST(MasterClient, AnUnreachableMasterIsUnavailableNotAHang) {
   auto c = MasterClient::Connect("http://127.0.0.1:1", 2 * kSecond);
   ASSERT_TRUE(c.ok());
