@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/rng.h"
 #include "kvstore/master.h"
 
@@ -30,27 +31,9 @@ using kvstore::KvMasterOptions;
 using kvstore::NamespaceId;
 using kvstore::PutRequest;
 
-BlockKey Mix(uint64_t x) {
-  uint64_t z = x + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 // Block `block` of run `run`: stand-ins for chain keys, uniform 64-bit like XXH3 output.
-BlockKey KeyOf(uint64_t run, uint64_t block) { return Mix((run << 16) | block); }
+BlockKey KeyOf(uint64_t run, uint64_t block) { return Mix64((run << 16) | block); }
 
-double ProcMiB(const char* field) {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  double kib = 0;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, field, n) == 0 && line[n] == ':') kib = std::atof(line + n + 1);
-  }
-  std::fclose(f);
-  return kib / 1024;
-}
 
 KvMasterOptions BenchOptions() {
   KvMasterOptions o;
@@ -129,7 +112,7 @@ void BM_KvBatchExists(benchmark::State& state) {
   const auto batch = static_cast<size_t>(state.range(2));
   std::vector<BlockKey> pool = QueryPool(f, size_t{1} << 20);
   // One probe in four misses, as prefix probing past the cached part does.
-  for (size_t i = 0; i < pool.size(); i += 4) pool[i] = Mix(pool[i]);
+  for (size_t i = 0; i < pool.size(); i += 4) pool[i] = Mix64(pool[i]);
   std::vector<uint8_t> out;
   size_t at = 0, found = 0;
   for (auto _ : state) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "fmt/format.h"
+#include "core/rng.h"
 #include "kvstore/master_server.h"
 #include "net/http_client.h"
 
@@ -25,13 +26,7 @@ using kvstore::MasterServerOptions;
 constexpr int kRuns = 10'000;
 constexpr int kBlocks = 4;
 
-BlockKey Mix(uint64_t x) {
-  uint64_t z = x + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-BlockKey KeyOf(uint64_t run, uint64_t block) { return Mix((run << 16) | block); }
+BlockKey KeyOf(uint64_t run, uint64_t block) { return Mix64((run << 16) | block); }
 
 // A started master with three fault domains, namespace "bench" and kRuns stored runs.
 std::unique_ptr<MasterServer> StartedMaster() {
@@ -71,7 +66,7 @@ std::string ExistsBody(int batch) {
   std::string keys;
   for (int i = 0; i < batch; ++i) {
     const BlockKey k = i % 2 == 0 ? KeyOf(static_cast<uint64_t>(i * 7919) % kRuns, i % kBlocks)
-                                  : Mix(uint64_t{1} << 40 | static_cast<uint64_t>(i));
+                                  : Mix64(uint64_t{1} << 40 | static_cast<uint64_t>(i));
     keys += fmt::format("{}\"0x{:016x}\"", i ? "," : "", k);
   }
   return fmt::format(R"({{"namespace":"bench","keys":[{}]}})", keys);

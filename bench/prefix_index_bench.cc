@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/rng.h"
 #include "policy/prefix_index.h"
 
@@ -24,26 +25,12 @@ using policy::PrefixMatch;
 struct KeySource {
   uint64_t state;
   BlockKey Next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    const uint64_t x = state;
+    state += 0x9e3779b97f4a7c15ULL;
+    return Mix64(x);
   }
 };
 
-// Process memory from /proc/self/status ("VmRSS" or "VmHWM"), in MiB; 0 when unavailable.
-double ProcMiB(const char* field) {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  double kib = 0;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, field, n) == 0 && line[n] == ':') kib = std::atof(line + n + 1);
-  }
-  std::fclose(f);
-  return kib / 1024;
-}
 
 // 10,240 GPUs x ~80 GB free HBM / (70,272 B/token x 512 tokens) = ~23M (block, holder) entries.
 // Arg 1: every block on one holder (the worst case per entry); arg 2: shared prefixes, a

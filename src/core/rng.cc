@@ -6,10 +6,9 @@ namespace myriad {
 namespace {
 
 uint64_t SplitMix(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  const uint64_t z = Mix64(x);
+  x += 0x9e3779b97f4a7c15ULL;
+  return z;
 }
 
 inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -5,6 +5,15 @@
 
 namespace myriad {
 
+// splitmix64's output function on x + the golden-ratio increment: a cheap, well-mixed 64-bit
+// hash of a counter (seeding, synthetic keys in benchmarks).
+inline uint64_t Mix64(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 class Rng {
  public:
   explicit Rng(uint64_t seed);

@@ -177,6 +177,8 @@ class KvMaster {
   // Frees up to `budget` tables of reclaimed namespaces.
   void FreeTables(int budget);
   absl::Status ApplyOne(LogReader& in);
+  // RepairDone (ok) or RepairFailed: the copy to task.destination is over.
+  absl::Status EndRepair(const RepairTask& task, bool ok);
 
   KvMasterOptions options_;
   Rng rng_;

@@ -311,25 +311,11 @@ void KvMaster::DoRepairEnd(NamespaceId id, const RunPos& pos, NodeId destination
   log_.EndRecord();
 }
 
-absl::Status KvMaster::RepairDone(const RepairTask& task) {
-  Namespace* ns = LiveNamespace(task.ns);
-  if (ns == nullptr) return NamespaceError(task.ns);
-  absl::StatusOr<RunPos> pos = LocateObject(*ns, task.ns, task.object);
-  if (!pos.ok()) return pos.status();
-  const Run& run = *pos->run;
-  int r = 0;
-  while (r < kMaxReplicas && run.replicas[r] != task.destination) ++r;
-  if (r == kMaxReplicas || ((run.pending_mask >> r) & 1) == 0) {
-    return absl::FailedPreconditionError(fmt::format(
-        "RepairDone: object {:016x} has no repair in progress to node {}", task.object,
-        task.destination));
-  }
-  DoRepairEnd(task.ns, *pos, task.destination, true);
-  repairs_in_flight_ -= repairs_in_flight_ > 0 ? 1 : 0;
-  return absl::OkStatus();
-}
+absl::Status KvMaster::RepairDone(const RepairTask& task) { return EndRepair(task, true); }
 
-absl::Status KvMaster::RepairFailed(const RepairTask& task) {
+absl::Status KvMaster::RepairFailed(const RepairTask& task) { return EndRepair(task, false); }
+
+absl::Status KvMaster::EndRepair(const RepairTask& task, bool ok) {
   Namespace* ns = LiveNamespace(task.ns);
   if (ns == nullptr) return NamespaceError(task.ns);
   absl::StatusOr<RunPos> pos = LocateObject(*ns, task.ns, task.object);
@@ -339,12 +325,13 @@ absl::Status KvMaster::RepairFailed(const RepairTask& task) {
   while (r < kMaxReplicas && run.replicas[r] != task.destination) ++r;
   if (r == kMaxReplicas || ((run.pending_mask >> r) & 1) == 0) {
     return absl::FailedPreconditionError(fmt::format(
-        "RepairFailed: object {:016x} has no repair in progress to node {}", task.object,
-        task.destination));
+        "{}: object {:016x} has no repair in progress to node {}", ok ? "RepairDone" : "RepairFailed",
+        task.object, task.destination));
   }
-  DoRepairEnd(task.ns, *pos, task.destination, false);
+  DoRepairEnd(task.ns, *pos, task.destination, ok);
   repairs_in_flight_ -= repairs_in_flight_ > 0 ? 1 : 0;
-  repair_queue_.push_back({task.ns, task.object});
+  // A failed copy goes back in the queue to be planned again.
+  if (!ok) repair_queue_.push_back({task.ns, task.object});
   return absl::OkStatus();
 }
 

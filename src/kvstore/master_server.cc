@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
 #include "kvstore/api_json.h"
@@ -319,14 +320,30 @@ net::HttpResponse MasterServer::PutEndOrRevoke(const net::HttpRequest& request, 
   return api::Json(200, {{"object", FormatKey(object)}, {end ? "completed" : "revoked", true}});
 }
 
-net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
+namespace {
+
+// A batch call's body, {"namespace": ..., "keys": [...]}: the 400 answer naming the bad field,
+// or nothing when both parsed.
+std::optional<net::HttpResponse> ParseBatch(const net::HttpRequest& request, std::string* ns,
+                                            std::vector<BlockKey>* keys) {
   Fields f;
-  std::string ns;
-  std::vector<BlockKey> keys;
-  if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
-      !f.Keys("keys", kMaxBatchKeys, &keys)) {
+  if (!f.Parse(request.body) || !f.String("namespace", ns) || !f.Keys("keys", kMaxBatchKeys, keys)) {
     return f.error();
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void MasterServer::CountKeys(MasterOp op, size_t keys, uint64_t hits) {
+  keys_[static_cast<int>(op)].fetch_add(keys, std::memory_order_relaxed);
+  hits_[static_cast<int>(op)].fetch_add(hits, std::memory_order_relaxed);
+}
+
+net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
+  std::string ns;
+  std::vector<BlockKey> keys;
+  if (auto bad = ParseBatch(request, &ns, &keys)) return *bad;
   const Nanos now = clock_();
   std::vector<GetResult> results;
   std::vector<std::string> replicas;
@@ -361,21 +378,16 @@ net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
     }
   }
   body += "]}";
-  keys_[static_cast<int>(MasterOp::kGet)].fetch_add(keys.size(), std::memory_order_relaxed);
-  hits_[static_cast<int>(MasterOp::kGet)].fetch_add(hits, std::memory_order_relaxed);
+  CountKeys(MasterOp::kGet, keys.size(), hits);
   net::HttpResponse r;
   r.body = std::move(body);
   return r;
 }
 
 net::HttpResponse MasterServer::Exists(const net::HttpRequest& request) {
-  Fields f;
   std::string ns;
   std::vector<BlockKey> keys;
-  if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
-      !f.Keys("keys", kMaxBatchKeys, &keys)) {
-    return f.error();
-  }
+  if (auto bad = ParseBatch(request, &ns, &keys)) return *bad;
   std::vector<uint8_t> found;
   {
     std::lock_guard lock(mu_);
@@ -394,21 +406,16 @@ net::HttpResponse MasterServer::Exists(const net::HttpRequest& request) {
     hits += found[i] ? 1 : 0;
   }
   body += "]}";
-  keys_[static_cast<int>(MasterOp::kExists)].fetch_add(keys.size(), std::memory_order_relaxed);
-  hits_[static_cast<int>(MasterOp::kExists)].fetch_add(hits, std::memory_order_relaxed);
+  CountKeys(MasterOp::kExists, keys.size(), hits);
   net::HttpResponse r;
   r.body = std::move(body);
   return r;
 }
 
 net::HttpResponse MasterServer::Remove(const net::HttpRequest& request) {
-  Fields f;
   std::string ns;
   std::vector<BlockKey> keys;
-  if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
-      !f.Keys("keys", kMaxBatchKeys, &keys)) {
-    return f.error();
-  }
+  if (auto bad = ParseBatch(request, &ns, &keys)) return *bad;
   const Nanos now = clock_();
   std::vector<absl::Status> statuses;
   {
@@ -433,8 +440,7 @@ net::HttpResponse MasterServer::Remove(const net::HttpRequest& request) {
     }
     results.push_back(std::move(item));
   }
-  keys_[static_cast<int>(MasterOp::kRemove)].fetch_add(keys.size(), std::memory_order_relaxed);
-  hits_[static_cast<int>(MasterOp::kRemove)].fetch_add(removed, std::memory_order_relaxed);
+  CountKeys(MasterOp::kRemove, keys.size(), removed);
   return api::Json(200, {{"results", std::move(results)}});
 }
 

@@ -100,6 +100,8 @@ class MasterServer {
   net::HttpResponse Get(const net::HttpRequest& request);
   net::HttpResponse Exists(const net::HttpRequest& request);
   net::HttpResponse Remove(const net::HttpRequest& request);
+  // Metrics of a batch call: keys asked and found (or removed).
+  void CountKeys(MasterOp op, size_t keys, uint64_t hits);
   // Repair agents: take copy tasks (within the master's repair byte budget), report each back.
   net::HttpResponse RepairPlan(const net::HttpRequest& request);
   net::HttpResponse RepairReport(const net::HttpRequest& request, bool done);

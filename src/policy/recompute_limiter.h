@@ -26,8 +26,6 @@ class RecomputeLimiter {
   // Admits `tokens` of prefill at `now` for a request `levels_below_top` priority classes
   // under the most important one (0: top). False: shed it.
   bool Admit(Nanos now, double tokens, int levels_below_top);
-  // Whether Admit would let it through, without taking anything.
-  bool WouldAdmit(Nanos now, double tokens, int levels_below_top);
   // Work that must be redone whatever the load (a failed unit's requests, mid-stream): always
   // admitted, it takes its tokens from the bucket, going into debt if need be, so that new
   // arrivals are the ones shed until the recompute has been paid for.
@@ -41,6 +39,8 @@ class RecomputeLimiter {
 
  private:
   void Refill(Nanos now);
+  // Whether Admit lets it through, without taking anything.
+  bool WouldAdmit(Nanos now, double tokens, int levels_below_top);
   RecomputeLimiterOptions o_;
   double depth_ = 0, level_ = 0;
   Nanos last_ = 0;

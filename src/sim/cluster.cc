@@ -256,8 +256,10 @@ void Cluster::Admit(uint32_t slot, bool retry) {
   const policy::RouteDecision d = router_->Route(
       policy::RouteRequest{.blocks = r.blocks, .input_tokens = context, .output_tokens = r.output_tokens - st.generated, .now = now},
       entry_cands_, decode_cands_, rng_);
-  const std::string prefix = retry ? "retry_" : "";
-  if (d.rejected) return Reject(slot, prefix + std::string(d.reason));
+  // A retry that cannot be placed is reported apart from first attempts; the string is built
+  // only on rejection, never on the admission path.
+  auto why = [retry](std::string_view reason) { return (retry ? "retry_" : "") + std::string(reason); };
+  if (d.rejected) return Reject(slot, why(d.reason));
   if (!retry) {
     const double load = d.estimated_ttft_s / NanosToSeconds(scenario_.slo.ttft);
     if (std::string_view why = tenants_->Admit(r.tenant, int64_t{r.input_tokens} + r.output_tokens, load, now);
@@ -283,7 +285,7 @@ void Cluster::Admit(uint32_t slot, bool retry) {
     }
   }
   const PoolConfig& pool = scenario_.pools[static_cast<size_t>(u.config().pool)];
-  if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) return Reject(slot, prefix + "queue_full");
+  if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) return Reject(slot, why("queue_full"));
   if (int64_t{r.input_tokens} + r.output_tokens > u.kv_capacity()) return Reject(slot, "exceeds_kv_capacity");
   if (d.hot_spot) ++hot_spots_;
   if (on_decode) ++prefill_on_decode_;

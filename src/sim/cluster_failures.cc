@@ -29,7 +29,7 @@ absl::Status Cluster::BuildFailures() {
 
 nlohmann::ordered_json Cluster::FailureReport() const {
   using nlohmann::ordered_json;
-  ordered_json j = failures_->Report(end_, metrics_.timeline_bucket);
+  ordered_json j = failures_->Report(end_);
   j["retried_requests"] = retries_;
   j["evacuated_requests"] = evacuated_;
   j["failed_kv_transfers"] = failed_transfers_;  // source died or destination gone mid-transfer

@@ -182,19 +182,15 @@ void FailureModel::Start(Nanos horizon) {
         return;
       }
       if (f.kind == FaultKind::kStraggler && f.duration > 0) {
-        {
-          events_.After(f.duration, [this, fi] {
-            FaultRecord& rec = faults_[static_cast<size_t>(fi)];
-            if (rec.unit < 0 || rec.recovered >= 0) return;
-            UnitState& st = state_[static_cast<size_t>(rec.unit)];
-            if (st.slow_fault != fi || st.fault == fi) return;  // gone, or being replaced
-            st.slow_fault = st.slow_rank = -1;
-            st.slow = 1;
-            units_[static_cast<size_t>(rec.unit)]->set_slowdown(1);
-            rec.recovered = events_.now();
-            rec.detected_by = "went_away";
-          });
-        }
+        events_.After(f.duration, [this, fi] {
+          FaultRecord& rec = faults_[static_cast<size_t>(fi)];
+          if (rec.unit < 0 || rec.recovered >= 0) return;
+          const UnitState& st = state_[static_cast<size_t>(rec.unit)];
+          if (st.slow_fault != fi || st.fault == fi) return;  // gone, or being replaced
+          ClearSlow(rec.unit);
+          rec.recovered = events_.now();
+          rec.detected_by = "went_away";
+        });
       }
       Inject(fi);
     });
@@ -348,7 +344,7 @@ void FailureModel::BeginDrain(int u) {
       UnitState& s = m->state_[static_cast<size_t>(u)];
       if (s.phase != Phase::kDraining || s.fault != fi) return;  // a crash took over
       if (m->units_[static_cast<size_t>(u)]->idle() || m->events_.now() >= deadline) {
-        m->FinishDrain(u, fi);
+        m->FinishDrain(u);
         return;
       }
       m->events_.After(kSecond, *this);
@@ -357,7 +353,7 @@ void FailureModel::BeginDrain(int u) {
   events_.After(kSecond, Poll{this, u, fi, deadline});
 }
 
-void FailureModel::FinishDrain(int u, int) {
+void FailureModel::FinishDrain(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
   st.phase = Phase::kRecovering;
   host_.EvacuateUnit(u);  // whatever did not finish in time is retried elsewhere
@@ -418,15 +414,18 @@ void FailureModel::LoadWeights(int u) {
                  [this, u, after_load] { events_.After(after_load, [this, u] { Readmit(u); }); });
 }
 
+void FailureModel::ClearSlow(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  st.slow_fault = st.slow_rank = -1;
+  st.slow = 1;
+  units_[static_cast<size_t>(u)]->set_slowdown(1);
+}
+
 void FailureModel::Readmit(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
   Unit& unit = *units_[static_cast<size_t>(u)];
   const Nanos now = events_.now();
-  if (st.fault >= 0 && st.fault == st.slow_fault) {
-    st.slow_fault = st.slow_rank = -1;
-    st.slow = 1;
-    unit.set_slowdown(1);
-  }
+  if (st.fault >= 0 && st.fault == st.slow_fault) ClearSlow(u);
   if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].recovered = now;
   for (FaultRecord& f : faults_) {
     if (f.unit == u && f.absorbed && f.recovered < 0 && f.at <= now && f.kind != FaultKind::kStraggler) f.recovered = now;
@@ -496,7 +495,7 @@ double FailureModel::Availability(int pool, Nanos from, Nanos to) const {
   return span > 0 ? 1.0 - down / span : 1.0;
 }
 
-nlohmann::ordered_json FailureModel::Report(Nanos end, Nanos) const {
+nlohmann::ordered_json FailureModel::Report(Nanos end) const {
   using nlohmann::ordered_json;
   auto summary = [](const Distribution& d) -> ordered_json {
     const Summary s = d.Summarize();

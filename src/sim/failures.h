@@ -63,7 +63,7 @@ class FailureModel {
 
   // Availability per pool over time, faults with their detection and recovery, time to detect
   // and recover per kind, the slow-node radar.
-  nlohmann::ordered_json Report(Nanos end, Nanos bucket) const;
+  nlohmann::ordered_json Report(Nanos end) const;
   // Fraction of pool `pool`'s unit-time in [from, to) that its units were serving.
   double Availability(int pool, Nanos from, Nanos to) const;
 
@@ -96,12 +96,14 @@ class FailureModel {
   void MarkDown(int unit);
   void Detect(int unit, int fault, const char* by);
   void BeginDrain(int unit);
-  void FinishDrain(int unit, int fault);
+  void FinishDrain(int unit);
   void Eject(int unit);
   void TakeSpares(int unit);
   void ServeSpareQueue();
   void LoadWeights(int unit);
   void Readmit(int unit);
+  // The unit's slow rank is gone (replaced, or the slowness passed).
+  void ClearSlow(int unit);
   void Telemetry();
   void ReturnNodes(int n, Nanos after);
   int UnitOfGpu(int gpu) const;
