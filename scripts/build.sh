@@ -9,5 +9,12 @@ case "$kind" in
   debug) type=Debug ;;
   *) echo "usage: scripts/build.sh [release|debug]" >&2; exit 2 ;;
 esac
-cmake -S . -B "build/$kind" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMYRIAD_WERROR=ON >/dev/null
+launcher=()
+# ccache, where installed (developer machines), lets several work trees share one compile cache;
+# CCACHE_BASEDIR makes the cached paths relative so /work/main and /work/wt_x hit alike.
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
+fi
+cmake -S . -B "build/$kind" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMYRIAD_WERROR=ON "${launcher[@]}" >/dev/null
 ninja -C "build/$kind" -j"${MYRIAD_JOBS:-2}"
