@@ -176,17 +176,20 @@ TEST(StreamingTest, DroppedResponderAnswers500) {
 TEST(StreamingTest, ClientThatLeavesIsReportedToTheHandler) {
   StreamingServer server;
   std::atomic<bool> gone{false};
+  std::shared_ptr<HttpResponder> r;  // held, unanswered, while the client leaves
   {
     testing::RawSocket s(server.port());
     ASSERT_TRUE(s.Send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n"));
-    auto r = server.Next();
+    r = server.Next();
     ASSERT_NE(r, nullptr);
     r->OnClientGone([&] { gone = true; });
     EXPECT_FALSE(r->client_gone());
   }  // the client closes its socket
   for (int i = 0; i < 500 && !gone; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(gone.load());
+  EXPECT_TRUE(r->client_gone());
   EXPECT_EQ(server.server().stats().clients_gone, 1u);
+  r->Respond(HttpResponse{});  // to nobody: dropped quietly
 }
 
 TEST(StreamingTest, CancelClosesTheUpstreamConnection) {
