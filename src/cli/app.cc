@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/emu_command.h"
 #include "cli/eplb_command.h"
 #include "cli/kvstore_command.h"
 #include "cli/sim_command.h"
@@ -15,6 +16,7 @@ int Main(int argc, char** argv) {
   SimCommand sim(app);
   EplbCommand eplb(app);
   KvstoreCommand kvstore(app);
+  EmuCommand emu(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -23,6 +25,7 @@ int Main(int argc, char** argv) {
   if (sim.selected()) return sim.Run();
   if (eplb.selected()) return eplb.Run();
   if (kvstore.selected()) return kvstore.Run();
+  if (emu.selected()) return emu.Run();
   return 0;
 }
 
