@@ -4,6 +4,7 @@
 
 #include "cli/emu_command.h"
 #include "cli/eplb_command.h"
+#include "cli/gateway_command.h"
 #include "cli/kvstore_command.h"
 #include "cli/sim_command.h"
 
@@ -17,6 +18,7 @@ int Main(int argc, char** argv) {
   EplbCommand eplb(app);
   KvstoreCommand kvstore(app);
   EmuCommand emu(app);
+  GatewayCommand gateway(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -26,6 +28,7 @@ int Main(int argc, char** argv) {
   if (eplb.selected()) return eplb.Run();
   if (kvstore.selected()) return kvstore.Run();
   if (emu.selected()) return emu.Run();
+  if (gateway.selected()) return gateway.Run();
   return 0;
 }
 

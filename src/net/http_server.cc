@@ -685,6 +685,10 @@ void HttpServer::Stop() {
   s.ioc.stop();
   for (auto& t : s.threads) t.join();
   s.threads.clear();
+  // The posted close may not have run before ioc.stop(): a listening socket left open would
+  // go on accepting connections (into the kernel's backlog) that nobody answers.
+  beast::error_code ignored;
+  s.acceptor.close(ignored);
 }
 
 uint16_t HttpServer::port() const { return impl_->port.load(); }
