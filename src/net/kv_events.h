@@ -37,21 +37,21 @@ using EngineBlockHash = uint64_t;
 uint64_t EngineHashFromBytes(std::span<const uint8_t> digest);
 
 struct BlockStored {
-  std::vector<EngineBlockHash> block_hashes;
-  std::optional<EngineBlockHash> parent_block_hash;
+  std::vector<EngineBlockHash> block_hashes{};
+  std::optional<EngineBlockHash> parent_block_hash{};
   // The tokens of all the stored blocks, block_hashes.size() * block_size of them.
-  std::vector<uint32_t> token_ids;
+  std::vector<uint32_t> token_ids{};
   uint32_t block_size = 0;
-  std::optional<std::string> medium;  // "GPU", "CPU", ...; nil in older releases
-  std::optional<std::string> lora_name;
-  std::optional<int64_t> group_idx;  // the KV-cache group (hybrid models)
+  std::optional<std::string> medium{};  // "GPU", "CPU", ...; nil in older releases
+  std::optional<std::string> lora_name{};
+  std::optional<int64_t> group_idx{};  // the KV-cache group (hybrid models)
   bool operator==(const BlockStored&) const = default;
 };
 
 struct BlockRemoved {
-  std::vector<EngineBlockHash> block_hashes;
-  std::optional<std::string> medium;
-  std::optional<int64_t> group_idx;
+  std::vector<EngineBlockHash> block_hashes{};
+  std::optional<std::string> medium{};
+  std::optional<int64_t> group_idx{};
   bool operator==(const BlockRemoved&) const = default;
 };
 
@@ -63,8 +63,8 @@ using KvEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
 
 struct KvEventBatch {
   double ts = 0;
-  std::vector<KvEvent> events;
-  std::optional<int> dp_rank;  // data_parallel_rank
+  std::vector<KvEvent> events{};
+  std::optional<int> dp_rank{};  // data_parallel_rank
   // Events whose tag this decoder does not know (newer vLLM), skipped rather than fatal.
   uint32_t unknown_events = 0;
   bool operator==(const KvEventBatch&) const = default;

@@ -39,6 +39,9 @@ std::vector<uint32_t> Slice(const std::vector<uint32_t>& t, size_t first_block, 
           t.begin() + static_cast<ptrdiff_t>((first_block + blocks) * kBs)};
 }
 
+// Hashes made up like an engine's: unrelated to the tokens, above INT64_MAX.
+uint64_t H(int i) { return 0xF000000000000000ULL + static_cast<uint64_t>(i); }
+
 KvEventBatch One(net::KvEvent e) {
   KvEventBatch b;
   b.events.push_back(std::move(e));
@@ -59,9 +62,6 @@ class IndexerTest : public ::testing::Test {
     index_.Match(keys, now_, &out);
     return out;
   }
-
-  // Hashes made up like an engine's: unrelated to the tokens.
-  static uint64_t H(int i) { return 0xF000000000000000ULL + static_cast<uint64_t>(i); }
 
   policy::PrefixIndex index_;
   KvEventIndexer indexer_;
@@ -129,7 +129,9 @@ TEST_F(IndexerTest, MediaAreSeparateHoldersAndAParentMayLiveInAnotherTier) {
   EXPECT_EQ(m[0].holder, kGpu);
   EXPECT_EQ(m[0].matched_blocks, 2u);
   for (const auto& x : m) {
-    if (x.holder == kCpu) EXPECT_EQ(x.matched_blocks, 0u);  // block 2 alone is no prefix
+    if (x.holder == kCpu) {
+      EXPECT_EQ(x.matched_blocks, 0u);  // block 2 alone is no prefix
+    }
   }
   // Once blocks 0-1 reach the CPU tier too, its chain is whole: the block placed through the
   // GPU tier's parent had the right key and position.

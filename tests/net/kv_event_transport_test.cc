@@ -91,13 +91,18 @@ std::unique_ptr<KvEventSubscriber> MakeSubscriber(const KvEventPublisher& pub, C
 }
 
 // A SUB socket connects asynchronously and misses what is sent before: publish until the
-// first batch arrives (the replay-on-join fills whatever the connection delay lost).
-void PublishUntilConnected(KvEventPublisher& pub, Collector& c, double ts_base, int max_tries = 100) {
-  for (int i = 0; i < max_tries; ++i) {
-    ASSERT_TRUE(pub.Publish(Batch(ts_base + i)).ok());
-    if (c.WaitFor([](const auto& got) { return !got.empty(); }, 100ms)) return;
+// first batch arrives (the replay-on-join fills whatever the connection delay lost), then wait
+// until every batch published so far has been delivered. Returns how many were published.
+size_t PublishUntilConnected(KvEventPublisher& pub, Collector& c, double ts_base) {
+  size_t published = 0;
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_TRUE(pub.Publish(Batch(ts_base + i)).ok());
+    ++published;
+    if (c.WaitFor([](const auto& got) { return !got.empty(); }, 100ms)) break;
   }
-  FAIL() << "the subscriber never received a batch";
+  EXPECT_TRUE(c.WaitFor([&](const auto& got) { return got.size() == published; }))
+      << "the subscriber never caught up";
+  return published;
 }
 
 bool InOrderFromZero(const std::vector<Received>& got) {
@@ -130,8 +135,7 @@ TEST(KvEventTransport, GapIsFilledByReplayInOrder) {
   Collector c;
   auto sub = MakeSubscriber(*pub, &c);
   ASSERT_NE(sub, nullptr);
-  PublishUntilConnected(*pub, c, 0);
-  const size_t before = c.snapshot().back().seq + 1;
+  const size_t before = PublishUntilConnected(*pub, c, 0);
   pub->DropLiveForTesting(5);  // buffered for replay, never sent live
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(pub->Publish(Batch(500 + i)).ok());
   ASSERT_TRUE(c.WaitFor([](const auto& got) { return !got.empty() && got.back().ts == 505; }));
@@ -152,10 +156,15 @@ TEST(KvEventTransport, UnfilledGapIsReportedAfterABoundedWait) {
   KvEventSubscriberOptions o;
   o.sources.push_back({"engine-0", pub->endpoint(), "tcp://127.0.0.1:1", "kv"});
   o.replay_timeout = 200ms;
+  o.replay_on_join = false;  // the join's losses would each cost a timeout here
   auto sub = KvEventSubscriber::Start(o, c.callback());
   ASSERT_TRUE(sub.ok()) << sub.status();
-  PublishUntilConnected(*pub, c, 0);
-  const uint64_t last = c.snapshot().back().seq;
+  uint64_t last = 0;
+  for (int i = 0; i < 100; ++i) {
+    last = *pub->Publish(Batch(i));
+    if (c.WaitFor([](const auto& got) { return !got.empty(); }, 100ms)) break;
+  }
+  ASSERT_TRUE(c.WaitFor([&](const auto& got) { return !got.empty() && got.back().seq == last; }));
   pub->DropLiveForTesting(3);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(pub->Publish(Batch(700 + i)).ok());
   ASSERT_TRUE(c.WaitFor([](const auto& got) { return got.back().ts == 703; }));

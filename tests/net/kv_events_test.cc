@@ -208,7 +208,7 @@ TEST(KvEventsDecode, ErrorsNameTheField) {
     std::erase(hex, ' ');
     auto b = Decode(hex);
     ASSERT_FALSE(b.ok()) << c.hex;
-    EXPECT_NE(b.status().message().find(c.error), std::string_view::npos)
+    EXPECT_NE(std::string(b.status().message()).find(c.error), std::string::npos)
         << c.hex << " -> " << b.status().message();
   }
 }
