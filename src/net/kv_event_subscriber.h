@@ -41,7 +41,7 @@ struct KvEventSubscriberOptions {
 
 struct KvEventDelivery {
   size_t source = 0;  // index into KvEventSubscriberOptions::sources
-  std::string_view source_id;
+  std::string_view source_id;  // valid during the callback
   uint64_t seq = 0;
   absl::StatusOr<KvEventBatch> batch;  // or why the payload did not decode
   bool replayed = false;               // came over the replay socket
