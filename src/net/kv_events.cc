@@ -1,119 +1,139 @@
-// Decoding of vLLM's KV-event batches; the field layout is described in kv_events.h.
+// Decoding of vLLM's KV-event batches; the field layout is described in kv_events.h. The
+// payload is parsed onto a reusable tape (net/msgpack_tape.h) and read in place; the names of
+// fields in error messages are formatted only when there is an error.
 #include "net/kv_events.h"
 
+#include <array>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
-#include "net/msgpack_scan.h"
+
+#include "net/msgpack_tape.h"
 
 namespace myriad::net {
 namespace {
 
-using nlohmann::json;
+using Value = MsgpackTape::Value;
 
 // Real batches nest four deep (batch, events, event, hashes) plus whatever extra_keys holds.
 constexpr int kMaxDepth = 64;
+// A thread's tape keeps its buffers between payloads up to this many nodes (24 bytes each).
+constexpr size_t kTapeKeepNodes = size_t{1} << 18;
 
-absl::Status FieldError(std::string_view path, std::string_view what) {
-  return absl::InvalidArgumentError(fmt::format("{}: {}", path, what));
-}
+// Where a value sits, e.g. events[3].token_ids[5].
+struct Where {
+  int64_t event = -1;           // -1: the batch itself
+  const char* field = nullptr;  // nullptr: the event itself
+  int64_t element = -1;         // -1: the field itself
 
-std::string Sub(std::string_view path, std::string_view field) {
-  return path.empty() ? std::string(field) : fmt::format("{}.{}", path, field);
+  Where Field(const char* f) const { return {event, f, -1}; }
+  Where Element(size_t i) const { return {event, field, static_cast<int64_t>(i)}; }
+
+  std::string str() const {
+    std::string s = event >= 0 ? fmt::format("events[{}]", event) : std::string();
+    if (field != nullptr) s = s.empty() ? std::string(field) : fmt::format("{}.{}", s, field);
+    if (element >= 0) fmt::format_to(std::back_inserter(s), "[{}]", element);
+    return s;
+  }
+};
+
+absl::Status Error(const Where& where, std::string_view what) {
+  return absl::InvalidArgumentError(fmt::format("{}: {}", where.str(), what));
 }
 
 // A struct's fields, by position in the array form (after the tag, if tagged) or by name in
-// the map form. Absent (omitted or missing) fields come back as nullptr; nil is present.
+// the map form. Absent (omitted or missing) fields come back empty; nil is present.
 class Fields {
  public:
-  Fields(const json& j, size_t first) : j_(j), first_(first) {}
-
-  const json* Get(size_t index, const char* name) const {
-    if (j_.is_array()) {
-      const size_t i = first_ + index;
-      return i < j_.size() ? &j_[i] : nullptr;
+  Fields(Value v, size_t first) : v_(v), first_(first) {
+    if (!v.is_array()) return;
+    Value c = v.first_child();
+    for (uint32_t i = 0; i < v.size() && n_ < positional_.size(); ++i, c = c.next_sibling()) {
+      if (i >= first) positional_[n_++] = c;
     }
-    const auto it = j_.find(name);
-    return it == j_.end() ? nullptr : &*it;
   }
 
-  absl::StatusOr<const json*> Required(size_t index, const char* name,
-                                       std::string_view path) const {
-    const json* v = Get(index, name);
-    if (v != nullptr) return v;
-    if (j_.is_array()) {
-      return FieldError(Sub(path, name), fmt::format("missing (the array has {} elements)", j_.size()));
+  std::optional<Value> Get(size_t index, std::string_view name) const {
+    if (v_.is_array()) {
+      if (index < n_) return positional_[index];
+      return std::nullopt;
     }
-    return FieldError(Sub(path, name), "missing");
+    Value k = v_.first_child();
+    for (uint32_t i = 0; i < v_.size(); ++i) {
+      const Value val = k.next_sibling();
+      if (k.str() == name) return val;
+      k = val.next_sibling();
+    }
+    return std::nullopt;
+  }
+
+  absl::StatusOr<Value> Required(size_t index, const char* name, const Where& where) const {
+    if (auto v = Get(index, name)) return *v;
+    if (v_.is_array()) {
+      return Error(where.Field(name), fmt::format("missing (the array has {} elements)", v_.size()));
+    }
+    return Error(where.Field(name), "missing");
   }
 
  private:
-  const json& j_;
+  Value v_;
   size_t first_;
+  std::array<Value, 12> positional_{};  // vLLM's structs have at most 11 fields
+  size_t n_ = 0;
 };
 
-bool AsUint(const json& v, uint64_t* out) {
-  if (v.is_number_unsigned()) {
-    *out = v.get<uint64_t>();
-    return true;
-  }
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) {
-    *out = static_cast<uint64_t>(v.get<int64_t>());
-    return true;
-  }
-  return false;
-}
-
-absl::StatusOr<EngineBlockHash> ReadHash(const json& v, std::string_view path) {
+absl::StatusOr<EngineBlockHash> ReadHash(Value v, const Where& where) {
   uint64_t h = 0;
-  if (AsUint(v, &h)) return h;
-  if (v.is_binary()) return EngineHashFromBytes(v.get_binary());
-  return FieldError(path, "expected a non-negative integer or bytes");
+  if (v.AsUint(&h)) return h;
+  if (v.is_binary()) return EngineHashFromBytes(v.bytes());
+  return Error(where, "expected a non-negative integer or bytes");
 }
 
-absl::Status ReadHashes(const json& v, std::string_view path, std::vector<EngineBlockHash>* out) {
-  if (!v.is_array()) return FieldError(path, "expected an array");
+absl::Status ReadHashes(Value v, const Where& where, std::vector<EngineBlockHash>* out) {
+  if (!v.is_array()) return Error(where, "expected an array");
   out->reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    auto h = ReadHash(v[i], fmt::format("{}[{}]", path, i));
+  Value c = v.first_child();
+  for (uint32_t i = 0; i < v.size(); ++i, c = c.next_sibling()) {
+    auto h = ReadHash(c, where.Element(i));
     if (!h.ok()) return h.status();
     out->push_back(*h);
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadTokens(const json& v, std::string_view path, std::vector<uint32_t>* out) {
-  if (!v.is_array()) return FieldError(path, "expected an array");
-  out->reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
+absl::Status ReadTokens(Value v, const Where& where, std::vector<uint32_t>* out) {
+  if (!v.is_array()) return Error(where, "expected an array");
+  out->resize(v.size());
+  Value c = v.first_child();
+  for (uint32_t i = 0; i < v.size(); ++i, c = c.next_sibling()) {
     uint64_t t = 0;
-    if (!AsUint(v[i], &t) || t > std::numeric_limits<uint32_t>::max()) {
-      return FieldError(fmt::format("{}[{}]", path, i), "expected an integer in [0, 2^32)");
+    if (!c.AsUint(&t) || t > std::numeric_limits<uint32_t>::max()) {
+      return Error(where.Element(i), "expected an integer in [0, 2^32)");
     }
-    out->push_back(static_cast<uint32_t>(t));
+    (*out)[i] = static_cast<uint32_t>(t);
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadOptionalString(const json* v, std::string_view path,
+absl::Status ReadOptionalString(std::optional<Value> v, const Where& where,
                                 std::optional<std::string>* out) {
-  if (v == nullptr || v->is_null()) return absl::OkStatus();
-  if (!v->is_string()) return FieldError(path, "expected a string or nil");
-  *out = v->get<std::string>();
+  if (!v || v->is_null()) return absl::OkStatus();
+  if (!v->is_string()) return Error(where, "expected a string or nil");
+  *out = std::string(v->str());
   return absl::OkStatus();
 }
 
-absl::Status ReadOptionalInt(const json* v, std::string_view path, std::optional<int64_t>* out) {
-  if (v == nullptr || v->is_null()) return absl::OkStatus();
-  if (v->is_number_unsigned() && v->get<uint64_t>() > std::numeric_limits<int64_t>::max()) {
-    return FieldError(path, "integer out of range");
+absl::Status ReadOptionalInt(std::optional<Value> v, const Where& where,
+                             std::optional<int64_t>* out) {
+  if (!v || v->is_null()) return absl::OkStatus();
+  int64_t x = 0;
+  if (!v->AsInt(&x)) {
+    return Error(where, v->is_integer() ? "integer out of range" : "expected an integer or nil");
   }
-  if (!v->is_number_integer()) return FieldError(path, "expected an integer or nil");
-  *out = v->get<int64_t>();
+  *out = x;
   return absl::OkStatus();
 }
 
@@ -125,78 +145,77 @@ absl::Status ReadOptionalInt(const json* v, std::string_view path, std::optional
 
 #define MYRIAD_CONCAT_INNER(a, b) a##b
 #define MYRIAD_CONCAT(a, b) MYRIAD_CONCAT_INNER(a, b)
-#define MYRIAD_ASSIGN_OR_RETURN(lhs, expr)                                         \
-  auto MYRIAD_CONCAT(status_or_, __LINE__) = (expr);                               \
-  if (!MYRIAD_CONCAT(status_or_, __LINE__).ok())                                   \
-    return MYRIAD_CONCAT(status_or_, __LINE__).status();                           \
+#define MYRIAD_ASSIGN_OR_RETURN(lhs, expr)               \
+  auto MYRIAD_CONCAT(status_or_, __LINE__) = (expr);     \
+  if (!MYRIAD_CONCAT(status_or_, __LINE__).ok())         \
+    return MYRIAD_CONCAT(status_or_, __LINE__).status(); \
   lhs = std::move(*MYRIAD_CONCAT(status_or_, __LINE__))
 
-absl::StatusOr<KvEvent> DecodeBlockStored(const Fields& f, std::string_view path) {
+absl::StatusOr<KvEvent> DecodeBlockStored(const Fields& f, const Where& w) {
   BlockStored e;
-  const json* v = nullptr;
-  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(0, "block_hashes", path));
-  MYRIAD_RETURN_IF_ERROR(ReadHashes(*v, Sub(path, "block_hashes"), &e.block_hashes));
-  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(1, "parent_block_hash", path));
-  if (!v->is_null()) {
-    MYRIAD_ASSIGN_OR_RETURN(e.parent_block_hash, ReadHash(*v, Sub(path, "parent_block_hash")));
+  Value v;
+  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(0, "block_hashes", w));
+  MYRIAD_RETURN_IF_ERROR(ReadHashes(v, w.Field("block_hashes"), &e.block_hashes));
+  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(1, "parent_block_hash", w));
+  if (!v.is_null()) {
+    MYRIAD_ASSIGN_OR_RETURN(e.parent_block_hash, ReadHash(v, w.Field("parent_block_hash")));
   }
-  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(2, "token_ids", path));
-  MYRIAD_RETURN_IF_ERROR(ReadTokens(*v, Sub(path, "token_ids"), &e.token_ids));
-  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(3, "block_size", path));
+  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(2, "token_ids", w));
+  MYRIAD_RETURN_IF_ERROR(ReadTokens(v, w.Field("token_ids"), &e.token_ids));
+  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(3, "block_size", w));
   uint64_t block_size = 0;
-  if (!AsUint(*v, &block_size) || block_size == 0 ||
+  if (!v.AsUint(&block_size) || block_size == 0 ||
       block_size > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-    return FieldError(Sub(path, "block_size"), "expected a positive integer");
+    return Error(w.Field("block_size"), "expected a positive integer");
   }
   e.block_size = static_cast<uint32_t>(block_size);
   // 4: lora_id, deprecated and superseded by lora_name; not read. 5..: added over time, so
   // older releases omit them.
-  MYRIAD_RETURN_IF_ERROR(ReadOptionalString(f.Get(5, "medium"), Sub(path, "medium"), &e.medium));
+  MYRIAD_RETURN_IF_ERROR(ReadOptionalString(f.Get(5, "medium"), w.Field("medium"), &e.medium));
   MYRIAD_RETURN_IF_ERROR(
-      ReadOptionalString(f.Get(6, "lora_name"), Sub(path, "lora_name"), &e.lora_name));
+      ReadOptionalString(f.Get(6, "lora_name"), w.Field("lora_name"), &e.lora_name));
   // 7: extra_keys (multimodal ids, cache salt): Myriad keys blocks by tokens and LoRA only.
   MYRIAD_RETURN_IF_ERROR(
-      ReadOptionalInt(f.Get(8, "group_idx"), Sub(path, "group_idx"), &e.group_idx));
+      ReadOptionalInt(f.Get(8, "group_idx"), w.Field("group_idx"), &e.group_idx));
   return e;
 }
 
-absl::StatusOr<KvEvent> DecodeBlockRemoved(const Fields& f, std::string_view path) {
+absl::StatusOr<KvEvent> DecodeBlockRemoved(const Fields& f, const Where& w) {
   BlockRemoved e;
-  const json* v = nullptr;
-  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(0, "block_hashes", path));
-  MYRIAD_RETURN_IF_ERROR(ReadHashes(*v, Sub(path, "block_hashes"), &e.block_hashes));
-  MYRIAD_RETURN_IF_ERROR(ReadOptionalString(f.Get(1, "medium"), Sub(path, "medium"), &e.medium));
+  Value v;
+  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(0, "block_hashes", w));
+  MYRIAD_RETURN_IF_ERROR(ReadHashes(v, w.Field("block_hashes"), &e.block_hashes));
+  MYRIAD_RETURN_IF_ERROR(ReadOptionalString(f.Get(1, "medium"), w.Field("medium"), &e.medium));
   MYRIAD_RETURN_IF_ERROR(
-      ReadOptionalInt(f.Get(2, "group_idx"), Sub(path, "group_idx"), &e.group_idx));
+      ReadOptionalInt(f.Get(2, "group_idx"), w.Field("group_idx"), &e.group_idx));
   return e;
 }
 
 // Appends the event to batch->events, or counts it in unknown_events when its tag is new.
-absl::Status DecodeEvent(const json& j, std::string_view path, KvEventBatch* batch) {
-  const json* tag = nullptr;
+absl::Status DecodeEvent(Value j, const Where& w, KvEventBatch* batch) {
+  std::string_view tag;
   size_t first = 0;
   if (j.is_array()) {
-    if (j.empty() || !j[0].is_string()) {
-      return FieldError(fmt::format("{}[0]", path), "expected the event's tag (a string)");
+    if (j.size() == 0 || !j.first_child().is_string()) {
+      return Error(w.Element(0), "expected the event's tag (a string)");
     }
-    tag = &j[0];
+    tag = j.first_child().str();
     first = 1;
-  } else if (j.is_object()) {
-    const auto it = j.find("type");
-    if (it == j.end()) return FieldError(Sub(path, "type"), "missing");
-    if (!it->is_string()) return FieldError(Sub(path, "type"), "expected a string");
-    tag = &*it;
+  } else if (j.is_map()) {
+    const auto type = Fields(j, 0).Get(0, "type");
+    if (!type) return Error(w.Field("type"), "missing");
+    if (!type->is_string()) return Error(w.Field("type"), "expected a string");
+    tag = type->str();
   } else {
-    return FieldError(path, "expected an array or a map");
+    return Error(w, "expected an array or a map");
   }
   const Fields fields(j, first);
-  const auto& name = tag->get_ref<const std::string&>();
   absl::StatusOr<KvEvent> event;
-  if (name == "BlockStored") {
-    event = DecodeBlockStored(fields, path);
-  } else if (name == "BlockRemoved") {
-    event = DecodeBlockRemoved(fields, path);
-  } else if (name == "AllBlocksCleared") {
+  if (tag == "BlockStored") {
+    event = DecodeBlockStored(fields, w);
+  } else if (tag == "BlockRemoved") {
+    event = DecodeBlockRemoved(fields, w);
+  } else if (tag == "AllBlocksCleared") {
     event = AllBlocksCleared{};
   } else {
     ++batch->unknown_events;
@@ -207,26 +226,28 @@ absl::Status DecodeEvent(const json& j, std::string_view path, KvEventBatch* bat
   return absl::OkStatus();
 }
 
-absl::StatusOr<KvEventBatch> DecodeBatch(const json& j) {
-  if (!j.is_array() && !j.is_object()) return FieldError("batch", "expected an array or a map");
+absl::StatusOr<KvEventBatch> DecodeBatch(Value j) {
+  const Where top;
+  if (!j.is_array() && !j.is_map()) return Error(top.Field("batch"), "expected an array or a map");
   const Fields f(j, 0);
   KvEventBatch batch;
-  const json* v = nullptr;
-  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(0, "ts", ""));
-  if (!v->is_number()) return FieldError("ts", "expected a number");
-  batch.ts = v->get<double>();
-  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(1, "events", ""));
-  if (!v->is_array()) return FieldError("events", "expected an array");
-  batch.events.reserve(v->size());
-  for (size_t i = 0; i < v->size(); ++i) {
-    MYRIAD_RETURN_IF_ERROR(DecodeEvent((*v)[i], fmt::format("events[{}]", i), &batch));
+  Value v;
+  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(0, "ts", top));
+  if (!v.is_number()) return Error(top.Field("ts"), "expected a number");
+  batch.ts = v.AsDouble();
+  MYRIAD_ASSIGN_OR_RETURN(v, f.Required(1, "events", top));
+  if (!v.is_array()) return Error(top.Field("events"), "expected an array");
+  batch.events.reserve(v.size());
+  Value e = v.first_child();
+  for (uint32_t i = 0; i < v.size(); ++i, e = e.next_sibling()) {
+    MYRIAD_RETURN_IF_ERROR(DecodeEvent(e, Where{.event = i}, &batch));
   }
   std::optional<int64_t> rank;
-  MYRIAD_RETURN_IF_ERROR(ReadOptionalInt(f.Get(2, "data_parallel_rank"), "data_parallel_rank",
-                                         &rank));
+  MYRIAD_RETURN_IF_ERROR(ReadOptionalInt(f.Get(2, "data_parallel_rank"),
+                                         top.Field("data_parallel_rank"), &rank));
   if (rank) {
     if (*rank < 0 || *rank > std::numeric_limits<int>::max()) {
-      return FieldError("data_parallel_rank", "out of range");
+      return Error(top.Field("data_parallel_rank"), "out of range");
     }
     batch.dp_rank = static_cast<int>(*rank);
   }
@@ -243,17 +264,12 @@ uint64_t EngineHashFromBytes(std::span<const uint8_t> digest) {
 }
 
 absl::StatusOr<KvEventBatch> DecodeKvEventBatch(std::span<const uint8_t> payload) {
-  MYRIAD_RETURN_IF_ERROR(CheckMsgpack(payload, kMaxDepth));
-  // strict: the whole payload is one value; no exceptions: a parse error is `discarded`.
-  json j;
-  try {
-    j = json::from_msgpack(payload.begin(), payload.end(), /*strict=*/true,
-                           /*allow_exceptions=*/false);
-  } catch (const json::exception& e) {  // the library's own limits; not expected after the check
-    return absl::InvalidArgumentError(fmt::format("msgpack: {}", e.what()));
-  }
-  if (j.is_discarded()) return absl::InvalidArgumentError("msgpack: not a valid document");
-  return DecodeBatch(j);
+  thread_local MsgpackTape tape;
+  absl::Status parsed = tape.Parse(payload, kMaxDepth);
+  absl::StatusOr<KvEventBatch> batch =
+      parsed.ok() ? DecodeBatch(tape.root()) : absl::StatusOr<KvEventBatch>(parsed);
+  tape.Trim(kTapeKeepNodes);
+  return batch;
 }
 
 }  // namespace myriad::net
