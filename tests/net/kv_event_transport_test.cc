@@ -2,6 +2,7 @@
 // sleeps: every wait is for a condition, with a deadline.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "net/kv_event_publisher.h"
 #include "net/kv_event_subscriber.h"
@@ -246,6 +248,58 @@ TEST(KvEventTransport, MalformedFramesAreCountedAndSurvived) {
   (*sub)->Stop();
   EXPECT_EQ((*sub)->stats().malformed_frames, 2u);
   EXPECT_EQ((*sub)->stats().decode_errors, 1u);
+}
+
+// The frames themselves, read with plain ZMQ sockets as a vLLM consumer would.
+TEST(KvEventTransport, WireFramesAreVllms) {
+  auto pub = MakePublisher();
+  ASSERT_NE(pub, nullptr);
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "kv");
+  sub.set(zmq::sockopt::rcvtimeo, 100);
+  sub.connect(pub->endpoint());
+  std::vector<zmq::message_t> frames;
+  for (int i = 0; i < 100 && frames.empty(); ++i) {
+    ASSERT_TRUE(pub->Publish(Batch(i)).ok());
+    (void)zmq::recv_multipart(sub, std::back_inserter(frames));
+  }
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0].to_string(), "kv");
+  ASSERT_EQ(frames[1].size(), 8u);
+  const auto* seq = static_cast<const uint8_t*>(frames[1].data());
+  const uint64_t first_seen = uint64_t{seq[6]} << 8 | seq[7];  // big-endian, small here
+  EXPECT_EQ(seq[0], 0);
+  auto batch = DecodeKvEventBatch(
+      {static_cast<const uint8_t*>(frames[2].data()), frames[2].size()});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->ts, static_cast<double>(first_seen));  // Batch(i) went out as seq i
+
+  // Replay: a DEALER sends ["", start]; the ROUTER sees [identity, "", start] and answers
+  // ["", seq, payload] per batch >= start, then ["", -1 as 8 bytes, ""].
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect(pub->replay_endpoint());
+  const uint8_t start[8] = {0, 0, 0, 0, 0, 0, 0, static_cast<uint8_t>(first_seen)};
+  dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(start), zmq::send_flags::none);
+  uint64_t expect = first_seen;
+  for (;;) {
+    std::vector<zmq::message_t> reply;
+    ASSERT_TRUE(zmq::recv_multipart(dealer, std::back_inserter(reply)));
+    ASSERT_EQ(reply.size(), 3u);
+    EXPECT_EQ(reply[0].size(), 0u);
+    ASSERT_EQ(reply[1].size(), 8u);
+    const auto* s = static_cast<const uint8_t*>(reply[1].data());
+    if (std::all_of(s, s + 8, [](uint8_t b) { return b == 0xff; })) {
+      EXPECT_EQ(reply[2].size(), 0u);
+      break;
+    }
+    EXPECT_EQ(uint64_t{s[7]}, expect++);
+  }
+  EXPECT_EQ(expect, first_seen + 1);  // the buffer holds batches 0..first_seen
 }
 
 TEST(KvEventTransport, StopIsPromptAndIdempotent) {
