@@ -26,6 +26,8 @@ EmuCommand::EmuCommand(CLI::App& app) {
   cmd_->add_option("--max-num-batched-tokens", max_batched_tokens_, "tokens per step")->check(CLI::PositiveNumber)->capture_default_str();
   cmd_->add_option("--kv-blocks", kv_blocks_, "KV cache size in 16-token blocks (0: from the model and GPU)")->capture_default_str();
   cmd_->add_option("--threads", threads_, "HTTP threads")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--kv-events", kv_events_, "bind vLLM's KV-event PUB socket here, e.g. tcp://127.0.0.1:5557");
+  cmd_->add_option("--kv-replay", kv_replay_, "bind the KV-event replay socket here, e.g. tcp://127.0.0.1:5558");
   cmd_->add_option("--seed", seed_, "seed of the generated tokens")->capture_default_str();
 }
 
@@ -56,6 +58,8 @@ int EmuCommand::Run() {
   o.engine.max_batched_tokens = max_batched_tokens_;
   o.engine.kv_blocks = kv_blocks_;
   o.engine.seed = seed_;
+  o.kv_events = kv_events_;
+  o.kv_replay = kv_replay_;
   o.engine_id = engine_id_.empty() ? fmt::format("emu-{}", hp->port) : engine_id_;
   auto server = emu::EmuServer::Create(o);
   if (!server.ok()) {

@@ -29,6 +29,8 @@ class EmuCommand {
   int64_t kv_blocks_ = 0;
   int threads_ = 2;
   uint64_t seed_ = 1;
+  std::string kv_events_;
+  std::string kv_replay_;
 };
 
 }  // namespace myriad::cli

@@ -94,7 +94,55 @@ EmuServer::EmuServer(EmuOptions options, std::unique_ptr<Engine> engine)
 
 EmuServer::~EmuServer() { Stop(); }
 
+namespace {
+
+// The engine's cache events as vLLM publishes them.
+net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
+  net::KvEventBatch b;
+  b.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& e : events) {
+    switch (e.kind) {
+      case CacheEvent::Kind::kStored: {
+        net::BlockStored s;
+        s.block_hashes = e.hashes;
+        s.parent_block_hash = e.parent;
+        s.token_ids = e.tokens;
+        s.block_size = static_cast<uint32_t>(block_size);
+        s.medium = "GPU";
+        b.events.emplace_back(std::move(s));
+        break;
+      }
+      case CacheEvent::Kind::kRemoved: {
+        net::BlockRemoved r;
+        r.block_hashes = e.hashes;
+        r.medium = "GPU";
+        b.events.emplace_back(std::move(r));
+        break;
+      }
+      case CacheEvent::Kind::kCleared:
+        b.events.emplace_back(net::AllBlocksCleared{});
+        break;
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
 absl::Status EmuServer::Start() {
+  if (!options_.kv_events.empty()) {
+    net::KvEventPublisherOptions po;
+    po.endpoint = options_.kv_events;
+    po.replay_endpoint = options_.kv_replay;
+    auto p = net::KvEventPublisher::Create(po);
+    if (!p.ok()) return p.status();
+    publisher_ = *std::move(p);
+    net::KvEventPublisher* pub = publisher_.get();
+    const int bs = options_.engine.block_size;
+    engine_->set_event_sink([pub, bs](std::vector<CacheEvent> events) {
+      (void)pub->Publish(ToBatch(events, bs));
+    });
+  }
   if (options_.http.stop_grace > kSecond) options_.http.stop_grace = 200 * kMillisecond;
   http_ = std::make_unique<net::HttpServer>(
       options_.http, [this](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
@@ -108,6 +156,7 @@ void EmuServer::Stop() {
   Crash();  // cut every open request: nothing is answered once stopping
   if (http_) http_->Stop();
   engine_.reset();  // the engine's last callbacks only drop their responders now
+  if (publisher_) publisher_->Stop();
   std::lock_guard l(mu_);
   live_.clear();
 }

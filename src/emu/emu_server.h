@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "emu/engine.h"
 #include "net/http_server.h"
+#include "net/kv_event_publisher.h"
 #include "net/prometheus.h"
 
 namespace myriad::emu {
@@ -34,6 +35,10 @@ struct EmuOptions {
   std::string engine_id = "emu-0";  // names this engine in kv_transfer_params
   EngineOptions engine;
   TextCodec codec = StandInCodec();
+  // vLLM's KV-event publisher: PUB endpoint and replay (ROUTER) endpoint, bound; empty: off.
+  // "tcp://127.0.0.1:*" binds a free port (see kv_events_endpoint()).
+  std::string kv_events;
+  std::string kv_replay;
   int default_max_tokens = 16;
   int max_model_len = 131072;
 };
@@ -59,6 +64,9 @@ class EmuServer {
   void set_on_crash(std::function<void()> f) { on_crash_ = std::move(f); }
 
   uint16_t port() const { return http_ ? http_->port() : 0; }
+  // The bound KV-event endpoints ("" when off).
+  std::string kv_events_endpoint() const { return publisher_ ? publisher_->endpoint() : ""; }
+  std::string kv_replay_endpoint() const { return publisher_ ? publisher_->replay_endpoint() : ""; }
   Engine& engine() { return *engine_; }
   // Requests answered, by endpoint kind; for tests.
   uint64_t completions() const { return completions_.load(); }
@@ -75,6 +83,7 @@ class EmuServer {
   EmuOptions options_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<net::KvEventPublisher> publisher_;
   std::function<void()> on_crash_;
   std::atomic<bool> crashed_{false};
   std::atomic<bool> stopped_{false};

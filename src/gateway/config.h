@@ -54,6 +54,9 @@ struct GatewayConfig {
   int approx_chunk_bytes = 128;
   Nanos approx_ttl = 120 * kSecond;
   size_t index_max_entries = size_t{16} << 20;
+  // Exact routing: the engines' KV block size (vLLM's default 16 tokens); token-id prompts are
+  // keyed in blocks of this size, as the KV events are.
+  int kv_block_size = 16;
   uint64_t seed = 1;
 
   // Tenants: API keys map to tenants. With none configured every request is anonymous.

@@ -74,6 +74,11 @@ Gateway::Gateway(GatewayConfig config)
   base.block_tokens = std::max(1, config_.approx_chunk_bytes / 4);
   auto name = policy::ParsePolicyName(config_.policy, base);
   router_ = std::make_unique<policy::Router>(name.ok() ? name->options : base, &index_);
+  policy::RouterOptions exact = name.ok() ? name->options : base;
+  exact.block_tokens = config_.kv_block_size;
+  token_router_ = std::make_unique<policy::Router>(exact, &index_);
+  indexer_ = std::make_unique<KvEventIndexer>(
+      &index_, KvEventIndexerOptions{.block_size = static_cast<uint32_t>(config_.kv_block_size)});
   std::vector<policy::TenantConfig> tenant_configs;
   for (size_t i = 0; i < config_.tenants.size(); ++i) {
     tenant_configs.push_back(config_.tenants[i].config);
@@ -112,6 +117,29 @@ absl::Status Gateway::Start() {
       o, [this](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
         Handle(std::move(req), std::move(r));
       });
+  // KV events: one subscriber thread for every backend that publishes them.
+  net::KvEventSubscriberOptions so;
+  {
+    std::lock_guard l(mu_);
+    for (const auto& b : backends_) {
+      if (b->config.kv_events.empty()) continue;
+      so.sources.push_back(net::KvEventSource{b->config.name, b->config.kv_events, b->config.kv_replay, ""});
+      source_holders_.push_back(b->holder);
+      if (absl::Status st = indexer_->AddPublisher(b->holder, KvPublisherHolders{{{"GPU", b->holder}}});
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  if (!so.sources.empty()) {
+    auto sub = net::KvEventSubscriber::Start(so, [this](const net::KvEventDelivery& d) {
+      std::lock_guard l(mu_);
+      absl::Status st = indexer_->Apply(source_holders_[d.source], d.seq, d.batch, NowNanos());
+      (void)st;  // counted in the indexer's stats
+    });
+    if (!sub.ok()) return sub.status();
+    subscriber_ = *std::move(sub);
+  }
   if (absl::Status st = http_->Start(); !st.ok()) return st;
   started_ = true;
   health_ = std::thread([this] { HealthLoop(); });
@@ -126,6 +154,7 @@ void Gateway::Stop() {
   }
   health_cv_.notify_all();
   if (health_.joinable()) health_.join();
+  if (subscriber_) subscriber_->Stop();
   upstream_.reset();  // every call in flight ends (cancelled) and answers its client
   http_->Stop();
 }
@@ -188,6 +217,11 @@ void Gateway::Log(const std::string& line) {
     std::fputc('\n', log_file_);
     std::fflush(log_file_);
   }
+}
+
+KvEventIndexerStats Gateway::kv_event_stats() const {
+  std::lock_guard l(mu_);
+  return indexer_->stats();
 }
 
 GatewayStats Gateway::stats() const {
@@ -256,7 +290,8 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
   rr.input_tokens = ex.input_tokens;
   rr.output_tokens = ex.req.max_tokens;
   rr.now = NowNanos();
-  policy::RouteDecision d = router_->Route(rr, entry_c, decode_c, rng_);
+  policy::Router& router = ex.token_keys ? *token_router_ : *router_;
+  policy::RouteDecision d = router.Route(rr, entry_c, decode_c, rng_);
   out.estimated_ttft_s = d.estimated_ttft_s;
   if (d.rejected || d.entry < 0) {
     out.rejected = true;
@@ -350,8 +385,7 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   if (!ex->req.token_ids.empty()) {
     ex->token_keys = true;
     ex->input_tokens = static_cast<int64_t>(ex->req.token_ids.size());
-    const size_t per = static_cast<size_t>(std::max(1, config_.approx_chunk_bytes / 4));
-    ex->keys = HashTokenBlocks(ex->req.token_ids, per);
+    ex->keys = HashTokenBlocks(ex->req.token_ids, static_cast<size_t>(config_.kv_block_size));
   } else {
     const std::string& t = ex->req.text;
     ex->input_tokens = std::max<int64_t>(1, static_cast<int64_t>(t.size() / 4));
@@ -482,6 +516,10 @@ net::HttpResponse Gateway::Metrics() const {
   }
   w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
           static_cast<double>(index_.entries()));
+  const KvEventIndexerStats& ks = indexer_->stats();
+  w.Counter("myriad_gateway_kv_event_batches_total", "KV-event batches applied to the index.", ks.batches);
+  w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
+  w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
   w.Histogram("myriad_gateway_ttft_seconds", "Time to the upstream's first byte.", {}, ttft_);
   w.Histogram("myriad_gateway_request_seconds", "Request duration.", {}, e2e_);
   return net::HttpResponse{200, std::string(net::kPrometheusContentType), w.Take(), {}};

@@ -22,6 +22,8 @@
 #include "core/rng.h"
 #include "gateway/backends.h"
 #include "gateway/config.h"
+#include "gateway/kv_event_indexer.h"
+#include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
 #include "net/prometheus.h"
@@ -65,6 +67,8 @@ class Gateway {
   // Runs one round of health checks and metric scrapes now (tests; the loop does it on its
   // interval).
   void CheckHealthNow();
+  // What the KV-event indexer has applied (zeros without event sources).
+  KvEventIndexerStats kv_event_stats() const;
 
  private:
   friend struct Exchange;
@@ -101,7 +105,11 @@ class Gateway {
   std::vector<std::shared_ptr<Backend>> backends_;
   policy::HolderId next_holder_ = 0;
   policy::PrefixIndex index_;
-  std::unique_ptr<policy::Router> router_;
+  std::unique_ptr<policy::Router> router_;         // text-chunk keys (approximate)
+  std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
+  std::unique_ptr<KvEventIndexer> indexer_;
+  std::unique_ptr<net::KvEventSubscriber> subscriber_;
+  std::vector<policy::HolderId> source_holders_;   // subscriber source -> holder
   policy::TenantPolicy tenants_;
   std::unordered_map<std::string, uint32_t> tenant_by_key_;
   Rng rng_;

@@ -74,23 +74,20 @@ struct Harness {
     for (auto& e : emus) e->Stop();
   }
   net::HttpClient Client() { return net::HttpClient(net::HostPort{"127.0.0.1", gw->port()}); }
-  json LastRequestLog() {
-    for (int i = 0; i < 200; ++i) {
+  // The line of the `n`th request (1-based), waited for: it is written just after the
+  // answer's last byte, so it can trail the client's read.
+  json RequestLog(size_t n) {
+    for (int i = 0; i < 400; ++i) {
       {
         std::lock_guard l(mu);
-        for (auto it = log.rbegin(); it != log.rend(); ++it) {
-          if (it->contains("status")) return *it;
+        size_t seen = 0;
+        for (const auto& j : log) {
+          if (j.contains("status") && ++seen == n) return j;
         }
       }
       std::this_thread::sleep_for(5ms);
     }
     return json();
-  }
-  size_t RequestLogs() {
-    std::lock_guard l(mu);
-    size_t n = 0;
-    for (const auto& j : log) n += j.contains("status");
-    return n;
   }
 };
 
@@ -127,7 +124,7 @@ TEST(GatewayTest, ProxiesCompletionsAndChatAndListsModels) {
   auto models = c.Get("/v1/models");
   ASSERT_TRUE(models.ok());
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "emu-model");
-  json line = h.LastRequestLog();
+  json line = h.RequestLog(2);
   EXPECT_EQ(line["status"], 200);
   EXPECT_EQ(line["route"], "chat.completions");
   EXPECT_NE(line["decision"].get<std::string>().find("kv-aware"), std::string::npos) << line;
@@ -161,7 +158,7 @@ TEST(GatewayTest, KeepsTheClientsTraceIdAndPassesItUpstream) {
   const std::string* tp = net::FindHeader(got, "traceparent");
   ASSERT_NE(tp, nullptr);
   EXPECT_EQ(tp->substr(3, 32), "4bf92f3577b34da6a3ce929d0e0e4736");
-  EXPECT_EQ(h.LastRequestLog()["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(h.RequestLog(2)["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
 }
 
 TEST(GatewayTest, StreamIsPassedThroughByteForByteAsItArrives) {
@@ -300,7 +297,7 @@ TEST(GatewayTest, ClientThatLeavesCancelsTheUpstreamRequest) {
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_EQ(h.emus[0]->engine().stats().finished_abort, 1u);
-  EXPECT_EQ(h.LastRequestLog()["status"], 499);
+  EXPECT_EQ(h.RequestLog(1)["status"], 499);
 }
 
 TEST(GatewayTest, MalformedAndOversizedRequestsGet4xxWithOpenAiErrors) {
@@ -430,7 +427,7 @@ TEST(GatewayTest, PrefillThenDecodeWithKvTransferParams) {
   EXPECT_EQ(h.emus[1]->engine().stats().prompt_tokens, 0u);   // decode received it
   EXPECT_EQ(h.emus[1]->engine().stats().generation_tokens, 6u);
   EXPECT_EQ(h.gw->stats().pd_requests, 1u);
-  json line = h.LastRequestLog();
+  json line = h.RequestLog(1);
   EXPECT_EQ(line["backend"], "b1");
   EXPECT_EQ(line["decode_backend"], "b1");
 }
@@ -521,6 +518,102 @@ TEST(GatewayMetricsParseTest, ReadsVllmAndSglangGauges) {
   EXPECT_EQ(l.running, 5);
   EXPECT_EQ(l.waiting, 7);
   EXPECT_EQ(l.kv_usage, 0.5);
+}
+
+}  // namespace
+}  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+// Exact routing: the engines publish vLLM KV events, the gateway indexes them, and requests
+// given as token ids go where their prefix is cached. The gateway's own provisional entries
+// expire at once here, so only the events can explain the choice.
+TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;  // provisional entries expire at once
+  c.health_interval = 10 * kSecond;
+  c.scrape_interval = 0;
+  for (int i = 0; i < 3; ++i) {
+    emu::EmuOptions o;
+    o.engine.speed = 50;
+    o.kv_events = "tcp://127.0.0.1:*";
+    o.kv_replay = "tcp://127.0.0.1:*";
+    auto e = emu::EmuServer::Create(o);
+    ASSERT_TRUE(e.ok());
+    ASSERT_TRUE((*e)->Start().ok());
+    BackendConfig b;
+    b.name = fmt::format("b{}", i);
+    b.url = fmt::format("http://127.0.0.1:{}", (*e)->port());
+    b.model = "emu-model";
+    b.kv_events = (*e)->kv_events_endpoint();
+    b.kv_replay = (*e)->kv_replay_endpoint();
+    c.backends.push_back(b);
+    emus.push_back(*std::move(e));
+  }
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  std::mutex mu;
+  std::vector<json> log;
+  (*gw)->set_access_log([&](const std::string& line) {
+    std::lock_guard l(mu);
+    log.push_back(json::parse(line));
+  });
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  size_t sent = 0;
+  // The log line is written just after the answer's last byte: wait for the one of the last
+  // request.
+  auto last_decision = [&] {
+    for (int i = 0; i < 400; ++i) {
+      {
+        std::lock_guard l(mu);
+        if (log.size() >= sent) return log[sent - 1]["decision"].get<std::string>();
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return std::string("no log line");
+  };
+  auto request = [&](int prefix_seed, int suffix) {
+    json ids = json::array();
+    for (int i = 0; i < 320; ++i) ids.push_back(1000 + prefix_seed * 1000 + i);
+    for (int i = 0; i < 16; ++i) ids.push_back(50000 + suffix * 100 + i);
+    auto r = cl.Post("/v1/completions",
+                     json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump());
+    sent++;
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    return *net::FindHeader(r->headers, "X-Myriad-Backend");
+  };
+  auto wait_stored = [&](uint64_t blocks) {
+    for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < blocks; ++i) {
+      std::this_thread::sleep_for(5ms);
+    }
+    return (*gw)->kv_event_stats().blocks_stored;
+  };
+  const std::string first = request(1, 0);
+  ASSERT_GE(wait_stored(21), 21u);  // 336 tokens = 21 full blocks
+  EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_EQ(request(1, i), first) << "request " << i;
+    // The 20 shared blocks (320 tokens) are known from the engine's events alone.
+    EXPECT_NE(last_decision().find("cached ~320 of"), std::string::npos) << last_decision();
+  }
+  // The holder's engine drops its whole cache: AllBlocksCleared reaches the index.
+  const int holder = first.back() - '0';
+  emus[static_cast<size_t>(holder)]->engine().ClearCache();
+  for (int i = 0; i < 400 && (*gw)->kv_event_stats().clears == 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ((*gw)->kv_event_stats().clears, 1u);
+  EXPECT_EQ((*gw)->kv_event_stats().orphans, 0u);
+  // Only the other engines' blocks of it remain: (the fresh suffix blocks of requests 1-4 were
+  // stored on the holder too and are gone with the clear).
+  request(1, 9);
+  EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
 }
 
 }  // namespace
