@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "core/block_hash.h"
@@ -88,6 +89,8 @@ Gateway::Gateway(GatewayConfig config)
   tenant_configs.insert(tenant_configs.begin(), policy::TenantConfig{"anonymous", 1.0, 0, 0, 0});
   tenants_ = policy::TenantPolicy(std::move(tenant_configs),
                                   policy::TenantOptions{config_.fairness});
+  trace_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^
+                static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   ttft_.bounds = LatencyBuckets();
   e2e_.bounds = LatencyBuckets();
   if (config_.access_log == "-") {
@@ -350,7 +353,7 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   {
     std::lock_guard l(mu_);
     stats_.requests++;
-    entropy = rng_.Next();
+    entropy = rng_.Next() ^ trace_salt_;
   }
   ex->trace = TraceContext::FromHeader(net::FindHeader(req.headers, "traceparent"), entropy);
   // Tenant.

@@ -113,6 +113,9 @@ class Gateway {
   policy::TenantPolicy tenants_;
   std::unordered_map<std::string, uint32_t> tenant_by_key_;
   Rng rng_;
+  // Trace ids must differ between processes (the routing seed may not): mixed from the clock
+  // and the OS at start.
+  uint64_t trace_salt_ = 0;
   double retry_tokens_ = 10;
   GatewayStats stats_;
   std::map<std::pair<std::string, int>, uint64_t> responses_;  // (route, status) -> count
