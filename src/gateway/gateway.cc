@@ -36,6 +36,23 @@ std::string BearerToken(const net::Headers& headers) {
   return std::string(Trim(v.substr(7)));
 }
 
+// "tcp://host:5557" + 2 -> "tcp://host:5559"; nullopt when the port is not a number (and the
+// offset is not 0).
+std::optional<std::string> OffsetPort(const std::string& endpoint, int offset) {
+  if (offset == 0) return endpoint;
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  int port = 0;
+  const std::string digits = endpoint.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  port = std::stoi(digits) + offset;
+  if (port > 65535) return std::nullopt;
+  return endpoint.substr(0, colon + 1) + std::to_string(port);
+}
+
 std::vector<double> LatencyBuckets() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 }
@@ -126,18 +143,31 @@ absl::Status Gateway::Start() {
     std::lock_guard l(mu_);
     for (const auto& b : backends_) {
       if (b->config.kv_events.empty()) continue;
-      so.sources.push_back(net::KvEventSource{b->config.name, b->config.kv_events, b->config.kv_replay, ""});
-      source_holders_.push_back(b->holder);
-      if (absl::Status st = indexer_->AddPublisher(b->holder, KvPublisherHolders{{{"GPU", b->holder}}});
-          !st.ok()) {
-        return st;
+      // vLLM's DP ranks publish on consecutive ports from the configured one; the engine's API
+      // server balances over its ranks itself, so they all count for the one backend.
+      for (int rank = 0; rank < b->config.dp_ranks; ++rank) {
+        auto events = OffsetPort(b->config.kv_events, rank);
+        auto replay = b->config.kv_replay.empty() ? std::string() : OffsetPort(b->config.kv_replay, rank).value_or("");
+        if (!events) {
+          return absl::InvalidArgumentError(fmt::format(
+              "backend '{}': kv_events '{}' needs a numeric port for dp_ranks > 1", b->config.name,
+              b->config.kv_events));
+        }
+        const auto publisher = static_cast<policy::PublisherId>(so.sources.size());
+        so.sources.push_back(net::KvEventSource{fmt::format("{}/dp{}", b->config.name, rank),
+                                                *events, replay, ""});
+        if (absl::Status st = indexer_->AddPublisher(publisher, KvPublisherHolders{{{"GPU", b->holder}}});
+            !st.ok()) {
+          return st;
+        }
       }
     }
   }
   if (!so.sources.empty()) {
     auto sub = net::KvEventSubscriber::Start(so, [this](const net::KvEventDelivery& d) {
       std::lock_guard l(mu_);
-      absl::Status st = indexer_->Apply(source_holders_[d.source], d.seq, d.batch, NowNanos());
+      absl::Status st =
+          indexer_->Apply(static_cast<policy::PublisherId>(d.source), d.seq, d.batch, NowNanos());
       (void)st;  // counted in the indexer's stats
     });
     if (!sub.ok()) return sub.status();

@@ -109,7 +109,6 @@ class Gateway {
   std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
   std::unique_ptr<KvEventIndexer> indexer_;
   std::unique_ptr<net::KvEventSubscriber> subscriber_;
-  std::vector<policy::HolderId> source_holders_;   // subscriber source -> holder
   policy::TenantPolicy tenants_;
   std::unordered_map<std::string, uint32_t> tenant_by_key_;
   Rng rng_;
