@@ -112,7 +112,7 @@ void Exchange::Dispatch() {
   }
   pd = false;
   decode_backend = nullptr;
-  StartCall(route.entry, req.body.dump(), false);
+  StartCall(route.entry, raw_body, false);
 }
 
 void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {

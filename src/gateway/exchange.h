@@ -33,6 +33,7 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   Gateway* gw = nullptr;
   std::shared_ptr<net::HttpResponder> r;
   GenerateRequest req;
+  std::string raw_body;  // the client's body, as sent
   std::string route_name;  // "completions" or "chat.completions"
   uint32_t tenant = 0;
   std::string tenant_name;

@@ -403,6 +403,7 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   }
   RequestError error;
   if (!ParseGenerateRequest(req.body, chat, &ex->req, &error)) return r->Respond(error.Response());
+  ex->raw_body = std::move(req.body);  // forwarded as sent, not re-serialized
   {
     std::lock_guard l(mu_);
     const bool known = std::any_of(backends_.begin(), backends_.end(),
