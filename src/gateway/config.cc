@@ -62,7 +62,10 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "threads", "upstream_threads", "max_body_bytes",
                                           "admin_token", "backends", "routing", "tenants",
                                           "upstream", "health", "access_log", "etcd",
-                                          "allow_anonymous", "fairness"}));
+                                          "allow_anonymous", "fairness", "max_client_backlog_bytes",
+                                          "client_write_timeout"}));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "max_client_backlog_bytes", "", &c.max_client_backlog_bytes));
+  MYRIAD_RETURN_IF_ERROR(r.Duration(root, "client_write_timeout", "", &c.client_write_timeout));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "allow_anonymous", "", &c.allow_anonymous));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "fairness", "", &c.fairness));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));

@@ -37,6 +37,11 @@ struct GatewayConfig {
   int threads = 2;           // HTTP threads
   int upstream_threads = 2;  // upstream client threads
   size_t max_body_bytes = size_t{16} << 20;
+  // A client that reads slower than its stream is produced: past this backlog (or when one
+  // write to it stalls for client_write_timeout) it is dropped and its upstream call cancelled,
+  // so one slow reader cannot hold an engine's batch slot or the gateway's memory.
+  size_t max_client_backlog_bytes = size_t{4} << 20;
+  Nanos client_write_timeout = 30 * kSecond;
   std::string admin_token;  // empty: admin endpoints are disabled
   std::vector<BackendConfig> backends;
 

@@ -170,6 +170,18 @@ void Exchange::OnData(std::string_view data, bool prefill_phase) {
     return;
   }
   (void)prefill_phase;
+  if (r->buffered_bytes() + data.size() > gw->config_.max_client_backlog_bytes) {
+    // The client does not keep up: drop it rather than buffer without bound.
+    {
+      std::lock_guard g(gw->mu_);
+      gw->stats_.slow_clients++;
+    }
+    last_error = fmt::format("client backlog over {} bytes", gw->config_.max_client_backlog_bytes);
+    cancelled = true;
+    r->Abort();
+    if (call) call->Cancel();
+    return;
+  }
   bytes_out += data.size();
   r->Write(std::string(data));
 }

@@ -131,6 +131,7 @@ absl::Status Gateway::Start() {
   o.max_body_bytes = config_.max_body_bytes;
   o.server_name = "myriad-gateway";
   o.stop_grace = 2 * kSecond;
+  o.write_timeout = config_.client_write_timeout;
   upstream_ = std::make_unique<net::AsyncHttpClient>(
       net::AsyncHttpClientOptions{.threads = config_.upstream_threads});
   http_ = std::make_unique<net::HttpServer>(
@@ -326,6 +327,9 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
   policy::Router& router = ex.token_keys ? *token_router_ : *router_;
   policy::RouteDecision d = router.Route(rr, entry_c, decode_c, rng_);
   out.estimated_ttft_s = d.estimated_ttft_s;
+  // The tenant policy's contention signal: recent TTFT estimates against the SLO, smoothed.
+  const double slo_s = NanosToSeconds(config_.ttft_slo);
+  if (slo_s > 0 && !d.rejected) load_signal_ = 0.9 * load_signal_ + 0.1 * (d.estimated_ttft_s / slo_s);
   if (d.rejected || d.entry < 0) {
     out.rejected = true;
     out.reason = d.entry < 0 && !d.rejected ? "no_backend" : std::string(d.reason);
@@ -433,8 +437,8 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   {
     // Quotas and fair share: a tenant over its bucket is told when to come back.
     std::lock_guard l(mu_);
-    const std::string_view reject =
-        tenants_.Admit(ex->tenant, ex->input_tokens + ex->req.max_tokens, 0, NowNanos());
+    const std::string_view reject = tenants_.Admit(ex->tenant, ex->input_tokens + ex->req.max_tokens,
+                                                   load_signal_, NowNanos());
     if (!reject.empty()) {
       stats_.rejected++;
       responses_[{ex->route_name, 429}]++;

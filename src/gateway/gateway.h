@@ -44,6 +44,7 @@ struct GatewayStats {
   uint64_t client_cancels = 0;
   uint64_t ejections = 0;
   uint64_t pd_requests = 0;
+  uint64_t slow_clients = 0;  // dropped for a backlog over max_client_backlog_bytes
 };
 
 class Gateway {
@@ -116,6 +117,7 @@ class Gateway {
   // and the OS at start.
   uint64_t trace_salt_ = 0;
   double retry_tokens_ = 10;
+  double load_signal_ = 0;  // smoothed estimated TTFT / SLO: the tenant policy's contention input
   GatewayStats stats_;
   std::map<std::pair<std::string, int>, uint64_t> responses_;  // (route, status) -> count
   net::HistogramCounts ttft_, e2e_;

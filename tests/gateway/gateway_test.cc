@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <mutex>
@@ -614,6 +617,63 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
   EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
   (*gw)->Stop();
   for (auto& e : emus) e->Stop();
+}
+
+}  // namespace
+}  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+// A client that asks for a long stream and never reads it is dropped once its backlog passes
+// the limit, and its engine request is aborted: it holds neither memory nor a batch slot.
+TEST(GatewaySlowClientTest, ReaderThatNeverReadsIsDroppedAndItsUpstreamCancelled) {
+  emu::EmuOptions eo;
+  eo.engine.speed = 1000;
+  auto e = emu::EmuServer::Create(eo);
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE((*e)->Start().ok());
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.scrape_interval = 0;
+  c.max_client_backlog_bytes = 64 << 10;
+  BackendConfig b;
+  b.name = "b0";
+  b.url = fmt::format("http://127.0.0.1:{}", (*e)->port());
+  b.model = "emu-model";
+  c.backends.push_back(b);
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok());
+  ASSERT_TRUE((*gw)->Start().ok());
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((*gw)->port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string body = Completion("never read", 100000, true);
+    const std::string req = fmt::format(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: {}\r\n\r\n{}",
+        body.size(), body);
+    ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    for (int i = 0; i < 1000 && (*gw)->stats().slow_clients == 0; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ((*gw)->stats().slow_clients, 1u);
+    for (int i = 0; i < 500 && (*e)->engine().stats().finished_abort == 0; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ((*e)->engine().stats().finished_abort, 1u);
+    ::close(fd);
+  }
+  // The gateway goes on serving others.
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  EXPECT_EQ(cl.Post("/v1/completions", Completion("next"))->status, 200);
+  (*gw)->Stop();
+  (*e)->Stop();
 }
 
 }  // namespace
