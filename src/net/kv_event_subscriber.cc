@@ -1,5 +1,6 @@
 #include "net/kv_event_subscriber.h"
 
+#include <algorithm>
 #include <atomic>
 #include <iterator>
 #include <optional>
@@ -36,6 +37,13 @@ struct KvEventSubscriber::Impl {
     bool seen = false;
     uint64_t expected = 0;  // the next seq to deliver
     bool restart_pending = false;
+    // Batches [dup_from, dup_until) came by a catch-up replay; their live copies, which may
+    // still be queued, are duplicates to drop, not a restart.
+    uint64_t dup_from = 0, dup_until = 0;
+    // Catch-up asks back off while the replay socket does not answer (a dead engine must not
+    // stall the others' live events by a replay timeout every interval).
+    Clock::time_point catch_up_at{};
+    std::chrono::milliseconds catch_up_backoff{0};
   };
 
   struct Counters {
@@ -56,7 +64,9 @@ struct KvEventSubscriber::Impl {
     for (Source& s : sources) items.push_back({s.sub->handle(), 0, ZMQ_POLLIN, 0});
     try {
       for (;;) {
-        zmq::poll(items, std::chrono::milliseconds(-1));
+        const bool catching_up = NeedsCatchUp();
+        zmq::poll(items, catching_up ? options.catch_up_interval : std::chrono::milliseconds(-1));
+        if (catching_up) CatchUp();
         for (size_t i = 0; i < sources.size(); ++i) {
           if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
           for (int n = 0; n < kDrainBurst; ++n) {
@@ -78,6 +88,38 @@ struct KvEventSubscriber::Impl {
     }
   }
 
+  // A source that has published before we connected, and nothing since, would never show us
+  // what we missed (PUB/SUB drops what is sent before the connection is up): until a source's
+  // first live batch, its replay socket is asked for everything it still holds.
+  bool NeedsCatchUp() const {
+    if (!options.replay_on_join) return false;
+    for (const Source& s : sources) {
+      if (!s.seen && !s.config.replay_endpoint.empty()) return true;
+    }
+    return false;
+  }
+
+  void CatchUp() {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      Source& s = sources[i];
+      if (s.seen || s.config.replay_endpoint.empty() || Clock::now() < s.catch_up_at) continue;
+      const uint64_t from = s.expected;
+      const uint64_t timeouts = counters.replay_timeouts.load();
+      Replay(i, UINT64_MAX);
+      const bool answered = counters.replay_timeouts.load() == timeouts;
+      s.catch_up_backoff = answered ? options.catch_up_interval
+                                    : std::min<std::chrono::milliseconds>(
+                                          std::max(2 * s.catch_up_backoff, options.catch_up_interval),
+                                          std::chrono::seconds(30));
+      s.catch_up_at = Clock::now() + s.catch_up_backoff;
+      if (s.expected > from) {
+        s.seen = true;
+        s.dup_from = from;
+        s.dup_until = s.expected;
+      }
+    }
+  }
+
   void OnLive(size_t i, std::vector<zmq::message_t>& frames) {
     if (frames.size() != 3 || frames[1].size() != 8) {
       ++counters.malformed_frames;
@@ -85,6 +127,10 @@ struct KvEventSubscriber::Impl {
     }
     Source& s = sources[i];
     const uint64_t seq = DecodeSeq(Bytes(frames[1]));
+    if (s.dup_until > 0) {
+      if (seq >= s.dup_from && seq < s.dup_until) return;  // already delivered by the catch-up
+      s.dup_from = s.dup_until = 0;
+    }
     if (s.seen && seq < s.expected) {
       ++counters.restarts;
       s.restart_pending = true;

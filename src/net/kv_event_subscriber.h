@@ -36,6 +36,9 @@ struct KvEventSubscriberOptions {
   // for replay from 0: a subscriber that joins late, or loses the first batches to ZMQ's
   // connection delay, still learns the parents of the blocks it will see stored next.
   bool replay_on_join = true;
+  // With replay_on_join, a source not heard from yet is asked for its replay buffer this often,
+  // so batches published before the SUB connected (and none since) are not lost.
+  std::chrono::milliseconds catch_up_interval{200};
   int rcvhwm = 100'000;
 };
 
