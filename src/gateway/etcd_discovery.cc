@@ -298,7 +298,7 @@ absl::Status EtcdDiscovery::Start(EtcdDiscoveryOptions options, EtcdDiscoveryCal
   auto server = net::ParseHttpUrl(options.endpoint);
   if (!server.ok()) {
     return absl::InvalidArgumentError(
-        fmt::format("etcd_endpoint: '{}': {}", options.endpoint, server.status().message()));
+        fmt::format("etcd_endpoint: '{}': {}", options.endpoint, std::string(server.status().message())));
   }
   if (options.prefix.empty()) return absl::InvalidArgumentError("etcd_prefix: required");
   if (options.initial_backoff <= 0 || options.max_backoff < options.initial_backoff) {

@@ -21,7 +21,7 @@ absl::StatusOr<json> EtcdPost(std::string_view endpoint, std::string_view target
   auto client = net::HttpClient::FromUrl(endpoint, net::HttpClientOptions{.timeout = timeout});
   if (!client.ok()) {
     return absl::InvalidArgumentError(
-        fmt::format("etcd endpoint '{}': {}", endpoint, client.status().message()));
+        fmt::format("etcd endpoint '{}': {}", endpoint, std::string(client.status().message())));
   }
   auto r = (*client)->Post(target, body.dump());
   if (!r.ok()) return r.status();
