@@ -430,6 +430,27 @@ TEST_F(EtcdDiscoveryTest, StopIsPrompt) {
     d.Stop();
     EXPECT_LT(Clock::now() - t0, 500ms);
   }
+  {
+    // A range request in flight to a server that never answers (a socket that listens but
+    // never accepts: the kernel completes the handshake), with a long request timeout.
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(fd, 8), 0);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    EtcdDiscoveryOptions o = Options(fmt::format("http://127.0.0.1:{}", ntohs(a.sin_port)), prefix_);
+    o.request_timeout = 60 * kSecond;
+    EtcdDiscovery d;
+    ASSERT_TRUE(d.Start(o, rec.Callbacks()).ok());
+    EXPECT_FALSE(d.WaitSynced(50 * kMillisecond));
+    const auto t0 = Clock::now();
+    d.Stop();
+    EXPECT_LT(Clock::now() - t0, 500ms);
+    close(fd);
+  }
 }
 
 TEST_F(EtcdDiscoveryTest, StartChecksItsOptions) {
