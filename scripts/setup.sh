@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.81-dev
   cppzmq-dev libzmq3-dev
+  etcd-server
 )
 
 missing=()
