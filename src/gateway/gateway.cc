@@ -174,6 +174,29 @@ absl::Status Gateway::Start() {
     if (!sub.ok()) return sub.status();
     subscriber_ = *std::move(sub);
   }
+  if (!config_.etcd_endpoint.empty()) {
+    // Registrations come and go while serving; an unreachable etcd is retried, and the static
+    // backends serve meanwhile.
+    discovery_ = std::make_unique<EtcdDiscovery>();
+    absl::Status st = discovery_->Start(
+        EtcdDiscoveryOptions{.endpoint = config_.etcd_endpoint, .prefix = config_.etcd_prefix},
+        EtcdDiscoveryCallbacks{
+            .on_put =
+                [this](BackendConfig b) {
+                  const std::string name = b.name;
+                  if (absl::Status s = AddBackend(std::move(b), /*from_etcd=*/true); !s.ok()) {
+                    Log(json({{"event", "etcd_registration_refused"}, {"backend", name},
+                              {"error", std::string(s.message())}})
+                            .dump());
+                  }
+                },
+            .on_delete = [this](const std::string& name) { RemoveBackend(name, /*only_from_etcd=*/true); },
+            .on_error =
+                [this](absl::Status s) {
+                  Log(json({{"event", "etcd_error"}, {"error", std::string(s.message())}}).dump());
+                }});
+    if (!st.ok()) return st;
+  }
   if (absl::Status st = http_->Start(); !st.ok()) return st;
   started_ = true;
   health_ = std::thread([this] { HealthLoop(); });
@@ -189,6 +212,7 @@ void Gateway::Stop() {
   health_cv_.notify_all();
   if (health_.joinable()) health_.join();
   if (subscriber_) subscriber_->Stop();
+  if (discovery_) discovery_->Stop();
   upstream_.reset();  // every call in flight ends (cancelled) and answers its client
   http_->Stop();
 }
@@ -218,10 +242,10 @@ absl::Status Gateway::AddBackend(BackendConfig config, bool from_etcd) {
   return absl::OkStatus();
 }
 
-bool Gateway::RemoveBackend(const std::string& name) {
+bool Gateway::RemoveBackend(const std::string& name, bool only_from_etcd) {
   std::lock_guard l(mu_);
   for (auto it = backends_.begin(); it != backends_.end(); ++it) {
-    if ((*it)->config.name == name && !(*it)->removed) {
+    if ((*it)->config.name == name && !(*it)->removed && (!only_from_etcd || (*it)->from_etcd)) {
       (*it)->removed = true;  // requests in flight keep their shared_ptr
       index_.Cleared((*it)->holder);
       backends_.erase(it);

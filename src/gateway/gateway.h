@@ -22,6 +22,7 @@
 #include "core/rng.h"
 #include "gateway/backends.h"
 #include "gateway/config.h"
+#include "gateway/etcd_discovery.h"
 #include "gateway/kv_event_indexer.h"
 #include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
@@ -58,7 +59,9 @@ class Gateway {
 
   // Backends can come and go at run time (etcd, admin API).
   absl::Status AddBackend(BackendConfig config, bool from_etcd = false);
-  bool RemoveBackend(const std::string& name);
+  // Removes the named backend; with `only_from_etcd`, only one that etcd registered (a static
+  // backend of the same name stays).
+  bool RemoveBackend(const std::string& name, bool only_from_etcd = false);
   std::vector<std::string> BackendNames() const;
 
   // Each access-log line (one JSON object per request) goes here; the default writes to the
@@ -110,6 +113,7 @@ class Gateway {
   std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
   std::unique_ptr<KvEventIndexer> indexer_;
   std::unique_ptr<net::KvEventSubscriber> subscriber_;
+  std::unique_ptr<EtcdDiscovery> discovery_;
   policy::TenantPolicy tenants_;
   std::unordered_map<std::string, uint32_t> tenant_by_key_;
   Rng rng_;
