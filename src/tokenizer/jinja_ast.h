@@ -36,6 +36,7 @@ struct Expr {
   Value literal;
   std::string name;
   bool negated = false;  // kTest: "is not"
+  bool tuple = false;    // kList: written as a tuple, (a, b) or a, b
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;  // kCompare

@@ -58,14 +58,70 @@ bool ArgBool(const Args& args, size_t index, std::string_view name, bool fallbac
   return v == nullptr ? fallback : v->Truthy();
 }
 
-std::string AsciiMap(std::string s, int (*f)(int)) {
-  for (char& c : s) {
-    if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(f(static_cast<unsigned char>(c)));
+// Simple case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic: the scripts
+// that show up in chat templates' own text. Python maps all of Unicode (and a few letters to
+// two, like "ß".upper() == "SS"); outside these ranges letters are left as they are.
+uint32_t UpperCp(uint32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if (c < 0x80) return c;
+  if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
+  if (c == 0xFF) return 0x178;
+  if (c >= 0x100 && c <= 0x17F) {
+    if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c % 2 == 0) ? c - 1 : c;
+    if (c == 0x131) return 'I';
+    if (c == 0x17F) return 'S';
+    if (c == 0x130 || c == 0x138 || c == 0x149 || c == 0x178) return c;
+    return (c % 2 == 1) ? c - 1 : c;
   }
-  return s;
+  if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 32;
+  if (c == 0x3C2) return 0x3A3;
+  if (c >= 0x430 && c <= 0x44F) return c - 32;
+  if (c >= 0x450 && c <= 0x45F) return c - 80;
+  return c;
 }
-std::string Lower(const std::string& s) { return AsciiMap(s, [](int c) { return std::tolower(c); }); }
-std::string Upper(const std::string& s) { return AsciiMap(s, [](int c) { return std::toupper(c); }); }
+
+uint32_t LowerCp(uint32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if (c < 0x80) return c;
+  if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
+  if (c == 0x178) return 0xFF;
+  if (c >= 0x100 && c <= 0x17F) {
+    if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c % 2 == 1) ? c + 1 : c;
+    if (c == 0x130 || c == 0x131 || c == 0x138 || c == 0x149 || c == 0x17F) return c;
+    return (c % 2 == 0) ? c + 1 : c;
+  }
+  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+  if (c >= 0x410 && c <= 0x42F) return c + 32;
+  if (c >= 0x400 && c <= 0x40F) return c + 80;
+  return c;
+}
+
+std::string MapCase(const std::string& s, uint32_t (*f)(uint32_t)) {
+  std::string out;
+  out.reserve(s.size());
+  if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    for (char c : s) out += static_cast<char>(f(static_cast<unsigned char>(c)));
+    return out;
+  }
+  for (const CodePoint& c : CodePoints(s)) {
+    const uint32_t mapped = f(c.cp);
+    if (mapped == c.cp) {
+      out += c.bytes;
+    } else {
+      AppendUtf8(out, mapped);
+    }
+  }
+  return out;
+}
+std::string Lower(const std::string& s) { return MapCase(s, LowerCp); }
+std::string Upper(const std::string& s) {
+  std::string out = MapCase(s, UpperCp);
+  // The one common letter that grows: Python upper-cases "ß" to "SS".
+  for (size_t pos = out.find("\xC3\x9F"); pos != std::string::npos; pos = out.find("\xC3\x9F", pos + 2)) {
+    out.replace(pos, 2, "SS");
+  }
+  return out;
+}
 
 std::string Capitalize(const std::string& s) {
   std::string out = Lower(s);
@@ -276,7 +332,7 @@ List DictItems(const Value& v) {
   if (v.is_undefined()) return out;
   if (!v.is_dict()) Fail("items() needs a mapping, not " + v.TypeName());
   out.reserve(v.as_dict().size());
-  for (const auto& [key, value] : v.as_dict()) out.emplace_back(List{Value(key), value});
+  for (const auto& [key, value] : v.as_dict()) out.push_back(Value::Tuple(List{Value(key), value}));
   return out;
 }
 

@@ -218,7 +218,14 @@ Interpreter::Flow Interpreter::ExecNode(const Node& node, Scope& scope) {
 
 void Interpreter::ExecFor(const Node& node, Scope& scope) {
   const Value iterable = Eval(*node.expr, scope);
-  List items = Iterate(iterable);
+  List items;
+  try {
+    items = Iterate(iterable);
+  } catch (JinjaError& e) {
+    e.line = node.expr->line;
+    e.col = node.expr->col;
+    throw;
+  }
   auto bind = [&](Scope& s, const Value& item) {
     if (node.targets.size() == 1) {
       s.Set(node.targets[0], item);
@@ -313,7 +320,7 @@ Value Interpreter::EvalInner(const Expr& e, Scope& scope) {
       List list;
       list.reserve(e.args.size());
       for (const ExprPtr& item : e.args) list.push_back(Eval(*item, scope));
-      return Value(std::move(list));
+      return e.tuple ? Value::Tuple(std::move(list)) : Value(std::move(list));
     }
     case Expr::Kind::kDict: {
       Dict dict;

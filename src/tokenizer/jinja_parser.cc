@@ -288,7 +288,7 @@ class Parser {
     auto node = MakeNode(Node::Kind::kFilterBlock, keyword);
     auto placeholder = Make(Expr::Kind::kLiteral, keyword);
     placeholder->literal = Value::None();
-    node->expr = ParseFilter(std::move(placeholder));
+    node->expr = ParseFilter(std::move(placeholder), /*after_pipe=*/true);
     while (IsOp("|")) node->expr = ParseFilter(std::move(node->expr));
     Expect(TokenType::kBlockEnd, "'%}'");
     std::string end;
@@ -304,6 +304,7 @@ class Parser {
     ExprPtr first = ParseExpression(with_condexpr);
     if (!IsOp(",")) return first;
     auto tuple = Make(Expr::Kind::kList, start);
+    tuple->tuple = true;
     tuple->args.push_back(std::move(first));
     while (SkipOp(",")) {
       if (Peek().type == TokenType::kBlockEnd || Peek().type == TokenType::kVarEnd || IsOp(")")) break;
@@ -485,7 +486,11 @@ class Parser {
       case TokenType::kOp:
         if (t.text == "(") {
           Next();
-          if (SkipOp(")")) return Make(Expr::Kind::kList, t);
+          if (SkipOp(")")) {
+            auto empty = Make(Expr::Kind::kList, t);
+            empty->tuple = true;
+            return empty;
+          }
           ExprPtr inner = ParseTuple(true);
           ExpectOp(")");
           return inner;
@@ -607,9 +612,10 @@ class Parser {
     return name;
   }
 
-  ExprPtr ParseFilter(ExprPtr operand) {
+  // A filter application; after_pipe when the "|" is implied ({% filter name %}).
+  ExprPtr ParseFilter(ExprPtr operand, bool after_pipe = false) {
     const Token& at = Peek();
-    ExpectOp("|");
+    if (!after_pipe) ExpectOp("|");
     auto f = Make(Expr::Kind::kFilter, at);
     f->name = ParseDottedName("a filter name after '|'");
     f->args.push_back(std::move(operand));

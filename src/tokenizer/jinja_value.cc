@@ -276,14 +276,15 @@ void Value::AppendRepr(std::string& out, int depth) const {
     }
     case Type::kString: AppendPythonStringRepr(out, as_string()); return;
     case Type::kList: {
-      out += '[';
+      out += tuple_ ? '(' : '[';
       bool first = true;
       for (const Value& item : as_list()) {
         if (!first) out += ", ";
         first = false;
         item.AppendRepr(out, depth + 1);
       }
-      out += ']';
+      if (tuple_ && as_list().size() == 1) out += ',';
+      out += tuple_ ? ')' : ']';
       return;
     }
     case Type::kDict:
@@ -339,7 +340,7 @@ bool Value::Equals(const Value& other) const {
     case Type::kList: {
       const List& a = as_list();
       const List& b = other.as_list();
-      if (a.size() != b.size()) return false;
+      if (a.size() != b.size() || tuple_ != other.tuple_) return false;
       for (size_t i = 0; i < a.size(); ++i) {
         if (!a[i].Equals(b[i])) return false;
       }
@@ -413,6 +414,24 @@ std::string DumpJson(const Value& value, const JsonDumpOptions& options) {
   std::string out;
   AppendJson(out, value, options, 0);
   return out;
+}
+
+void AppendUtf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
 }
 
 size_t Utf8Length(std::string_view s) {

@@ -70,6 +70,14 @@ class Value {
   Value(std::string s) : v_(std::move(s)) {}  // NOLINT
   Value(const char* s) : v_(std::string(s)) {}  // NOLINT
   Value(List l) : v_(std::make_shared<const List>(std::move(l))) {}  // NOLINT
+  // A tuple is a list that prints as (a, b) and never equals a list, as in Python; dict.items()
+  // and tuple literals make them.
+  static Value Tuple(List l) {
+    Value v(std::move(l));
+    v.tuple_ = true;
+    return v;
+  }
+  bool is_tuple() const { return tuple_; }
   Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}  // NOLINT
   Value(std::shared_ptr<Namespace> ns) : v_(std::move(ns)) {}  // NOLINT
   Value(std::shared_ptr<const Callable> c) : v_(std::move(c)) {}  // NOLINT
@@ -129,6 +137,7 @@ class Value {
                std::shared_ptr<const List>, std::shared_ptr<const Dict>,
                std::shared_ptr<Namespace>, std::shared_ptr<const Callable>>
       v_;
+  bool tuple_ = false;
 };
 
 // Python's repr() of a float: shortest round-trip digits, scientific below 1e-4 and from 1e16.
@@ -146,6 +155,8 @@ struct JsonDumpOptions {
 };
 std::string DumpJson(const Value& value, const JsonDumpOptions& options);
 
+// Appends code point `cp` as UTF-8.
+void AppendUtf8(std::string& out, uint32_t cp);
 // Number of Unicode code points in UTF-8 text (Python's len(str)).
 size_t Utf8Length(std::string_view s);
 // Code points of UTF-8 text, each as its own UTF-8 string (for indexing and slicing str).
