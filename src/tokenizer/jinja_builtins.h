@@ -23,7 +23,4 @@ bool ApplyTest(Interpreter& in, std::string_view name, const Value& operand, con
 // object[start:stop:step] of a list or str, with Python's index rules; bounds may be None.
 Value Slice(const Value& object, const Value& start, const Value& stop, const Value& step);
 
-// Python's str.strip family: `chars` of None strips Unicode whitespace.
-std::string PyStrip(std::string_view s, const Value* chars, bool left, bool right);
-
 }  // namespace myriad::tokenizer::jinja

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tokenizer/jinja_builtins.h"
@@ -12,6 +13,27 @@ const Value* Args::Get(size_t index, std::string_view name) const {
     if (key == name) return &value;
   }
   return nullptr;
+}
+
+const std::string& Args::String(size_t index, std::string_view name, std::string_view fn) const {
+  const Value* v = Get(index, name);
+  if (v == nullptr) Fail(std::string(fn) + "() missing argument '" + std::string(name) + "'");
+  if (!v->is_string()) {
+    Fail(std::string(fn) + "() argument '" + std::string(name) + "' must be str, not " + v->TypeName());
+  }
+  return v->as_string();
+}
+
+int64_t Args::Int(size_t index, std::string_view name, int64_t fallback) const {
+  const Value* v = Get(index, name);
+  if (v == nullptr || v->is_none()) return fallback;
+  if (!v->is_int() && !v->is_bool()) Fail("argument '" + std::string(name) + "' must be an integer");
+  return v->as_int();
+}
+
+bool Args::Bool(size_t index, std::string_view name, bool fallback) const {
+  const Value* v = Get(index, name);
+  return v == nullptr ? fallback : v->Truthy();
 }
 
 const Value* Scope::Find(std::string_view name) const {
@@ -59,11 +81,26 @@ struct LoopCycle : Callable {
 };
 
 void Interpreter::Run(const Body& body, std::vector<std::pair<std::string, Value>> globals) {
+  struct Cleanup {
+    Interpreter& in;
+    ~Cleanup() {
+      in.root_ = nullptr;
+      for (const auto& weak : in.namespaces_) {
+        if (auto ns = weak.lock()) ns->attrs.clear();
+      }
+    }
+  } cleanup{*this};
   Scope root;
   root.vars = std::move(globals);
   root_ = &root;
   Exec(body, root);
-  root_ = nullptr;
+}
+
+const Value& Interpreter::CheckDepth(const Value& value) const {
+  if (value.depth() > limits_.max_value_depth) {
+    Fail("render limit: a value nests deeper than " + std::to_string(limits_.max_value_depth) + " levels");
+  }
+  return value;
 }
 
 void Interpreter::Step(uint64_t n) {
@@ -141,7 +178,10 @@ Interpreter::Flow Interpreter::ExecNode(const Node& node, Scope& scope) {
             Fail("cannot assign attribute '" + node.attr + "' of '" + node.targets[0] +
                  "': only namespace() objects can be changed");
           }
-          Dict& attrs = target->as_namespace().attrs;
+          Namespace& ns = target->as_namespace();
+          ns.depth = std::max(ns.depth, value.depth() + 1);
+          CheckDepth(*target);
+          Dict& attrs = ns.attrs;
           for (auto& [key, slot] : attrs) {
             if (key == node.attr) {
               slot = std::move(value);
@@ -320,7 +360,7 @@ Value Interpreter::EvalInner(const Expr& e, Scope& scope) {
       List list;
       list.reserve(e.args.size());
       for (const ExprPtr& item : e.args) list.push_back(Eval(*item, scope));
-      return e.tuple ? Value::Tuple(std::move(list)) : Value(std::move(list));
+      return CheckDepth(e.tuple ? Value::Tuple(std::move(list)) : Value(std::move(list)));
     }
     case Expr::Kind::kDict: {
       Dict dict;
@@ -337,7 +377,7 @@ Value Interpreter::EvalInner(const Expr& e, Scope& scope) {
         }
         if (!replaced) dict.emplace_back(key.as_string(), std::move(value));
       }
-      return Value(std::move(dict));
+      return CheckDepth(Value(std::move(dict)));
     }
     case Expr::Kind::kAttr:
       return GetAttr(Eval(*e.args[0], scope), e.name);

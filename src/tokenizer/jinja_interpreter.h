@@ -23,6 +23,8 @@ struct RenderLimits {
   uint64_t max_steps = 1'000'000;
   // Macro calls nested in macro calls.
   int max_call_depth = 64;
+  // Lists and dicts nested in one another (client JSON is held to 128 levels on the way in).
+  uint32_t max_value_depth = 200;
 };
 
 // Arguments of a filter, test, method or function call.
@@ -32,6 +34,10 @@ struct Args {
 
   // Positional argument `index`, else keyword `name`, else nullptr.
   const Value* Get(size_t index, std::string_view name) const;
+  // Typed getters that fail with a message naming the function and argument.
+  const std::string& String(size_t index, std::string_view name, std::string_view fn) const;
+  int64_t Int(size_t index, std::string_view name, int64_t fallback) const;
+  bool Bool(size_t index, std::string_view name, bool fallback) const;
   size_t size() const { return positional.size() + keyword.size(); }
 };
 
@@ -78,6 +84,11 @@ class Interpreter {
   void Step(uint64_t n = 1);
   // Fails when a string or list about to be built would exceed max_output_bytes.
   void CheckSize(size_t size) const;
+  // Fails when a value built by the template nests deeper than max_value_depth.
+  const Value& CheckDepth(const Value& value) const;
+  // namespace() objects of this render: their attributes are cleared when the render ends,
+  // which breaks any reference cycle a template made ({% set ns.self = ns %}).
+  void Track(const std::shared_ptr<Namespace>& ns) { namespaces_.push_back(ns); }
   const RenderLimits& limits() const { return limits_; }
 
  private:
@@ -103,6 +114,7 @@ class Interpreter {
   Scope* root_ = nullptr;
   uint64_t steps_ = 0;
   int call_depth_ = 0;
+  std::vector<std::weak_ptr<Namespace>> namespaces_;
 
   friend struct MacroValue;
   friend struct CallerValue;

@@ -50,6 +50,26 @@ class Parser {
     Parser& p_;
   };
 
+  // Guards operator and postfix chains (a + b + c, x|f|g, a.b.c): each link deepens the tree
+  // that rendering walks recursively, so links count against max_depth like nesting does.
+  class ChainGuard {
+   public:
+    explicit ChainGuard(Parser& p) : p_(p) {}
+    ~ChainGuard() { p_.depth_ -= links_; }
+    ChainGuard(const ChainGuard&) = delete;
+    ChainGuard& operator=(const ChainGuard&) = delete;
+    void Link(const Token& at) {
+      ++links_;
+      if (++p_.depth_ > p_.max_depth_) {
+        p_.FailAt(at, "template nests deeper than " + std::to_string(p_.max_depth_) + " levels");
+      }
+    }
+
+   private:
+    Parser& p_;
+    int links_ = 0;
+  };
+
   const Token& Peek(size_t ahead = 0) const {
     return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
   }
@@ -289,7 +309,11 @@ class Parser {
     auto placeholder = Make(Expr::Kind::kLiteral, keyword);
     placeholder->literal = Value::None();
     node->expr = ParseFilter(std::move(placeholder), /*after_pipe=*/true);
-    while (IsOp("|")) node->expr = ParseFilter(std::move(node->expr));
+    ChainGuard chain(*this);
+    while (IsOp("|")) {
+      chain.Link(Peek());
+      node->expr = ParseFilter(std::move(node->expr));
+    }
     Expect(TokenType::kBlockEnd, "'%}'");
     std::string end;
     node->bodies.push_back(ParseBody({"endfilter"}, &end, keyword));
@@ -319,9 +343,11 @@ class Parser {
   }
 
   ExprPtr ParseCondExpr() {
+    ChainGuard chain(*this);
     ExprPtr expr = ParseOr();
     while (IsName("if")) {
       const Token& at = Next();
+      chain.Link(at);
       auto cond = Make(Expr::Kind::kCondition, at);
       cond->args.push_back(ParseOr());
       cond->args.push_back(std::move(expr));
@@ -340,18 +366,22 @@ class Parser {
   }
 
   ExprPtr ParseOr() {
+    ChainGuard chain(*this);
     ExprPtr left = ParseAnd();
     while (IsName("or")) {
       const Token& at = Next();
+      chain.Link(at);
       left = Binary(at, "or", std::move(left), ParseAnd());
     }
     return left;
   }
 
   ExprPtr ParseAnd() {
+    ChainGuard chain(*this);
     ExprPtr left = ParseNot();
     while (IsName("and")) {
       const Token& at = Next();
+      chain.Link(at);
       left = Binary(at, "and", std::move(left), ParseNot());
     }
     return left;
@@ -402,36 +432,44 @@ class Parser {
   }
 
   ExprPtr ParseMath1() {
+    ChainGuard chain(*this);
     ExprPtr left = ParseConcat();
     while (IsOp("+") || IsOp("-")) {
       const Token& at = Next();
+      chain.Link(at);
       left = Binary(at, at.text, std::move(left), ParseConcat());
     }
     return left;
   }
 
   ExprPtr ParseConcat() {
+    ChainGuard chain(*this);
     ExprPtr left = ParseMath2();
     while (IsOp("~")) {
       const Token& at = Next();
+      chain.Link(at);
       left = Binary(at, "~", std::move(left), ParseMath2());
     }
     return left;
   }
 
   ExprPtr ParseMath2() {
+    ChainGuard chain(*this);
     ExprPtr left = ParsePow();
     while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
       const Token& at = Next();
+      chain.Link(at);
       left = Binary(at, at.text, std::move(left), ParsePow());
     }
     return left;
   }
 
   ExprPtr ParsePow() {
+    ChainGuard chain(*this);
     ExprPtr left = ParseUnary(true);
     while (IsOp("**")) {
       const Token& at = Next();
+      chain.Link(at);
       left = Binary(at, "**", std::move(left), ParseUnary(true));
     }
     return left;
@@ -525,8 +563,10 @@ class Parser {
   }
 
   ExprPtr ParsePostfix(ExprPtr node) {
+    ChainGuard chain(*this);
     while (true) {
       const Token& at = Peek();
+      if (IsOp(".") || IsOp("[") || IsOp("(")) chain.Link(at);
       if (IsOp(".")) {
         Next();
         if (Peek().type == TokenType::kInt) {
@@ -624,7 +664,9 @@ class Parser {
   }
 
   ExprPtr ParseFilterExpr(ExprPtr node) {
+    ChainGuard chain(*this);
     while (true) {
+      if (IsOp("|") || IsName("is") || IsOp("(")) chain.Link(Peek());
       if (IsOp("|")) {
         node = ParseFilter(std::move(node));
       } else if (IsName("is")) {

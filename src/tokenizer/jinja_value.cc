@@ -209,6 +209,20 @@ void AppendJson(std::string& out, const Value& v, const JsonDumpOptions& o, int 
 
 void Fail(std::string message) { throw JinjaError{std::move(message)}; }
 
+Value::Value(List l) {
+  uint32_t deepest = 0;
+  for (const Value& item : l) deepest = std::max(deepest, item.depth());
+  v_ = std::make_shared<const List>(std::move(l));
+  depth_ = deepest + 1;
+}
+
+Value::Value(Dict d) {
+  uint32_t deepest = 0;
+  for (const auto& kv : d) deepest = std::max(deepest, kv.second.depth());
+  v_ = std::make_shared<const Dict>(std::move(d));
+  depth_ = deepest + 1;
+}
+
 Value Value::FromJson(const nlohmann::ordered_json& j, int max_depth) {
   return FromJsonImpl(j, 0, max_depth);
 }

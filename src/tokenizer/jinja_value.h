@@ -49,6 +49,8 @@ class Callable {
 // namespace(): the one mutable object.
 struct Namespace {
   Dict attrs;
+  // Deepest nesting ever assigned into it (see Value::depth()).
+  uint32_t depth = 1;
 };
 
 struct Undefined {
@@ -69,7 +71,7 @@ class Value {
   Value(double d) : v_(d) {}  // NOLINT
   Value(std::string s) : v_(std::move(s)) {}  // NOLINT
   Value(const char* s) : v_(std::string(s)) {}  // NOLINT
-  Value(List l) : v_(std::make_shared<const List>(std::move(l))) {}  // NOLINT
+  Value(List l);  // NOLINT
   // A tuple is a list that prints as (a, b) and never equals a list, as in Python; dict.items()
   // and tuple literals make them.
   static Value Tuple(List l) {
@@ -78,7 +80,7 @@ class Value {
     return v;
   }
   bool is_tuple() const { return tuple_; }
-  Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}  // NOLINT
+  Value(Dict d);  // NOLINT
   Value(std::shared_ptr<Namespace> ns) : v_(std::move(ns)) {}  // NOLINT
   Value(std::shared_ptr<const Callable> c) : v_(std::move(c)) {}  // NOLINT
 
@@ -124,6 +126,11 @@ class Value {
   // Python ==, including 1 == 1.0 == True and deep list/dict equality.
   bool Equals(const Value& other) const;
 
+  // How deeply lists, dicts and namespaces nest inside this value (0 for a scalar). Kept at
+  // construction so that the interpreter can refuse values nested deeply enough to overflow
+  // the stack when they are printed, compared or destroyed.
+  uint32_t depth() const { return is_namespace() ? as_namespace().depth : depth_; }
+
   // Member of a dict or namespace; nullptr when absent.
   const Value* Find(std::string_view key) const;
 
@@ -138,6 +145,7 @@ class Value {
                std::shared_ptr<Namespace>, std::shared_ptr<const Callable>>
       v_;
   bool tuple_ = false;
+  uint32_t depth_ = 0;
 };
 
 // Python's repr() of a float: shortest round-trip digits, scientific below 1e-4 and from 1e16.

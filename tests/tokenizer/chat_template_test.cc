@@ -193,10 +193,36 @@ TEST(JinjaLimits, RecursionIsBounded) {
   auto ifs = Template::Parse(deep_ifs, "deep.jinja");
   ASSERT_FALSE(ifs.ok());
 
-  auto nested_value = RenderJinja("{% set ns = namespace(v=[]) %}{% for i in range(1000) %}"
-                                  "{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}");
-  ASSERT_FALSE(nested_value.ok());
-  EXPECT_NE(nested_value.status().message().find("nests deeper than 256"), std::string::npos);
+  // Values nested by the template itself: refused long before printing, comparing or freeing
+  // them could exhaust the stack.
+  for (const char* grow : {"{% set ns.v = [ns.v] %}", "{% set ns.v = {'k': ns.v} %}",
+                           "{% set ns.v = namespace(x=ns.v) %}", "{% set ns.v = dict(x=ns.v) %}"}) {
+    auto nested = RenderJinja(std::string("{% set ns = namespace(v=[]) %}{% for i in range(100000) %}") + grow +
+                              "{% endfor %}{{ ns.v == ns.v }}");
+    ASSERT_FALSE(nested.ok()) << grow;
+    EXPECT_NE(nested.status().message().find("render limit: a value nests deeper than 200 levels"),
+              std::string::npos)
+        << nested.status();
+  }
+  // A namespace that contains itself prints to a bounded depth and is freed after the render.
+  auto cycle = RenderJinja("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns }}");
+  ASSERT_FALSE(cycle.ok());
+  EXPECT_NE(cycle.status().message().find("nests deeper than 256"), std::string::npos) << cycle.status();
+  EXPECT_EQ(*RenderJinja("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns.self.self.a }}"), "1");
+
+  // Long operator and filter chains deepen the tree like nesting does.
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 100000; ++i) chain += " + 1";
+  EXPECT_FALSE(Template::Parse(chain + " }}", "chain.jinja").ok());
+  std::string filters = "{{ 'x'";
+  for (int i = 0; i < 100000; ++i) filters += "|trim";
+  EXPECT_FALSE(Template::Parse(filters + " }}", "chain.jinja").ok());
+  std::string attrs = "{{ x";
+  for (int i = 0; i < 100000; ++i) attrs += ".a";
+  EXPECT_FALSE(Template::Parse(attrs + " }}", "chain.jinja").ok());
+  std::string conds = "{{ 1";
+  for (int i = 0; i < 100000; ++i) conds += " if x else 1";
+  EXPECT_FALSE(Template::Parse(conds + " }}", "chain.jinja").ok());
 
   std::string deep_json(100000, '[');
   deep_json += std::string(100000, ']');
