@@ -32,7 +32,9 @@ Value AttributePath(const Value& item, const std::string& path) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    v = numeric ? GetItem(v, Value(static_cast<int64_t>(std::stoll(part)))) : GetItem(v, Value(part));
+    errno = 0;
+    const long long index = numeric ? std::strtoll(part.c_str(), nullptr, 10) : 0;
+    v = numeric && errno == 0 ? GetItem(v, Value(static_cast<int64_t>(index))) : GetItem(v, Value(part));
     if (dot == std::string::npos) return v;
     if (v.is_undefined()) return v;
     start = dot + 1;

@@ -29,6 +29,9 @@ absl::StatusOr<Template> Template::Parse(std::string_view source, std::string so
     return absl::InvalidArgumentError(Where(source_name, e));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(source_name + ": out of memory while parsing the template");
+  } catch (const std::exception& e) {
+    // Not expected: every error path throws JinjaError. Kept so nothing escapes the module.
+    return absl::InternalError(absl::StrCat(source_name, ": ", e.what()));
   }
 }
 
@@ -43,6 +46,8 @@ absl::StatusOr<std::string> Template::Render(std::vector<std::pair<std::string, 
     return absl::InvalidArgumentError(Where(source_name_, e));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(source_name_ + ": out of memory while rendering");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(source_name_, ": ", e.what()));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -530,6 +531,84 @@ std::string PythonReference() {
 std::string NodeReference() {
   return "NODE_PATH=" + ShellQuote(TestDataDir() + "/node_modules") + " node " +
          ShellQuote(std::string(MYRIAD_SOURCE_DIR) + "/tests/tokenizer/chat_template_reference.js");
+}
+
+// Random edits of real templates (and of the requests): each parse and render either succeeds
+// or returns an error, within the limits; none may crash or hang. Any status other than
+// InvalidArgument (e.g. Internal: an exception that escaped) fails the test.
+TEST(ChatTemplateGolden, MutatedTemplatesAndRequestsNeverCrash) {
+  std::vector<std::string> sources = {
+      "{%- for m in messages %}{{ '<|' + m.role + '|>' + m.content | trim }}{% if loop.last %}{% endif %}"
+      "{%- endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"};
+  for (const char* package : {"tokenizer-qwen3", "tokenizer-deepseek_v3"}) {
+    if (std::filesystem::exists(PackageConfig(package))) {
+      sources.push_back(ojson::parse(ReadFile(PackageConfig(package)))["chat_template"].get<std::string>());
+    }
+  }
+  const ojson messages = ojson::parse(R"([{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+      {"role": "assistant", "content": "<think>r</think>a", "tool_calls": [{"type": "function",
+        "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "content": "t"}])");
+  const ojson tools = ojson::parse(kTools);
+  const std::string alphabet = "{}%#-+()[]'\"|.,:~ \n0123456789abcdefnotifinforsetendloop";
+  ChatTemplateOptions options;
+  options.limits.max_steps = 20'000;
+  options.limits.max_output_bytes = 1 << 20;
+  uint64_t state = 42;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  int parsed = 0;
+  int rendered = 0;
+  // MYRIAD_FUZZ_ROUNDS runs longer (the default keeps the suite fast).
+  const int rounds = std::getenv("MYRIAD_FUZZ_ROUNDS") ? std::atoi(std::getenv("MYRIAD_FUZZ_ROUNDS")) : 1500;
+  for (const std::string& source : sources) {
+    for (int round = 0; round < rounds; ++round) {
+      std::string mutated = source;
+      const int edits = 1 + static_cast<int>(next() % 4);
+      for (int e = 0; e < edits && !mutated.empty(); ++e) {
+        const size_t pos = next() % mutated.size();
+        const char c = alphabet[next() % alphabet.size()];
+        switch (next() % 3) {
+          case 0: mutated.erase(pos, 1 + next() % 8); break;
+          case 1: mutated.insert(pos, 1, c); break;
+          default: mutated[pos] = c;
+        }
+      }
+      auto tmpl = ChatTemplate::FromTemplate(mutated, "fuzz", ojson::object(), options);
+      if (!tmpl.ok()) {
+        ASSERT_EQ(tmpl.status().code(), absl::StatusCode::kInvalidArgument) << tmpl.status();
+        continue;
+      }
+      ++parsed;
+      auto out = tmpl->Render(messages, round % 2 ? tools : ojson(nullptr), round % 3 == 0);
+      if (out.ok()) {
+        ++rendered;
+      } else {
+        ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+      }
+    }
+  }
+  // Odd shapes of the request itself, on the real templates.
+  const char* requests[] = {
+      R"([{"role": "user"}])", R"([{"content": "no role"}])", R"([{"role": "user", "content": 5}])",
+      R"([{"role": "user", "content": [{"type": "text", "text": "parts"}]}])", R"([null])", R"([[]])",
+      R"([{"role": "assistant", "content": "x", "tool_calls": "not a list"}])",
+      R"([{"role": "assistant", "content": "x", "tool_calls": [{"function": null}]}])",
+      R"([{"role": "tool", "content": {"nested": {"deep": [1, 2, {"x": null}]}}}])"};
+  for (size_t i = 1; i < sources.size(); ++i) {
+    auto tmpl = ChatTemplate::FromTemplate(sources[i], "real", ojson::object(), options);
+    ASSERT_TRUE(tmpl.ok());
+    for (const char* request : requests) {
+      auto out = tmpl->Render(ojson::parse(request), ojson(nullptr), true);
+      if (!out.ok()) {
+        EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+      }
+    }
+  }
+  RecordProperty("parsed", parsed);
+  RecordProperty("rendered", rendered);
+  std::cout << "mutated templates: " << parsed << " parsed, " << rendered << " rendered\n";
 }
 
 TEST(ChatTemplateGolden, Qwen3MatchesPythonJinja2) {
