@@ -425,6 +425,12 @@ bool ApplyTest(Interpreter& in, std::string_view name, const Value& v, const Arg
     if (args.positional.empty()) Fail("test '" + std::string(name) + "' needs an argument");
     return args.positional[0];
   };
+  static constexpr std::string_view kUnaryTests[] = {
+      "defined", "undefined", "none", "boolean", "true", "false", "integer", "float", "number",
+      "string", "mapping", "iterable", "sequence", "callable", "odd", "even", "lower", "upper"};
+  if (args.size() > 0 && std::find(std::begin(kUnaryTests), std::end(kUnaryTests), name) != std::end(kUnaryTests)) {
+    Fail("test '" + std::string(name) + "' takes no arguments");
+  }
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();
   if (name == "none") return v.is_none();

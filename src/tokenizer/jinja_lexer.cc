@@ -127,7 +127,8 @@ class Lexer {
       const std::string_view close = block ? "%}" : "}}";
       char right = '\0';
       size_t close_len = 0;
-      if ((rest[0] == '-' || rest[0] == '+') && rest.substr(1, 2) == close) {
+      // "-}}" strips, but "+" only modifies block ends ("+%}"), as in Jinja2.
+      if ((rest[0] == '-' || (block && rest[0] == '+')) && rest.substr(1, 2) == close) {
         right = rest[0];
         close_len = 3;
       } else if (rest.substr(0, 2) == close && (block || brace_depth == 0)) {

@@ -105,6 +105,12 @@ class Parser {
     if (Peek().type != type) FailAt(Peek(), "expected " + std::string(what) + ", found " + Describe(Peek()));
     Next();
   }
+  // "%}" that opens a body; Jinja2 also accepts "{% if x: %}" there.
+  void ExpectBodyStart() {
+    SkipOp(":");
+    Expect(TokenType::kBlockEnd, "'%}'");
+  }
+
   std::string ExpectName(std::string_view what) {
     if (Peek().type != TokenType::kName) {
       FailAt(Peek(), "expected " + std::string(what) + ", found " + Describe(Peek()));
@@ -186,7 +192,7 @@ class Parser {
     }
     if (name == "generation") {
       auto node = MakeNode(Node::Kind::kScope, keyword);
-      Expect(TokenType::kBlockEnd, "'%}'");
+      ExpectBodyStart();
       std::string end;
       node->bodies.push_back(ParseBody({"endgeneration"}, &end, keyword));
       Expect(TokenType::kBlockEnd, "'%}'");
@@ -201,13 +207,14 @@ class Parser {
   NodePtr ParseIf(const Token& keyword) {
     auto node = MakeNode(Node::Kind::kIf, keyword);
     while (true) {
-      node->conditions.push_back(ParseTuple(true));
-      Expect(TokenType::kBlockEnd, "'%}'");
+      // Jinja2 parses if/elif conditions without the "a if b else c" form.
+      node->conditions.push_back(ParseTuple(false));
+      ExpectBodyStart();
       std::string end;
       node->bodies.push_back(ParseBody({"elif", "else", "endif"}, &end, keyword));
       if (end == "elif") continue;
       if (end == "else") {
-        Expect(TokenType::kBlockEnd, "'%}'");
+        ExpectBodyStart();
         node->bodies.push_back(ParseBody({"endif"}, &end, keyword));
       }
       Expect(TokenType::kBlockEnd, "'%}'");
@@ -232,11 +239,11 @@ class Parser {
     node->expr = ParseTuple(false);
     if (SkipName("if")) node->filter = ParseExpression(true);
     if (IsName("recursive")) FailAt(Peek(), "recursive for loops are not supported");
-    Expect(TokenType::kBlockEnd, "'%}'");
+    ExpectBodyStart();
     std::string end;
     node->bodies.push_back(ParseBody({"else", "endfor"}, &end, keyword));
     if (end == "else") {
-      Expect(TokenType::kBlockEnd, "'%}'");
+      ExpectBodyStart();
       node->bodies.push_back(ParseBody({"endfor"}, &end, keyword));
     }
     Expect(TokenType::kBlockEnd, "'%}'");
@@ -261,7 +268,7 @@ class Parser {
       FailAt(Peek(), "expected '=' in set, found " + Describe(Peek()));
     }
     node->kind = Node::Kind::kSetBlock;
-    Expect(TokenType::kBlockEnd, "'%}' or '='");
+    ExpectBodyStart();
     std::string end;
     node->bodies.push_back(ParseBody({"endset"}, &end, keyword));
     Expect(TokenType::kBlockEnd, "'%}'");
@@ -284,7 +291,7 @@ class Parser {
     auto node = MakeNode(Node::Kind::kMacro, keyword);
     node->targets.push_back(ExpectName("a macro name"));
     ParseParams(*node);
-    Expect(TokenType::kBlockEnd, "'%}'");
+    ExpectBodyStart();
     std::string end;
     node->bodies.push_back(ParseBody({"endmacro"}, &end, keyword));
     if (Peek().type == TokenType::kName) Next();  // {% endmacro name %}
@@ -297,7 +304,7 @@ class Parser {
     if (IsOp("(")) ParseParams(*node);
     node->expr = ParseExpression(true);
     if (node->expr->kind != Expr::Kind::kCall) FailAt(keyword, "{% call %} needs a macro call");
-    Expect(TokenType::kBlockEnd, "'%}'");
+    ExpectBodyStart();
     std::string end;
     node->bodies.push_back(ParseBody({"endcall"}, &end, keyword));
     Expect(TokenType::kBlockEnd, "'%}'");
@@ -314,7 +321,7 @@ class Parser {
       chain.Link(Peek());
       node->expr = ParseFilter(std::move(node->expr));
     }
-    Expect(TokenType::kBlockEnd, "'%}'");
+    ExpectBodyStart();
     std::string end;
     node->bodies.push_back(ParseBody({"endfilter"}, &end, keyword));
     Expect(TokenType::kBlockEnd, "'%}'");

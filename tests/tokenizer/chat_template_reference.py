@@ -6,6 +6,7 @@ interpreter can be compared byte for byte.
 usage: chat_template_reference.py CASES_JSON OUT_JSON
 CASES_JSON: {"template": str, "special_tokens": {name: str}, "cases": [{"messages": [...],
 "tools": [...] | null, "add_generation_prompt": bool, "kwargs": {...}}]}
+A case may carry its own "template" (used instead of the top-level one).
 OUT_JSON: [{"text": str} | {"error": str}], one per case.
 """
 import json
@@ -39,13 +40,21 @@ def main():
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
-    template = env.from_string(spec["template"])
+    template = env.from_string(spec["template"]) if "template" in spec else None
     out = []
     for case in spec["cases"]:
+        if "template" in case:
+            try:
+                case_template = env.from_string(case["template"])
+            except Exception as e:
+                out.append({"error": f"{type(e).__name__}: {e}"})
+                continue
+        else:
+            case_template = template
         kwargs = dict(spec.get("special_tokens", {}))
         kwargs.update(case.get("kwargs") or {})
         try:
-            text = template.render(messages=case["messages"], tools=case.get("tools"),
+            text = case_template.render(messages=case["messages"], tools=case.get("tools"),
                                    documents=None,
                                    add_generation_prompt=case.get("add_generation_prompt", False),
                                    **kwargs)

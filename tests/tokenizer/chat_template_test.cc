@@ -611,6 +611,90 @@ TEST(ChatTemplateGolden, MutatedTemplatesAndRequestsNeverCrash) {
   std::cout << "mutated templates: " << parsed << " parsed, " << rendered << " rendered\n";
 }
 
+// Differential fuzzing against Python's Jinja2, run on demand (MYRIAD_FUZZ_DIFF=<rounds>):
+// mutated real templates rendered by both; outputs must agree wherever both render, and the
+// counts of one-sided failures are printed for inspection.
+TEST(ChatTemplateGolden, DifferentialFuzzAgainstPythonJinja2) {
+  const char* env_rounds = std::getenv("MYRIAD_FUZZ_DIFF");
+  if (env_rounds == nullptr) GTEST_SKIP() << "set MYRIAD_FUZZ_DIFF=<rounds> to run";
+  REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-qwen3")), PackageConfig("tokenizer-qwen3"));
+  REQUIRE_TESTDATA(CommandSucceeds("python3 -c 'import jinja2'"), "python3 with jinja2");
+  const int rounds = std::atoi(env_rounds);
+  const ojson messages = ojson::parse(R"([{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+      {"role": "assistant", "content": "<think>r</think>a", "tool_calls": [{"type": "function",
+        "function": {"name": "f", "arguments": {"x": [1, 2.5, null]}}}]}, {"role": "tool", "content": "t"}])");
+  const std::string alphabet = "{}%-+()[]'|.,:~ \n0123456789abcdefnotifinforsetendloop";
+  uint64_t state = std::getenv("MYRIAD_FUZZ_SEED") ? std::strtoull(std::getenv("MYRIAD_FUZZ_SEED"), nullptr, 10) : 7;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  ojson spec = ojson::object();
+  spec["special_tokens"] = {{"eos_token", "<|im_end|>"}};
+  spec["cases"] = ojson::array();
+  std::vector<std::string> templates;
+  for (const char* package : {"tokenizer-qwen3", "tokenizer-deepseek_v3"}) {
+    const std::string source = ojson::parse(ReadFile(PackageConfig(package)))["chat_template"].get<std::string>();
+    for (int round = 0; round < rounds; ++round) {
+      std::string mutated = source;
+      const int edits = 1 + static_cast<int>(next() % 3);
+      for (int e = 0; e < edits && !mutated.empty(); ++e) {
+        const size_t pos = next() % mutated.size();
+        const char c = alphabet[next() % alphabet.size()];
+        switch (next() % 3) {
+          case 0: mutated.erase(pos, 1 + next() % 4); break;
+          case 1: mutated.insert(pos, 1, c); break;
+          default: mutated[pos] = c;
+        }
+      }
+      try {
+        (void)ojson(mutated).dump();
+      } catch (const nlohmann::json::exception&) {
+        continue;  // an edit split a UTF-8 sequence: not a template anyone could write
+      }
+      templates.push_back(mutated);
+      spec["cases"].push_back({{"template", mutated}, {"messages", messages}, {"tools", ojson::parse(kTools)},
+                               {"add_generation_prompt", round % 2 == 0}, {"kwargs", nullptr}});
+    }
+  }
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
+                                    ("chat_template_diff_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream((dir / "cases.json").string()) << spec.dump();
+  ASSERT_EQ(std::system((PythonReference() + " " + ShellQuote((dir / "cases.json").string()) + " " +
+                         ShellQuote((dir / "out.json").string()))
+                            .c_str()),
+            0);
+  const ojson results = ojson::parse(ReadFile((dir / "out.json").string()));
+  int both = 0, only_python = 0, only_ours = 0, neither = 0, mismatched = 0;
+  for (size_t i = 0; i < templates.size(); ++i) {
+    auto tmpl = ChatTemplate::FromTemplate(templates[i], "fuzz", spec["special_tokens"]);
+    absl::StatusOr<std::string> ours = tmpl.ok() ? tmpl->Render(spec["cases"][i]["messages"],
+                                                                spec["cases"][i]["tools"],
+                                                                spec["cases"][i]["add_generation_prompt"].get<bool>())
+                                                 : absl::StatusOr<std::string>(tmpl.status());
+    const bool python_ok = results[i].contains("text");
+    if (python_ok && ours.ok()) {
+      ++both;
+      if (*ours != results[i]["text"].get<std::string>()) {
+        ++mismatched;
+        ADD_FAILURE() << "output differs for template:\n" << templates[i] << "\n--- python:\n"
+                      << results[i]["text"].get<std::string>() << "\n--- ours:\n" << *ours;
+      }
+    } else if (python_ok) {
+      ++only_python;
+      std::cout << "only python rendered (case " << i << "); ours: " << ours.status() << "\n";
+    } else if (ours.ok()) {
+      ++only_ours;
+      std::cout << "only ours rendered (case " << i << "); python: " << results[i]["error"].get<std::string>() << "\n";
+    } else {
+      ++neither;
+    }
+  }
+  std::cout << "both " << both << " (mismatched " << mismatched << "), only python " << only_python
+            << ", only ours " << only_ours << ", neither " << neither << "\n";
+}
+
 TEST(ChatTemplateGolden, Qwen3MatchesPythonJinja2) {
   REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-qwen3")), PackageConfig("tokenizer-qwen3"));
   REQUIRE_TESTDATA(CommandSucceeds("python3 -c 'import jinja2'"), "python3 with jinja2");
