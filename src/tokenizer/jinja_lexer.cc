@@ -1,6 +1,7 @@
 #include "tokenizer/jinja_lexer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
@@ -222,6 +223,17 @@ class Lexer {
         digits();
       }
     }
+    if (!is_float) {
+      // Jinja2's integers: 0x/0o/0b radix forms, and no leading zeros ("08" lexes as 0, 8).
+      const char radix = pos + 1 < src_.size() ? static_cast<char>(std::tolower(src_[pos + 1])) : '\0';
+      if (src_[pos] == '0' && (radix == 'x' || radix == 'o' || radix == 'b')) {
+        return LexRadixInt(pos, radix == 'x' ? 16 : radix == 'o' ? 8 : 2);
+      }
+      if (src_[pos] == '0') {
+        end = pos + 1;
+        while (end < src_.size() && (src_[end] == '0' || (src_[end] == '_' && end + 1 < src_.size() && src_[end + 1] == '0'))) ++end;
+      }
+    }
     std::string text;
     for (size_t i = pos; i < end; ++i) {
       if (src_[i] != '_') text += src_[i];
@@ -237,6 +249,28 @@ class Lexer {
       token.int_value = std::strtoll(text.c_str(), nullptr, 10);
       if (errno == ERANGE) FailAt(pos, "integer literal out of range: " + text);
     }
+    tokens_.push_back(std::move(token));
+    return end;
+  }
+
+  size_t LexRadixInt(size_t pos, int base) {
+    size_t end = pos + 2;
+    std::string digits;
+    while (end < src_.size() && (std::isxdigit(static_cast<unsigned char>(src_[end])) || src_[end] == '_')) {
+      if (src_[end] != '_') digits += src_[end];
+      ++end;
+    }
+    char* stop = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(digits.c_str(), &stop, base);
+    if (digits.empty() || stop != digits.c_str() + digits.size() || errno == ERANGE) {
+      FailAt(pos, "invalid integer literal " + src_.substr(pos, end - pos));
+    }
+    Token token;
+    token.type = TokenType::kInt;
+    token.text = src_.substr(pos, end - pos);
+    token.int_value = value;
+    Position(pos, token.line, token.col);
     tokens_.push_back(std::move(token));
     return end;
   }

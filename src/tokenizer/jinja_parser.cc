@@ -603,8 +603,14 @@ class Parser {
 
   ExprPtr ParseSubscript(ExprPtr object, const Token& at) {
     ExprPtr start;
-    if (!IsOp(":")) {
-      start = ParseExpression(true);
+    if (IsOp("]") || !IsOp(":")) {
+      // x[], x[a] and x[a, b] (the last two index by a tuple: Undefined, as in Jinja2).
+      if (IsOp("]")) {
+        start = Make(Expr::Kind::kList, at);
+        start->tuple = true;
+      } else {
+        start = ParseTuple(true);
+      }
       if (!IsOp(":")) {
         auto item = Make(Expr::Kind::kItem, at);
         item->args.push_back(std::move(object));

@@ -277,7 +277,10 @@ std::string Value::Repr() const {
 void Value::AppendRepr(std::string& out, int depth) const {
   CheckDepth(depth);
   switch (type()) {
-    case Type::kUndefined: return;
+    case Type::kUndefined:
+      // Printed alone it is empty; inside a list or dict Python shows its repr.
+      if (depth > 0) out += "Undefined";
+      return;
     case Type::kNone: out += "None"; return;
     case Type::kBool: out += as_bool() ? "True" : "False"; return;
     case Type::kInt: out += std::to_string(as_int()); return;

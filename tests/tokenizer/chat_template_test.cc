@@ -98,6 +98,14 @@ TEST(JinjaErrors, ParseErrorsNameLineAndColumn) {
   ASSERT_FALSE(comment.ok());
   EXPECT_EQ(std::string(comment.status().message()), "my.jinja:1:3: unterminated comment: missing '#}'");
 
+  auto leading_zero = Template::Parse("{{ 08 }}", "my.jinja");  // "0" then "8", as in Jinja2
+  ASSERT_FALSE(leading_zero.ok());
+  EXPECT_EQ(std::string(leading_zero.status().message()), "my.jinja:1:5: expected '}}', found number 8");
+
+  auto ternary_in_if = Template::Parse("{% if a if b else c %}{% endif %}", "my.jinja");
+  ASSERT_FALSE(ternary_in_if.ok());
+  EXPECT_EQ(std::string(ternary_in_if.status().message()), "my.jinja:1:9: expected '%}', found 'if'");
+
   auto character = Template::Parse("{{ a ! b }}", "my.jinja");
   ASSERT_FALSE(character.ok());
   EXPECT_EQ(std::string(character.status().message()), "my.jinja:1:6: unexpected character '!'");

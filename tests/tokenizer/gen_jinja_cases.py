@@ -72,6 +72,7 @@ cases = [
  ("dict_methods", "{{ d.keys()|list }} {{ d.values()|list }} {{ d.items()|list }} {{ d.get('b') }} {{ d.get('zz') }} {{ d.get('zz', 5) }} {{ msgs[1].get('extra') is none }}"),
  ("content_split_qwen", "{% set c = '<think>\\nreason\\n</think>\\n\\nanswer' %}{{ c.split('</think>')[-1].lstrip('\\n') }}|{{ c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}"),
  ("globals", "{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ range(5, 0, -2)|list }} {{ dict(a=1, b='x') }} {{ namespace(a=1).a }}"),
+ ("fuzz_found", "{% if t: %}colon{% else: %}no{% endif %} {{ l[] is defined }} {{ 0x1F }} {{ 0o17 }} {{ 0b101 }} {{ 1_000 }} {{ [undefined_var, l[9]] }} {{ n if n > 2 else 0 }}"),
  ("unicode_passthrough", "{{ u }}|{{ u|upper }}|{{ u[0] }}{{ u[-1] }}|{{ '😀 emoji'|length }}"),
 ]
 out = []
