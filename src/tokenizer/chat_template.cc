@@ -121,18 +121,18 @@ absl::StatusOr<std::string> ChatTemplate::RenderImpl(const Json& messages, const
   if (!kwargs.is_null() && !kwargs.is_object()) {
     return absl::InvalidArgumentError("chat template kwargs must be null or a JSON object");
   }
+  // transformers' rule: "tool_use" whenever tools are passed (even an empty list) and it
+  // exists, else "default".
   const jinja::Template* chosen = nullptr;
-  const bool has_tools = tools.is_array() && !tools.empty();
+  const jinja::Template* fallback = nullptr;
   for (const auto& [name, tmpl] : templates_) {
-    if (templates_.size() == 1 || (has_tools && name == "tool_use")) chosen = &tmpl;
+    if (name == "tool_use" && !tools.is_null()) chosen = &tmpl;
+    if (name == "default") fallback = &tmpl;
   }
+  if (chosen == nullptr) chosen = fallback;
   if (chosen == nullptr) {
-    for (const auto& [name, tmpl] : templates_) {
-      if (name == "default") chosen = &tmpl;
-    }
-  }
-  if (chosen == nullptr) {
-    return absl::InvalidArgumentError(source_name_ + ": no 'default' chat template among the named ones");
+    return absl::InvalidArgumentError(source_name_ + ": no 'default' chat template among the named ones" +
+                                      (tools.is_null() ? "" : " (nor 'tool_use')"));
   }
 
   std::vector<std::pair<std::string, jinja::Value>> globals;

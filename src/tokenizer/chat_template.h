@@ -43,7 +43,7 @@ class ChatTemplate {
   // add_generation_prompt=..., **kwargs, tokenize=False) does. `messages` is a JSON array;
   // `tools` is null or an array; `kwargs` (chat_template_kwargs, e.g. {"enable_thinking":
   // false}) is null or an object. With named templates, "tool_use" is chosen when tools are
-  // given and it exists, else "default" (transformers' rule). Parse requests with
+  // given (not null) and it exists, else "default" (transformers' rule). Parse requests with
   // nlohmann::ordered_json: tojson prints keys in the order it is given them, as Python does.
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& messages,
                                      const nlohmann::ordered_json& tools, bool add_generation_prompt,

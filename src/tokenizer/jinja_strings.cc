@@ -12,18 +12,19 @@ struct CodePoint {
   std::string_view bytes;
 };
 
+// The code point of one UTF-8 sequence (as cut by Utf8Split).
+uint32_t DecodeOne(std::string_view c) {
+  const auto b0 = static_cast<unsigned char>(c[0]);
+  if (c.size() == 1) return b0;
+  uint32_t cp = b0 & (0x7F >> c.size());
+  for (size_t k = 1; k < c.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(c[k]) & 0x3F);
+  return cp;
+}
+
 std::vector<CodePoint> CodePoints(std::string_view s) {
   std::vector<CodePoint> out;
   out.reserve(s.size());
-  for (std::string_view c : Utf8Split(s)) {
-    const auto b0 = static_cast<unsigned char>(c[0]);
-    uint32_t cp = b0;
-    if (c.size() > 1) {
-      cp = b0 & (0x7F >> c.size());
-      for (size_t k = 1; k < c.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(c[k]) & 0x3F);
-    }
-    out.push_back({cp, c});
-  }
+  for (std::string_view c : Utf8Split(s)) out.push_back({DecodeOne(c), c});
   return out;
 }
 
@@ -305,7 +306,6 @@ constexpr std::string_view kStringMethods[] = {
 }  // namespace
 
 std::string PyStrip(std::string_view s, const Value* chars, bool left, bool right) {
-  const auto cps = CodePoints(s);
   std::vector<uint32_t> set;
   const bool whitespace = chars == nullptr || chars->is_none();
   if (!whitespace) {
@@ -315,18 +315,26 @@ std::string PyStrip(std::string_view s, const Value* chars, bool left, bool righ
   auto strip = [&](uint32_t cp) {
     return whitespace ? IsPySpace(cp) : std::find(set.begin(), set.end(), cp) != set.end();
   };
+  // Decodes in place from both ends: prompts are long and only their edges are looked at.
   size_t begin = 0;
-  size_t end = cps.size();
+  size_t end = s.size();
   if (left) {
-    while (begin < end && strip(cps[begin].cp)) ++begin;
+    while (begin < end) {
+      size_t next = begin + 1;
+      while (next < end && (static_cast<unsigned char>(s[next]) & 0xC0) == 0x80) ++next;
+      if (!strip(DecodeOne(s.substr(begin, next - begin)))) break;
+      begin = next;
+    }
   }
   if (right) {
-    while (end > begin && strip(cps[end - 1].cp)) --end;
+    while (end > begin) {
+      size_t start = end - 1;
+      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      if (!strip(DecodeOne(s.substr(start, end - start)))) break;
+      end = start;
+    }
   }
-  if (begin == end) return "";
-  const char* from = cps[begin].bytes.data();
-  const char* to = cps[end - 1].bytes.data() + cps[end - 1].bytes.size();
-  return std::string(from, static_cast<size_t>(to - from));
+  return std::string(s.substr(begin, end - begin));
 }
 
 

@@ -276,6 +276,14 @@ TEST(ChatTemplate, ReadsStringAndObjectSpecialTokensAndNamedTemplates) {
   const ojson messages = ojson::parse(R"([{"role": "user", "content": "hi"}])");
   EXPECT_EQ(*tmpl->Render(messages, ojson(nullptr), false), "<s>hi</s>False");
   EXPECT_EQ(*tmpl->Render(messages, ojson::parse(R"([{"type": "function"}])"), false), "tools:1");
+  EXPECT_EQ(*tmpl->Render(messages, ojson::array(), false), "tools:0");
+
+  auto only_tool_use = ChatTemplate::FromTokenizerConfig(
+      R"({"chat_template": [{"name": "tool_use", "template": "t"}]})", "cfg.json");
+  ASSERT_TRUE(only_tool_use.ok());
+  EXPECT_EQ(*only_tool_use->Render(messages, ojson::array(), false), "t");
+  EXPECT_EQ(std::string(only_tool_use->Render(messages, ojson(nullptr), false).status().message()),
+            "cfg.json: no 'default' chat template among the named ones");
 }
 
 TEST(ChatTemplate, ConfigErrorsNameTheField) {
