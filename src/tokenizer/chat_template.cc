@@ -161,6 +161,8 @@ absl::StatusOr<std::string> ChatTemplate::RenderImpl(const Json& messages, const
     }
   } catch (const jinja::JinjaError& e) {
     return absl::InvalidArgumentError("chat request: " + e.message);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("chat request: out of memory converting the request");
   }
   return chosen->Render(std::move(globals), limits_);
 }
