@@ -711,6 +711,80 @@ TEST(ChatTemplateGolden, DifferentialFuzzAgainstPythonJinja2) {
             << ", only ours " << only_ours << ", neither " << neither << "\n";
 }
 
+// Random conversations (roles in any order, think tags, tool calls with object or string
+// arguments, reasoning_content, odd whitespace and Unicode, kwargs) through both real templates:
+// whatever Python's Jinja2 renders we must render identically, and where it fails we fail.
+std::vector<Conversation> RandomConversations(uint64_t seed, int count, bool deepseek) {
+  uint64_t state = seed;
+  auto next = [&state](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const char* pieces[] = {"hello", " ", "\n", "\n\n", "<think>", "</think>", "<tool_response>",
+                          "</tool_response>", "é", "你好", "😀", "\"", "\\", "{{ x }}", "{% if %}",
+                          "\t", "  ", "answer", "<|im_end|>", "\u2028", "ß", "Ω"};
+  auto text = [&]() {
+    std::string out;
+    const uint64_t n = next(6);
+    for (uint64_t i = 0; i < n; ++i) out += pieces[next(sizeof(pieces) / sizeof(pieces[0]))];
+    return out;
+  };
+  std::vector<Conversation> out;
+  for (int c = 0; c < count; ++c) {
+    ojson messages = ojson::array();
+    const uint64_t turns = next(7);
+    for (uint64_t t = 0; t < turns; ++t) {
+      const uint64_t kind = next(10);
+      ojson m = ojson::object();
+      if (kind < 2) {
+        m = ojson{{"role", "system"}, {"content", text()}};
+      } else if (kind < 5) {
+        m = ojson{{"role", "user"}, {"content", text()}};
+      } else if (kind < 8) {
+        m = ojson{{"role", "assistant"}, {"content", text()}};
+        if (next(3) == 0) m["reasoning_content"] = next(4) == 0 ? ojson(nullptr) : ojson(text());
+        if (next(3) == 0) {
+          ojson call = ojson::parse(R"({"type": "function", "function": {"name": "get_weather"}})");
+          call["function"]["arguments"] = deepseek || next(2) ? ojson("{\"city\": \"Paris\"}")
+                                                              : ojson::parse(R"({"city": "Zürich", "n": [1, 2.5, null]})");
+          m["tool_calls"] = ojson::array({call});
+          if (next(2)) m["tool_calls"].push_back(call);
+          if (deepseek) m["content"] = nullptr;
+        }
+      } else {
+        m = ojson{{"role", "tool"}, {"content", text()}};
+      }
+      messages.push_back(std::move(m));
+    }
+    ojson kwargs = nullptr;
+    if (next(3) == 0) kwargs = {{"enable_thinking", next(2) == 0}};
+    out.push_back({"random_" + std::to_string(c), messages, next(3) == 0 ? ojson::parse(kTools) : ojson(nullptr),
+                   next(2) == 0, kwargs});
+  }
+  return out;
+}
+
+TEST(ChatTemplateGolden, RandomConversationsMatchPythonJinja2) {
+  REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-qwen3")), PackageConfig("tokenizer-qwen3"));
+  REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-deepseek_v3")),
+                   PackageConfig("tokenizer-deepseek_v3"));
+  REQUIRE_TESTDATA(CommandSucceeds("python3 -c 'import jinja2'"), "python3 with jinja2");
+  // MYRIAD_FUZZ_SEED and MYRIAD_RANDOM_CONVERSATIONS explore further than the default run.
+  const uint64_t seed = std::getenv("MYRIAD_FUZZ_SEED") ? std::strtoull(std::getenv("MYRIAD_FUZZ_SEED"), nullptr, 10) : 1;
+  const int count = std::getenv("MYRIAD_RANDOM_CONVERSATIONS") ? std::atoi(std::getenv("MYRIAD_RANDOM_CONVERSATIONS")) : 300;
+  const int qwen = CompareWithReference("qwen3_random", PackageConfig("tokenizer-qwen3"), PythonReference(),
+                                        ojson::object(), RandomConversations(seed, count, false), false);
+  const int deepseek = CompareWithReference("deepseek_random", PackageConfig("tokenizer-deepseek_v3"),
+                                            PythonReference(), ojson::object(),
+                                            RandomConversations(seed + 1, count, true), false);
+  RecordProperty("qwen3_rendered", qwen);
+  RecordProperty("deepseek_rendered", deepseek);
+  std::cout << "random conversations rendered by the reference: qwen3 " << qwen << "/" << count
+            << ", deepseek-v3 " << deepseek << "/" << count << "\n";
+  EXPECT_GT(qwen, count / 3);
+  EXPECT_GT(deepseek, count / 3);
+}
+
 TEST(ChatTemplateGolden, Qwen3MatchesPythonJinja2) {
   REQUIRE_TESTDATA(std::filesystem::exists(PackageConfig("tokenizer-qwen3")), PackageConfig("tokenizer-qwen3"));
   REQUIRE_TESTDATA(CommandSucceeds("python3 -c 'import jinja2'"), "python3 with jinja2");
