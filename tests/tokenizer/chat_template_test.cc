@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -321,6 +322,30 @@ TEST(ChatTemplate, TojsonKeepsTheClientsKeyOrder) {
   // nlohmann::json sorts keys; the overload still works, in sorted order.
   EXPECT_EQ(*tmpl->Render(nlohmann::json::array(), nlohmann::json::parse(tools), false),
             R"({"function": {"description": "é", "name": "f", "parameters": {}}, "type": "function"})");
+}
+
+TEST(ChatTemplate, RenderIsThreadSafe) {
+  // One parsed template serves every gateway thread.
+  auto tmpl = ChatTemplate::FromTemplate(
+      "{% set ns = namespace(n=0) %}{% macro m(x) %}[{{ x|upper }}]{% endmacro %}"
+      "{% for msg in messages %}{% set ns.n = ns.n + 1 %}{{ m(msg.content) }}{{ loop.index }}{% endfor %}{{ ns.n }}",
+      "t", nullptr);
+  ASSERT_TRUE(tmpl.ok());
+  const ojson messages = ojson::parse(R"([{"content": "a"}, {"content": "b"}, {"content": "c"}])");
+  const std::string expected = *tmpl->Render(messages, ojson(nullptr), false);
+  EXPECT_EQ(expected, "[A]1[B]2[C]33");
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        auto out = tmpl->Render(messages, ojson(nullptr), false);
+        if (!out.ok() || *out != expected) ++mismatches[static_cast<size_t>(t)];
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
 }  // namespace
