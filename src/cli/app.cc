@@ -6,6 +6,7 @@
 #include "cli/eplb_command.h"
 #include "cli/gateway_command.h"
 #include "cli/kvstore_command.h"
+#include "cli/loadgen_command.h"
 #include "cli/sim_command.h"
 
 namespace myriad::cli {
@@ -19,6 +20,7 @@ int Main(int argc, char** argv) {
   KvstoreCommand kvstore(app);
   EmuCommand emu(app);
   GatewayCommand gateway(app);
+  LoadgenCommand loadgen(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -29,6 +31,7 @@ int Main(int argc, char** argv) {
   if (kvstore.selected()) return kvstore.Run();
   if (emu.selected()) return emu.Run();
   if (gateway.selected()) return gateway.Run();
+  if (loadgen.selected()) return loadgen.Run();
   return 0;
 }
 
