@@ -6,6 +6,7 @@
 #include "cli/eplb_command.h"
 #include "cli/gateway_command.h"
 #include "cli/kvstore_command.h"
+#include "cli/loadgen_command.h"
 #include "cli/sim_command.h"
 #include "cli/up_command.h"
 
@@ -21,6 +22,7 @@ int Main(int argc, char** argv) {
   EmuCommand emu(app);
   GatewayCommand gateway(app);
   UpCommand up(app);
+  LoadgenCommand loadgen(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -32,6 +34,7 @@ int Main(int argc, char** argv) {
   if (emu.selected()) return emu.Run();
   if (gateway.selected()) return gateway.Run();
   if (up.selected()) return up.Run();
+  if (loadgen.selected()) return loadgen.Run();
   return 0;
 }
 
