@@ -359,6 +359,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void PumpStream() {
     if (writing_ || !head_serializer_) return;
     if (!chunks_.empty()) {
+      // Whatever queued up while the last write was in flight goes out as one chunk: one
+      // syscall and one chunk header instead of one per event when the client lags.
+      if (chunks_.size() > 1) {
+        std::string merged;
+        size_t total = 0;
+        for (const auto& c : chunks_) total += c.size();
+        merged.reserve(total);
+        for (auto& c : chunks_) merged += c;
+        chunks_.clear();
+        chunks_.push_back(std::move(merged));
+      }
       writing_ = true;
       stream_.expires_after(Dur(options().write_timeout));
       asio::async_write(stream_, http::make_chunk(asio::buffer(chunks_.front())),
