@@ -1,0 +1,76 @@
+#pragma once
+// The byte-level BPE model of tokenizer.json (`model.type == "BPE"`): the vocabulary, the merge
+// ranks, and the merge loop over one pre-token's bytes.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+
+namespace myriad::tokenizer {
+
+// Buffers reused across words so the merge loop allocates nothing once warm.
+struct BpeScratch {
+  std::vector<uint32_t> ids;
+  std::vector<uint32_t> ranks;
+  std::vector<uint32_t> merged;
+  struct Symbol {
+    uint32_t id;
+    int32_t prev, next;
+    bool alive;
+  };
+  std::vector<Symbol> symbols;
+  struct Candidate {
+    uint32_t rank, pos, new_id;
+  };
+  std::vector<Candidate> heap;
+};
+
+class BpeModel {
+ public:
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
+
+  // Parses `model` (the value of `field`). Errors name the field: an unknown type, a merge
+  // whose parts or result are not in the vocabulary, options byte-level BPE does not use.
+  static absl::StatusOr<BpeModel> Parse(const nlohmann::json& model, const std::string& field);
+
+  // Appends the ids of one pre-token (raw bytes, not byte-level spelling).
+  void Encode(std::string_view word, std::vector<uint32_t>& out, BpeScratch& scratch) const;
+
+  // The id of byte `b` as a one-byte token (kNone when the vocabulary lacks it).
+  uint32_t ByteId(uint8_t b) const { return byte_ids_[b]; }
+
+  // Vocabulary entries in their tokenizer.json spelling ("Ġthe").
+  std::optional<uint32_t> TokenToId(std::string_view token) const;
+  const std::vector<std::string>& id_to_token() const { return id_to_token_; }
+  size_t size() const { return vocab_.size(); }
+
+ private:
+  struct Merge {
+    uint32_t rank;
+    uint32_t new_id;
+  };
+  static uint64_t Key(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
+  const Merge* FindMerge(uint32_t a, uint32_t b) const {
+    auto it = merges_.find(Key(a, b));
+    return it == merges_.end() ? nullptr : &it->second;
+  }
+  void MergeLinear(std::vector<uint32_t>& out, BpeScratch& s) const;
+  void MergeHeap(std::vector<uint32_t>& out, BpeScratch& s) const;
+
+  absl::flat_hash_map<std::string, uint32_t> vocab_;  // spelling -> id
+  std::vector<std::string> id_to_token_;               // id -> spelling ("" for gaps)
+  absl::flat_hash_map<uint64_t, Merge> merges_;
+  std::array<uint32_t, 256> byte_ids_{};
+  uint32_t unk_id_ = kNone;
+  bool ignore_merges_ = false;
+  absl::flat_hash_map<std::string, uint32_t> raw_vocab_;  // raw bytes -> id, for ignore_merges
+};
+
+}  // namespace myriad::tokenizer
