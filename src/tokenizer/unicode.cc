@@ -7,7 +7,6 @@
 #include <mutex>
 
 namespace myriad::tokenizer {
-namespace {
 
 uint8_t ClassFromIcu(uint32_t cp) {
   uint8_t c = 0;
@@ -52,6 +51,8 @@ uint8_t ClassFromIcu(uint32_t cp) {
   return c;
 }
 
+namespace {
+
 // The Basic Multilingual Plane, filled once: 64 KiB, and u_charType's trie walk leaves the loop.
 struct BmpTable {
   std::array<uint8_t, 0x10000> cls;
@@ -60,15 +61,13 @@ struct BmpTable {
   }
 };
 
-const BmpTable& Bmp() {
-  static const BmpTable table;
-  return table;
-}
+// Built at load time rather than on first use, so lookups carry no initialization guard.
+const BmpTable kBmp;
 
 }  // namespace
 
-uint8_t ClassOf(uint32_t cp) {
-  if (cp < 0x10000) return Bmp().cls[cp];
+uint8_t ClassOfNonAscii(uint32_t cp) {
+  if (cp < 0x10000) return kBmp.cls[cp];
   if (cp > 0x10FFFF) return 0;
   return ClassFromIcu(cp);
 }

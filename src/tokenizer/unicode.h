@@ -53,12 +53,41 @@ inline uint32_t DecodeUtf8(std::string_view s, size_t i, size_t& len) {
   return 0xFFFFFFFFu;
 }
 
+// ASCII's classes, spelled out so the common case is one inline load (a test checks them
+// against ICU).
+inline constexpr auto kAsciiClass = [] {
+  struct Table {
+    uint8_t c[128] = {};
+  } t;
+  for (int i = 0; i < 128; ++i) {
+    const char ch = static_cast<char>(i);
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) t.c[i] = kLetter;
+    else if (ch >= '0' && ch <= '9') t.c[i] = kNumber;
+    else if (ch == ' ' || (ch >= '\t' && ch <= '\r')) t.c[i] = kSpace | ((ch == '\r' || ch == '\n') ? kCrLf : 0);
+    else if (ch == '$' || ch == '+' || ch == '<' || ch == '=' || ch == '>' || ch == '^' || ch == '`' || ch == '|' ||
+             ch == '~') t.c[i] = kSymbol;
+    else if (ch > ' ' && ch < 127) t.c[i] = kPunct;
+  }
+  return t;
+}();
+
+// The classes of a non-ASCII code point (0 for invalid ones).
+uint8_t ClassOfNonAscii(uint32_t cp);
+
 // The classes of code point `cp` (0 for invalid ones).
-uint8_t ClassOf(uint32_t cp);
+inline uint8_t ClassOf(uint32_t cp) { return cp < 128 ? kAsciiClass.c[cp] : ClassOfNonAscii(cp); }
+
+// The classes straight from ICU, for tests.
+uint8_t ClassFromIcu(uint32_t cp);
 
 // Classes of the character at s[i]; sets `len` to its byte length.
 inline uint8_t ClassAt(std::string_view s, size_t i, size_t& len) {
-  return ClassOf(DecodeUtf8(s, i, len));
+  const auto b = static_cast<uint8_t>(s[i]);
+  if (b < 0x80) {
+    len = 1;
+    return kAsciiClass.c[b];
+  }
+  return ClassOfNonAscii(DecodeUtf8(s, i, len));
 }
 
 // True when all bytes are ASCII (the fast path of normalization).

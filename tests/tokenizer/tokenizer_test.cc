@@ -14,6 +14,7 @@
 #include "corpus.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/split_pattern.h"
+#include "tokenizer/unicode.h"
 
 namespace myriad::tokenizer {
 namespace {
@@ -168,6 +169,16 @@ TEST(TokenizerErrors, ConfigWithoutBosToken) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->special_wrap().prefix, std::vector<uint32_t>{300});
   std::filesystem::remove_all(path);
+}
+
+// The spelled-out ASCII classes and the BMP table agree with ICU.
+TEST(TokenizerPatterns, CharacterClassesMatchIcu) {
+  for (uint32_t cp = 0; cp < 0x10000; ++cp) ASSERT_EQ(ClassOf(cp), ClassFromIcu(cp)) << "U+" << std::hex << cp;
+  EXPECT_EQ(ClassOf(0x1F600), kSymbol);      // emoji: So
+  EXPECT_EQ(ClassOf(0x20000), kLetter);      // CJK extension B: Lo
+  EXPECT_EQ(ClassOf(0x0085), kSpace);        // NEL is White_Space
+  EXPECT_EQ(ClassOf(0xFEFF), 0);             // BOM is not (JavaScript's \s disagrees)
+  EXPECT_EQ(ClassOf(0xFFFFFFFFu), 0);
 }
 
 // The hand-written matchers split exactly as PCRE2 running the original pattern.
