@@ -75,14 +75,18 @@ inline size_t WhitespaceTail(std::string_view s, size_t i, bool with_crlf) {
   return j;
 }
 
-// Hand-written patterns: MatchAt gives the end of the match at i, or kNoMatch.
+// Hand-written patterns: Derived::MatchAt gives the end of the match at i, or kNoMatch; Find
+// tries each character in turn, as a backtracking engine's leftmost search does. Static
+// dispatch (CRTP), so MatchAt inlines into the scan.
+template <typename Derived>
 class BuiltinPattern : public SplitPattern {
  public:
   explicit BuiltinPattern(std::string kind) : kind_(std::move(kind)) {}
   bool Find(std::string_view s, size_t from, size_t& start, size_t& end) const override {
+    const auto& self = static_cast<const Derived&>(*this);
     size_t len;
-    for (size_t i = from; i < s.size(); i += len) {
-      const size_t e = MatchAt(s, i);
+    for (size_t i = self.Skip(s, from); i < s.size(); i = self.Skip(s, i + len)) {
+      const size_t e = self.MatchAt(s, i);
       if (e != kNoMatch) {
         start = i;
         end = e;
@@ -94,19 +98,19 @@ class BuiltinPattern : public SplitPattern {
   }
   std::string_view Kind() const override { return kind_; }
 
- protected:
-  virtual size_t MatchAt(std::string_view s, size_t i) const = 0;
+  // The first position at or after i where a match may start; patterns that match rarely
+  // (digits, CJK) skip the bytes that cannot start one without decoding them.
+  size_t Skip(std::string_view, size_t i) const { return i; }
 
  private:
   std::string kind_;
 };
 
-class Gpt2 final : public BuiltinPattern {
+class Gpt2 final : public BuiltinPattern<Gpt2> {
  public:
   Gpt2() : BuiltinPattern("builtin:gpt2") {}
 
- protected:
-  size_t MatchAt(std::string_view s, size_t i) const override {
+  size_t MatchAt(std::string_view s, size_t i) const {
     if (size_t e = Contraction(s, i, false); e != kNoMatch) return e;
     size_t len;
     const uint8_t c0 = Cls(s, i, len);
@@ -127,13 +131,12 @@ class Gpt2 final : public BuiltinPattern {
 };
 
 // cl100k_base, Llama 3 (max_digits 3) and Qwen 2/3 (max_digits 1).
-class Cl100k final : public BuiltinPattern {
+class Cl100k final : public BuiltinPattern<Cl100k> {
  public:
   explicit Cl100k(int max_digits)
       : BuiltinPattern(max_digits == 1 ? "builtin:qwen2" : "builtin:cl100k"), max_digits_(max_digits) {}
 
- protected:
-  size_t MatchAt(std::string_view s, size_t i) const override {
+  size_t MatchAt(std::string_view s, size_t i) const {
     if (size_t e = Contraction(s, i, true); e != kNoMatch) return e;
     size_t len0, len;
     const uint8_t c0 = Cls(s, i, len0);
@@ -166,12 +169,20 @@ class Cl100k final : public BuiltinPattern {
 };
 
 // \p{N}{1,3}
-class Digits1to3 final : public BuiltinPattern {
+class Digits1to3 final : public BuiltinPattern<Digits1to3> {
  public:
   Digits1to3() : BuiltinPattern("builtin:digits1to3") {}
 
- protected:
-  size_t MatchAt(std::string_view s, size_t i) const override {
+  // Only ASCII digits or non-ASCII characters can be \p{N}.
+  size_t Skip(std::string_view s, size_t i) const {
+    while (i < s.size()) {
+      const auto b = static_cast<uint8_t>(s[i]);
+      if (b >= 0x80 || (b >= '0' && b <= '9')) break;
+      ++i;
+    }
+    return i;
+  }
+  size_t MatchAt(std::string_view s, size_t i) const {
     size_t len;
     if (!(Cls(s, i, len) & kNumber)) return kNoMatch;
     size_t j = i + len;
@@ -181,15 +192,23 @@ class Digits1to3 final : public BuiltinPattern {
 };
 
 // DeepSeek-V3's [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+ (CJK ideographs, kana).
-class DeepSeekCjk final : public BuiltinPattern {
+class DeepSeekCjk final : public BuiltinPattern<DeepSeekCjk> {
  public:
   DeepSeekCjk() : BuiltinPattern("builtin:deepseek_cjk") {}
 
- protected:
+  // U+3040-U+9FA5 are three-byte sequences led by 0xE3-0xE9; any other byte cannot start one.
+  size_t Skip(std::string_view s, size_t i) const {
+    while (i < s.size()) {
+      const auto b = static_cast<uint8_t>(s[i]);
+      if (b >= 0xE3 && b <= 0xE9) break;
+      ++i;
+    }
+    return i;
+  }
   static bool In(uint32_t cp) {
     return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x309F) || (cp >= 0x30A0 && cp <= 0x30FF);
   }
-  size_t MatchAt(std::string_view s, size_t i) const override {
+  size_t MatchAt(std::string_view s, size_t i) const {
     size_t j = i, len;
     while (j < s.size() && In(DecodeUtf8(s, j, len))) j += len;
     return j > i ? j : kNoMatch;
@@ -202,12 +221,11 @@ inline bool IsAsciiPunct(char c) {
 inline bool IsAsciiAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 // DeepSeek-V3's word pattern (kDeepSeekWords).
-class DeepSeekWords final : public BuiltinPattern {
+class DeepSeekWords final : public BuiltinPattern<DeepSeekWords> {
  public:
   DeepSeekWords() : BuiltinPattern("builtin:deepseek_words") {}
 
- protected:
-  size_t MatchAt(std::string_view s, size_t i) const override {
+  size_t MatchAt(std::string_view s, size_t i) const {
     // [ASCII punctuation][A-Za-z]+
     if (IsAsciiPunct(s[i]) && i + 1 < s.size() && IsAsciiAlpha(s[i + 1])) {
       size_t j = i + 2;
