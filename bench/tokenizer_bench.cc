@@ -38,8 +38,8 @@ const Tokenizer* Load(const std::string& package) {
   return t.get();
 }
 
-// Words of the vocabulary (tokens spelling a space then 3+ ASCII letters), so the prose has a
-// realistic spread of common and rare words.
+// Words of the vocabulary (tokens spelling a space then 4+ ASCII letters), so the prose has a
+// spread of common and rare words.
 std::vector<std::string> VocabularyWords(const Tokenizer& t) {
   std::vector<std::string> words;
   for (uint32_t id = 0; id < 200000 && words.size() < 20000; ++id) {
@@ -72,6 +72,9 @@ std::string MakePrompt(const Tokenizer& t, size_t tokens) {
         const int n = 20 + static_cast<int>(rng.Below(60));
         for (int i = 0; i < n; ++i) {
           std::string w = words[rng.Below(words.size())];
+          // A quarter compound words (two vocabulary words run together), which are mostly not
+          // tokens themselves, so the merges do real work as they do on names and jargon.
+          if (rng.Below(4) == 0) w += words[rng.Below(words.size())].substr(1);
           if (i == 0 || rng.Below(12) == 0) w[1] = static_cast<char>(w[1] - 32);
           s += w;
           const uint64_t p = rng.Below(30);

@@ -61,13 +61,6 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
     auto id = m.TokenToId(ByteLevelSpell(std::string(1, static_cast<char>(b))));
     m.byte_ids_[b] = id ? *id : m.unk_id_;
   }
-  if (m.ignore_merges_) {
-    std::string raw;
-    for (const auto& [token, id] : m.vocab_) {
-      raw.clear();
-      if (ByteLevelUnspell(token, raw)) m.raw_vocab_[raw] = id;
-    }
-  }
 
   auto mit = model.find("merges");
   if (mit == model.end() || !mit->is_array()) {
@@ -102,7 +95,38 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
     // A repeated pair keeps its last rank, as Hugging Face's map insertion does.
     m.merges_.insert_or_assign(Key(*a, *b), Merge{static_cast<uint32_t>(i), *c});
   }
+  m.BuildWholeWords();
   return m;
+}
+
+void BpeModel::BuildWholeWords() {
+  // Raw bytes of every byte-level token, laid out once so the map's views stay valid.
+  std::vector<std::pair<size_t, uint32_t>> spans;  // (offset into whole_arena_, id); length next
+  std::vector<size_t> lengths;
+  std::string raw;
+  for (uint32_t id = 0; id < id_to_token_.size(); ++id) {
+    if (id_to_token_[id].empty()) continue;
+    raw.clear();
+    if (!ByteLevelUnspell(id_to_token_[id], raw)) continue;
+    spans.push_back({whole_arena_.size(), id});
+    lengths.push_back(raw.size());
+    whole_arena_.insert(whole_arena_.end(), raw.begin(), raw.end());
+  }
+  whole_words_.reserve(spans.size());
+  BpeScratch scratch;
+  std::vector<uint32_t> ids;
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const std::string_view word(whole_arena_.data() + spans[k].first, lengths[k]);
+    const uint32_t id = spans[k].second;
+    if (!ignore_merges_) {
+      // With ignore_merges (Llama 3), any vocabulary word is taken whole; otherwise only
+      // when the merges actually reach it.
+      ids.clear();
+      MergeWord(word, ids, scratch);
+      if (ids.size() != 1 || ids[0] != id) continue;
+    }
+    whole_words_.emplace(word, id);
+  }
 }
 
 std::optional<uint32_t> BpeModel::TokenToId(std::string_view token) const {
@@ -112,12 +136,14 @@ std::optional<uint32_t> BpeModel::TokenToId(std::string_view token) const {
 }
 
 void BpeModel::Encode(std::string_view word, std::vector<uint32_t>& out, BpeScratch& s) const {
-  if (ignore_merges_) {
-    if (auto it = raw_vocab_.find(absl::string_view(word.data(), word.size())); it != raw_vocab_.end()) {
-      out.push_back(it->second);
-      return;
-    }
+  if (const uint32_t id = WholeWord(word); id != kNone) {
+    out.push_back(id);
+    return;
   }
+  MergeWord(word, out, s);
+}
+
+void BpeModel::MergeWord(std::string_view word, std::vector<uint32_t>& out, BpeScratch& s) const {
   s.ids.clear();
   for (char c : word) {
     // A byte the vocabulary lacks becomes unk, or is dropped without one (as Hugging Face does).

@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "tokenizer/word_hash.h"
 
 namespace myriad::tokenizer {
 
@@ -43,6 +44,14 @@ class BpeModel {
   // Appends the ids of one pre-token (raw bytes, not byte-level spelling).
   void Encode(std::string_view word, std::vector<uint32_t>& out, BpeScratch& scratch) const;
 
+  // The id of a pre-token that BPE turns into exactly one vocabulary token, or kNone. A
+  // lookup table of every such token, filled at load time by running the merges on each
+  // token's bytes: the result is the same as merging, at the cost of one hash lookup.
+  uint32_t WholeWord(std::string_view word) const {
+    auto it = whole_words_.find(word);
+    return it == whole_words_.end() ? kNone : it->second;
+  }
+
   // The id of byte `b` as a one-byte token (kNone when the vocabulary lacks it).
   uint32_t ByteId(uint8_t b) const { return byte_ids_[b]; }
 
@@ -70,7 +79,11 @@ class BpeModel {
   std::array<uint32_t, 256> byte_ids_{};
   uint32_t unk_id_ = kNone;
   bool ignore_merges_ = false;
-  absl::flat_hash_map<std::string, uint32_t> raw_vocab_;  // raw bytes -> id, for ignore_merges
+  void BuildWholeWords();
+  void MergeWord(std::string_view word, std::vector<uint32_t>& out, BpeScratch& scratch) const;
+
+  std::vector<char> whole_arena_;  // the keys' bytes; a vector's buffer survives moves
+  absl::flat_hash_map<std::string_view, uint32_t, WordHash> whole_words_;
 };
 
 }  // namespace myriad::tokenizer

@@ -9,12 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#ifndef XXH_INLINE_ALL
-#define XXH_INLINE_ALL  // header-only use: the hash inlines into the lookup
-#endif
-#include <xxhash.h>
-
 #include "absl/container/flat_hash_map.h"
+#include "tokenizer/word_hash.h"
 
 namespace myriad::tokenizer {
 
@@ -38,10 +34,6 @@ class WordCache {
   size_t size() const { return map_.size(); }
 
  private:
-  // XXH3 on the word's bytes: faster than the std::hash absl falls back to for std::string_view.
-  struct WordHash {
-    size_t operator()(std::string_view w) const { return XXH3_64bits(w.data(), w.size()); }
-  };
   struct Span {
     uint32_t offset;
     uint32_t count;
