@@ -5,6 +5,7 @@
 #include "cli/eplb_command.h"
 #include "cli/kvstore_command.h"
 #include "cli/sim_command.h"
+#include "cli/tokenize_command.h"
 
 namespace myriad::cli {
 
@@ -15,6 +16,7 @@ int Main(int argc, char** argv) {
   SimCommand sim(app);
   EplbCommand eplb(app);
   KvstoreCommand kvstore(app);
+  TokenizeCommand tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -23,6 +25,7 @@ int Main(int argc, char** argv) {
   if (sim.selected()) return sim.Run();
   if (eplb.selected()) return eplb.Run();
   if (kvstore.selected()) return kvstore.Run();
+  if (tokenize.selected()) return tokenize.Run();
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli/run_myriad.h"
 #include "corpus.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/split_pattern.h"
@@ -169,6 +170,18 @@ TEST(TokenizerErrors, ConfigWithoutBosToken) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->special_wrap().prefix, std::vector<uint32_t>{300});
   std::filesystem::remove_all(path);
+}
+
+TEST(TokenizerCli, PrintsIds) {
+  const std::string path = myriad::testing::WriteTempFile("tiny_tokenizer.json", TinyTokenizer().dump());
+  auto r = myriad::testing::RunMyriad("tokenize --tokenizer " + path + " 'hello world'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "300 259 262 263\n");
+  r = myriad::testing::RunMyriad("tokenize --tokenizer " + path + " --no-special --format json 'hello'");
+  EXPECT_EQ(r.out, "[259]\n");
+  r = myriad::testing::RunMyriad("tokenize --tokenizer /nonexistent.json x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("/nonexistent.json: cannot open"), std::string::npos) << r.out;
 }
 
 // The spelled-out ASCII classes and the BMP table agree with ICU.
