@@ -66,7 +66,18 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
   if (mit == model.end() || !mit->is_array()) {
     return absl::InvalidArgumentError(Cat(field, ".merges: expected an array"));
   }
-  m.merges_.reserve(mit->size());
+  if (m.id_to_token_.size() >= (size_t{1} << kIdBits) - 1) {
+    return absl::InvalidArgumentError(Cat(field, ".vocab: more than ", (1 << kIdBits) - 2, " ids are not supported"));
+  }
+  if (mit->size() >= (size_t{1} << 24)) {
+    return absl::InvalidArgumentError(Cat(field, ".merges: more than 16,777,215 merges are not supported"));
+  }
+  int bits = 4;
+  while ((size_t{1} << bits) < 2 * mit->size()) ++bits;  // load factor at most one half
+  m.pair_slots_.assign(size_t{1} << bits, kEmptySlot);
+  m.pair_mask_ = (size_t{1} << bits) - 1;
+  m.pair_shift_ = 64 - bits;
+  m.merge_result_.assign(mit->size(), kNone);
   std::string left, right;
   for (size_t i = 0; i < mit->size(); ++i) {
     const auto& e = (*mit)[i];
@@ -93,10 +104,30 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
                                                      "' is not in the vocabulary"));
     }
     // A repeated pair keeps its last rank, as Hugging Face's map insertion does.
-    m.merges_.insert_or_assign(Key(*a, *b), Merge{static_cast<uint32_t>(i), *c});
+    m.merge_result_[i] = *c;
+    m.InsertMerge(*a, *b, static_cast<uint32_t>(i));
+  }
+  m.byte_pair_rank_.assign(256 * 256, kNone);
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) {
+      if (m.byte_ids_[a] != kNone && m.byte_ids_[b] != kNone) {
+        m.byte_pair_rank_[(a << 8) | b] = m.MergeRank(m.byte_ids_[a], m.byte_ids_[b]);
+      }
+    }
   }
   m.BuildWholeWords();
   return m;
+}
+
+void BpeModel::InsertMerge(uint32_t a, uint32_t b, uint32_t rank) {
+  const uint64_t key = PairKey(a, b);
+  const uint64_t entry = key | (static_cast<uint64_t>(rank) << (2 * kIdBits));
+  for (size_t i = SlotOf(key);; i = (i + 1) & pair_mask_) {
+    if (pair_slots_[i] == kEmptySlot || (pair_slots_[i] & kKeyMask) == key) {
+      pair_slots_[i] = entry;
+      return;
+    }
+  }
 }
 
 void BpeModel::BuildWholeWords() {
@@ -155,25 +186,29 @@ void BpeModel::MergeWord(std::string_view word, std::vector<uint32_t>& out, BpeS
     return;
   }
   if (s.ids.size() <= kLinearMax) {
-    MergeLinear(out, s);
+    MergeLinear(s.ids.size() == word.size() ? word : std::string_view(), out, s);
   } else {
     MergeHeap(out, s);
   }
 }
 
-void BpeModel::MergeLinear(std::vector<uint32_t>& out, BpeScratch& s) const {
+void BpeModel::MergeLinear(std::string_view bytes, std::vector<uint32_t>& out, BpeScratch& s) const {
   auto& ids = s.ids;
   auto& ranks = s.ranks;
-  auto& merged = s.merged;
   const size_t n = ids.size();
   ranks.resize(n - 1);
-  merged.resize(n - 1);
   auto set_pair = [&](size_t i) {
-    const Merge* m = FindMerge(ids[i], ids[i + 1]);
-    ranks[i] = m ? m->rank : kNone;
-    merged[i] = m ? m->new_id : kNone;
+    ranks[i] = MergeRank(ids[i], ids[i + 1]);
   };
-  for (size_t i = 0; i + 1 < n; ++i) set_pair(i);
+  if (!bytes.empty()) {
+    // One symbol per byte: the first ranks come from the 256 x 256 table, which stays in the
+    // processor's cache, instead of the large merge table.
+    for (size_t i = 0; i + 1 < n; ++i) {
+      ranks[i] = byte_pair_rank_[(static_cast<uint8_t>(bytes[i]) << 8) | static_cast<uint8_t>(bytes[i + 1])];
+    }
+  } else {
+    for (size_t i = 0; i + 1 < n; ++i) set_pair(i);
+  }
   size_t count = n;
   while (count > 1) {
     size_t best = 0;
@@ -181,10 +216,9 @@ void BpeModel::MergeLinear(std::vector<uint32_t>& out, BpeScratch& s) const {
       if (ranks[i] < ranks[best]) best = i;
     }
     if (ranks[best] == kNone) break;
-    ids[best] = merged[best];
+    ids[best] = merge_result_[ranks[best]];
     ids.erase(ids.begin() + static_cast<ptrdiff_t>(best) + 1);
     ranks.erase(ranks.begin() + static_cast<ptrdiff_t>(best));
-    merged.erase(merged.begin() + static_cast<ptrdiff_t>(best));
     --count;
     if (best > 0) set_pair(best - 1);
     if (best + 1 < count) set_pair(best);
@@ -210,8 +244,8 @@ void BpeModel::MergeHeap(std::vector<uint32_t>& out, BpeScratch& s) const {
   auto push = [&](uint32_t pos) {
     const int32_t next = sym[pos].next;
     if (next < 0) return;
-    if (const Merge* m = FindMerge(sym[pos].id, sym[next].id)) {
-      heap.push_back({m->rank, pos, m->new_id});
+    if (const uint32_t rank = MergeRank(sym[pos].id, sym[next].id); rank != kNone) {
+      heap.push_back({rank, pos});
       std::push_heap(heap.begin(), heap.end(), worse);
     }
   };
@@ -223,9 +257,10 @@ void BpeModel::MergeHeap(std::vector<uint32_t>& out, BpeScratch& s) const {
     auto& cur = sym[top.pos];
     if (!cur.alive || cur.next < 0) continue;
     const int32_t next = cur.next;
-    const Merge* m = FindMerge(cur.id, sym[next].id);
-    if (m == nullptr || m->new_id != top.new_id) continue;  // stale
-    cur.id = top.new_id;
+    // Stale when the pair at pos changed since it was pushed. (Hugging Face compares the merged
+    // id; a rank names one pair, so comparing ranks is the same test.)
+    if (MergeRank(cur.id, sym[next].id) != top.rank) continue;
+    cur.id = merge_result_[top.rank];
     sym[next].alive = false;
     cur.next = sym[next].next;
     if (cur.next >= 0) sym[cur.next].prev = static_cast<int32_t>(top.pos);
