@@ -61,7 +61,7 @@ class BpeModel {
 
  private:
   // The merges as one open-addressing table of 8-byte slots, (left id, right id) in the low 40
-  // bits and the rank above: 2 MiB for 150 k merges, a third of a general hash map, which is
+  // bits and the rank above: 2 MiB for 150 k merges, under half a general hash map, which is
   // what a cold-cache encode spends its time probing.
   static constexpr int kIdBits = 20;
   static constexpr uint64_t kKeyMask = (uint64_t{1} << (2 * kIdBits)) - 1;

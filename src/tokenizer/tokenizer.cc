@@ -250,6 +250,11 @@ void Tokenizer::Release(std::unique_ptr<Context> ctx) const {
 
 void Tokenizer::ClearCache() const {
   std::lock_guard<std::mutex> lock(pool_mu_);
+  for (auto& ctx : pool_) ctx->cache.Clear();
+}
+
+void Tokenizer::ReleaseMemory() const {
+  std::lock_guard<std::mutex> lock(pool_mu_);
   pool_.clear();
 }
 

@@ -69,9 +69,10 @@ class Tokenizer {
   const std::vector<AddedToken>& added_tokens() const { return added_; }
   const SpecialWrap& special_wrap() const { return wrap_; }
 
-  // Drops every word cache (and the buffers of idle Encode calls): frees their memory, and
-  // lets benchmarks measure a cold cache.
+  // Empties every word cache (keeping its memory), so benchmarks can measure a cold cache.
   void ClearCache() const;
+  // Frees the word caches and buffers of the idle Encode contexts.
+  void ReleaseMemory() const;
 
   // One line per stage, naming the matcher each Split uses (builtin or pcre2).
   std::string Describe() const;

@@ -14,17 +14,19 @@ WordCache::WordCache(size_t max_words) : max_words_(max_words) {
 
 void WordCache::Insert(std::string_view word, const uint32_t* ids, size_t count) {
   if (word.size() > kMaxWordBytes || max_words_ == 0) return;
-  if (map_.size() >= max_words_ || keys_.size() + word.size() > keys_.capacity()) {
-    map_.clear();
-    keys_.clear();
-    ids_.clear();
-    map_.reserve(max_words_);
-  }
+  if (map_.size() >= max_words_ || keys_.size() + word.size() > keys_.capacity()) Clear();
   const size_t key_offset = keys_.size();
   keys_.append(word);
   const auto offset = static_cast<uint32_t>(ids_.size());
   ids_.insert(ids_.end(), ids, ids + count);
   map_.emplace(std::string_view(keys_.data() + key_offset, word.size()), Span{offset, static_cast<uint32_t>(count)});
+}
+
+void WordCache::Clear() {
+  map_.clear();
+  keys_.clear();
+  ids_.clear();
+  map_.reserve(max_words_);
 }
 
 }  // namespace myriad::tokenizer

@@ -33,6 +33,9 @@ class WordCache {
 
   size_t size() const { return map_.size(); }
 
+  // Forgets every word, keeping the memory.
+  void Clear();
+
  private:
   struct Span {
     uint32_t offset;
