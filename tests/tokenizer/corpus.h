@@ -3,6 +3,7 @@
 // emoji, combining marks, special tokens, long strings. Characters where JavaScript's regex
 // and Oniguruma (Hugging Face's) disagree on \s (U+0085, U+FEFF, U+180E) are left out: the
 // reference is transformers.js, the target Hugging Face.
+#include <random>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,32 @@ inline std::vector<std::string> Corpus() {
   for (int i = 0; i < 1200; ++i) b64.push_back("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(i * 37 + i / 7) % 64]);
   c.push_back(b64);
   return c;
+}
+
+// Random strings over pieces that exercise every branch of the split patterns and the added
+// tokens: letters of several scripts, digits of several kinds, whitespace of several kinds,
+// CR/LF, apostrophes, ASCII and other punctuation, symbols, marks, emoji, CJK, kana, and
+// fragments of special tokens. The same strings for the same seed.
+inline std::vector<std::string> RandomTexts(int count, unsigned seed) {
+  static const std::vector<std::string> pieces = {
+      "a", "Z", "the", " of", "Hello", "'", "'s", "'LL", "s", "t", "re", " ", " ", "  ", "\t", "\r", "\n", "\r\n",
+      "\n\n", "0", "42", "2024", "12345", "\u0661", "\u00bd", "\u2460", ".", ",", "!", "?", "-", "_", "$", "+", "=",
+      "<", ">", "|", "\"", "(", ")", "[", "{", "#", "@", "&", "*", "/", "\\", "`", "~", "^", "%", ":", ";",
+      "\u4e2d", "\u6587", "\u3042", "\u30ab", "\u30fc", "\uac00", "\u00e9", "e\u0301", "\u0301", "\u0416",
+      "\u03a9", "\u05d0", "\u0627", "\u0928\u094d", "\u0e01\u0e34", "\u00a0", "\u3000", "\u2003", "\u2028",
+      "\U0001F600", "\U0001F44D\U0001F3FD", "\u200d", "\u2764\ufe0f", "\u00ab", "\u2014", "\u2026", "\uff01",
+      "\uff21", "\x01", "\x7f", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<|im_",
+      "<\uff5cUser\uff5c>", "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "\u2581", "\uff5c", "\u0120",
+  };
+  std::mt19937 rng(seed);
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) {
+    std::string s;
+    const int n = 1 + static_cast<int>(rng() % 40);
+    for (int k = 0; k < n; ++k) s += pieces[rng() % pieces.size()];
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace myriad::tokenizer::testing
