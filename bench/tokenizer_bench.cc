@@ -4,11 +4,14 @@
 // tokenizer files come from scripts/setup.sh's test data (${MYRIAD_TESTDATA}).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/block_hash.h"
@@ -54,8 +57,11 @@ std::vector<std::string> VocabularyWords(const Tokenizer& t) {
   return words;
 }
 
-// A prompt of about `tokens` tokens of mixed text, the same for a given seed.
-std::string MakePrompt(const Tokenizer& t, size_t tokens) {
+// A prompt of about `tokens` tokens of mixed text, the same every run. `zipf`: prose words drawn
+// with probability 1/rank over the vocabulary's order (earlier merges are commoner words), as in
+// natural text, and 1 in 10 compound; else uniformly and 1 in 4 compound, a stress case whose
+// 100 k tokens hold some 34 k distinct pre-tokens.
+std::string MakePrompt(const Tokenizer& t, size_t tokens, bool zipf) {
   const auto words = VocabularyWords(t);
   const char* code[] = {"for (size_t i = 0; i < n; ++i) {\n    sum += v[i] * w[i];\n  }\n",
                         "def route(req):\n    return min(units, key=lambda u: u.ttft(req))\n",
@@ -64,6 +70,13 @@ std::string MakePrompt(const Tokenizer& t, size_t tokens) {
                        "\u30ad\u30e3\u30c3\u30b7\u30e5\u3092\u5171\u6709\u3057\u307e\u3059\u3002",
                        "\u5206\u5e03\u5f0f\u63a8\u7406\u670d\u52a1"};
   Rng rng(42);
+  // Zipf(1) over n words by inverting its CDF, ln(rank) roughly uniform.
+  auto pick = [&]() -> const std::string& {
+    if (!zipf) return words[rng.Below(words.size())];
+    const double u = static_cast<double>(rng.Below(1 << 30)) / (1 << 30);
+    const auto r = static_cast<size_t>(std::exp(u * std::log(static_cast<double>(words.size())))) - 1;
+    return words[std::min(r, words.size() - 1)];
+  };
   std::string s = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n";
   while (t.Encode(s, false).size() < tokens) {
     for (int para = 0; para < 50; ++para) {
@@ -71,10 +84,10 @@ std::string MakePrompt(const Tokenizer& t, size_t tokens) {
       if (kind < 14) {  // prose
         const int n = 20 + static_cast<int>(rng.Below(60));
         for (int i = 0; i < n; ++i) {
-          std::string w = words[rng.Below(words.size())];
-          // A quarter compound words (two vocabulary words run together), which are mostly not
-          // tokens themselves, so the merges do real work as they do on names and jargon.
-          if (rng.Below(4) == 0) w += words[rng.Below(words.size())].substr(1);
+          std::string w = pick();
+          // Compound words (two vocabulary words run together) are mostly not tokens
+          // themselves, so the merges do real work as they do on names and jargon.
+          if (rng.Below(zipf ? 10 : 4) == 0) w += pick().substr(1);
           if (i == 0 || rng.Below(12) == 0) w[1] = static_cast<char>(w[1] - 32);
           s += w;
           const uint64_t p = rng.Below(30);
@@ -94,15 +107,15 @@ std::string MakePrompt(const Tokenizer& t, size_t tokens) {
   return s;
 }
 
-void Tokenize(benchmark::State& state, const std::string& package, bool warm, bool hash) {
+void Tokenize(benchmark::State& state, const std::string& package, bool zipf, bool warm, bool hash) {
   const Tokenizer* t = Load(package);
   if (t == nullptr) {
     state.SkipWithError(("no " + TokenizerPath(package) + ": run scripts/setup.sh").c_str());
     return;
   }
-  static std::map<std::string, std::string> prompts;
-  auto& prompt = prompts[package];
-  if (prompt.empty()) prompt = MakePrompt(*t, 100000);
+  static std::map<std::pair<std::string, bool>, std::string> prompts;
+  auto& prompt = prompts[{package, zipf}];
+  if (prompt.empty()) prompt = MakePrompt(*t, 100000, zipf);
   std::vector<uint32_t> ids;
   t->ClearCache();
   if (warm) t->Encode(prompt, true, ids);
@@ -122,12 +135,15 @@ void Tokenize(benchmark::State& state, const std::string& package, bool warm, bo
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(prompt.size()));
 }
 
-BENCHMARK_CAPTURE(Tokenize, Qwen3Cold, std::string("tokenizer-qwen3"), false, false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Tokenize, Qwen3Warm, std::string("tokenizer-qwen3"), true, false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Tokenize, Qwen3WarmHash16, std::string("tokenizer-qwen3"), true, true)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Tokenize, DeepSeekV3Cold, std::string("tokenizer-deepseek_v3"), false, false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Tokenize, DeepSeekV3Warm, std::string("tokenizer-deepseek_v3"), true, false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Tokenize, DeepSeekV3WarmHash16, std::string("tokenizer-deepseek_v3"), true, true)->Unit(benchmark::kMillisecond);
+#define TOKENIZE_BENCH(name, package)                                                                     \
+  BENCHMARK_CAPTURE(Tokenize, name##VariedCold, std::string(package), false, false, false)->Unit(benchmark::kMillisecond); \
+  BENCHMARK_CAPTURE(Tokenize, name##VariedWarm, std::string(package), false, true, false)->Unit(benchmark::kMillisecond);  \
+  BENCHMARK_CAPTURE(Tokenize, name##NaturalCold, std::string(package), true, false, false)->Unit(benchmark::kMillisecond); \
+  BENCHMARK_CAPTURE(Tokenize, name##NaturalWarm, std::string(package), true, true, false)->Unit(benchmark::kMillisecond);  \
+  BENCHMARK_CAPTURE(Tokenize, name##NaturalWarmHash16, std::string(package), true, true, true)->Unit(benchmark::kMillisecond)
+
+TOKENIZE_BENCH(Qwen3, "tokenizer-qwen3");
+TOKENIZE_BENCH(DeepSeekV3, "tokenizer-deepseek_v3");
 
 }  // namespace
 }  // namespace myriad
