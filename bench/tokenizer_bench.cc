@@ -16,6 +16,7 @@
 
 #include "core/block_hash.h"
 #include "core/rng.h"
+#include "policy/prefix_index.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 
@@ -134,6 +135,44 @@ void Tokenize(benchmark::State& state, const std::string& package, bool zipf, bo
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(ids.size()));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(prompt.size()));
 }
+
+// The whole path: tokenize a 100 k-token prompt (warm cache), key its 16-token blocks,
+// and match the keys in a prefix index of 2 M other blocks where 8 holders hold 1/8 .. 8/8 of
+// this prompt (a repeated long prompt: the match walks all 6,250 blocks).
+void TokenizeHashRoute(benchmark::State& state, const std::string& package) {
+  const Tokenizer* t = Load(package);
+  if (t == nullptr) {
+    state.SkipWithError(("no " + TokenizerPath(package) + ": run scripts/setup.sh").c_str());
+    return;
+  }
+  const std::string prompt = MakePrompt(*t, 100000, true);
+  std::vector<uint32_t> ids;
+  t->Encode(prompt, true, ids);
+  const std::vector<BlockKey> keys = HashTokenBlocks(ids, 16);
+  policy::PrefixIndex index;
+  Rng rng(5);
+  std::vector<BlockKey> other(1000);
+  for (int chain = 0; chain < 2000; ++chain) {
+    for (auto& k : other) k = rng.Below(~uint64_t{0});
+    index.Stored(static_cast<policy::HolderId>(8 + chain % 64), 0, other, 0);
+  }
+  for (uint32_t h = 0; h < 8; ++h) {
+    index.Stored(h, 0, std::span<const BlockKey>(keys.data(), keys.size() * (h + 1) / 8), 0);
+  }
+  std::vector<policy::PrefixMatch> matches;
+  Nanos now = 0;
+  for (auto _ : state) {
+    t->Encode(prompt, true, ids);
+    const std::vector<BlockKey> k = HashTokenBlocks(ids, 16);
+    index.Match(k, ++now, &matches);
+    benchmark::DoNotOptimize(matches.data());
+  }
+  state.counters["tokens"] = static_cast<double>(ids.size());
+  state.counters["blocks"] = static_cast<double>(keys.size());
+  state.counters["holders_matched"] = static_cast<double>(matches.size());
+}
+BENCHMARK_CAPTURE(TokenizeHashRoute, Qwen3Natural, std::string("tokenizer-qwen3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(TokenizeHashRoute, DeepSeekV3Natural, std::string("tokenizer-deepseek_v3"))->Unit(benchmark::kMillisecond);
 
 #define TOKENIZE_BENCH(name, package)                                                                     \
   BENCHMARK_CAPTURE(Tokenize, name##VariedCold, std::string(package), false, false, false)->Unit(benchmark::kMillisecond); \
