@@ -15,7 +15,8 @@ namespace {
 
 class IcuForm final : public Normalizer {
  public:
-  explicit IcuForm(const icu::Normalizer2* form) : form_(form) {}
+  IcuForm(const icu::Normalizer2* form, std::string name) : form_(form), name_(std::move(name)) {}
+  std::string Describe() const override { return name_; }
   void Normalize(std::string_view in, std::string& out) const override {
     out.clear();
     // ASCII is invariant under every form; most prompts are mostly ASCII, so skip ICU's
@@ -38,11 +39,17 @@ class IcuForm final : public Normalizer {
 
  private:
   const icu::Normalizer2* form_;
+  std::string name_;
 };
 
 class SequenceNormalizer final : public Normalizer {
  public:
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> steps) : steps_(std::move(steps)) {}
+  std::string Describe() const override {
+    std::string s;
+    for (const auto& step : steps_) Append(&s, s.empty() ? "" : " -> ", step->Describe());
+    return s;
+  }
   void Normalize(std::string_view in, std::string& out) const override {
     std::string tmp(in);
     for (const auto& s : steps_) {
@@ -70,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json
   if (*type == "NFKD") form = icu::Normalizer2::getNFKDInstance(status);
   if (form != nullptr) {
     if (U_FAILURE(status)) return absl::InternalError(Cat(field, ": ICU ", *type, " data unavailable"));
-    return std::unique_ptr<Normalizer>(new IcuForm(form));
+    return std::unique_ptr<Normalizer>(new IcuForm(form, *type));
   }
   if (*type == "Sequence") {
     const std::string list_field = field + ".normalizers";

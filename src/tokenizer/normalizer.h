@@ -15,6 +15,7 @@ class Normalizer {
   virtual ~Normalizer() = default;
   // Writes the normalized `in` to `out` (replacing its contents). Thread-safe.
   virtual void Normalize(std::string_view in, std::string& out) const = 0;
+  virtual std::string Describe() const = 0;
 };
 
 // Parses `j` (the value of `field`); a null result means the identity (null, or an empty

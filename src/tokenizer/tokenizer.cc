@@ -124,6 +124,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
   }
   if (!j.is_object()) return absl::InvalidArgumentError(Cat(src, ": expected a JSON object"));
   const std::string root = src + ": ";
+  // `truncation` and `padding` are not read: transformers resets both on every encode call to
+  // what the call asks (vLLM asks for neither), so they never change the ids the engine sees.
 
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   t->source_ = src;
@@ -351,7 +353,7 @@ std::string Tokenizer::Describe() const {
   std::string prefix, suffix;
   for (uint32_t id : wrap_.prefix) Append(&prefix, prefix.empty() ? "" : " ", id);
   for (uint32_t id : wrap_.suffix) Append(&suffix, suffix.empty() ? "" : " ", id);
-  return Cat("source: ", source_, "\nnormalizer: ", normalizer_ ? "yes" : "none",
+  return Cat("source: ", source_, "\nnormalizer: ", normalizer_ ? normalizer_->Describe() : "none",
                       "\npre_tokenizer: ", pre_tokenizer_.Describe(), "\nmodel: byte-level BPE, ", model_.size(),
                       " tokens\nadded tokens: ", added_.size(), " (", specials, " special)\nvocab size: ", vocab_size_,
                       "\nadd_special_tokens: prefix [", prefix, "] suffix [", suffix, "]");

@@ -96,6 +96,34 @@ TEST(TokenizerTiny, AddedTokensAndTemplate) {
   EXPECT_EQ(t->vocab_size(), 256u + 10u + 2u);
 }
 
+// ignore_merges (Llama 3): a vocabulary word is taken whole even where the merges would not
+// reach it; without it, the merges decide.
+TEST(TokenizerTiny, IgnoreMerges) {
+  json j = TinyTokenizer();
+  j["model"]["vocab"]["aaa"] = 290;  // no merge makes "aaa"
+  auto merged = Make(j);
+  j["model"]["ignore_merges"] = true;
+  auto whole = Make(j);
+  ASSERT_TRUE(merged && whole);
+  EXPECT_EQ(merged->Encode("aaa", false), (std::vector<uint32_t>{*merged->TokenToId("aa"), 'a'}));
+  EXPECT_EQ(whole->Encode("aaa", false), (std::vector<uint32_t>{290}));
+  EXPECT_EQ(whole->Encode("aaaaa", false), (std::vector<uint32_t>{*whole->TokenToId("aaaa"), 'a'}));
+}
+
+// ByteLevel's add_prefix_space puts a space before every piece the added tokens leave, as
+// Hugging Face does.
+TEST(TokenizerTiny, AddPrefixSpace) {
+  json j = TinyTokenizer();
+  j["pre_tokenizer"]["add_prefix_space"] = true;
+  auto t = Make(j);
+  ASSERT_NE(t, nullptr);
+  const uint32_t space = *t->TokenToId("\u0120");
+  const uint32_t hello = *t->TokenToId("hello");
+  EXPECT_EQ(t->Encode("hello", false), (std::vector<uint32_t>{space, hello}));
+  EXPECT_EQ(t->Encode("<|bos|>hello", false), (std::vector<uint32_t>{300, space, hello}));
+  EXPECT_EQ(t->Encode(" hello", false), (std::vector<uint32_t>{space, hello}));
+}
+
 TEST(TokenizerTiny, InvalidUtf8NeverCrashes) {
   auto t = Make(TinyTokenizer());
   ASSERT_NE(t, nullptr);
