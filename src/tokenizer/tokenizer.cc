@@ -74,6 +74,34 @@ std::string Utf8Lossy(std::string_view s) {
   return out;
 }
 
+// The `added_tokens` array; absent or null gives none.
+absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& j, const std::string& root) {
+  std::vector<AddedToken> out;
+  auto it = j.find("added_tokens");
+  if (it == j.end() || it->is_null()) return out;
+  if (!it->is_array()) return absl::InvalidArgumentError(root + "added_tokens: expected an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto& a = (*it)[i];
+    const std::string f = Cat(root, "added_tokens[", i, "]");
+    auto content = GetString(a, "content", f);
+    if (!content.ok()) return content.status();
+    if (content->empty()) return absl::InvalidArgumentError(f + ".content: empty");
+    if (!a.contains("id") || !a["id"].is_number_unsigned()) return absl::InvalidArgumentError(f + ".id: expected an id");
+    AddedToken tok{*content, a["id"].get<uint32_t>(), false, false, false, false, false};
+    // Hugging Face's defaults for absent flags: normalized true, the others false.
+    for (auto [key, dst, fallback] :
+         {std::tuple{"special", &tok.special, false}, std::tuple{"lstrip", &tok.lstrip, false},
+          std::tuple{"rstrip", &tok.rstrip, false}, std::tuple{"single_word", &tok.single_word, false},
+          std::tuple{"normalized", &tok.normalized, true}}) {
+      auto v = GetBool(a, key, f, fallback);
+      if (!v.ok()) return v.status();
+      *dst = *v;
+    }
+    out.push_back(std::move(tok));
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Tokenizer::Context {
@@ -162,28 +190,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
     if (*type != "ByteLevel") return Unsupported(root + "decoder.type", *type);
   }
 
-  // Added tokens.
-  if (auto it = j.find("added_tokens"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) return absl::InvalidArgumentError(root + "added_tokens: expected an array");
-    for (size_t i = 0; i < it->size(); ++i) {
-      const auto& a = (*it)[i];
-      const std::string f = Cat(root, "added_tokens[", i, "]");
-      auto content = GetString(a, "content", f);
-      if (!content.ok()) return content.status();
-      if (!a.contains("id") || !a["id"].is_number_unsigned()) return absl::InvalidArgumentError(f + ".id: expected an id");
-      AddedToken tok{*content, a["id"].get<uint32_t>(), false, false, false, false, false};
-      for (auto [key, dst, fallback] : {std::tuple{"special", &tok.special, false}, std::tuple{"lstrip", &tok.lstrip, false},
-                                        std::tuple{"rstrip", &tok.rstrip, false},
-                                        std::tuple{"single_word", &tok.single_word, false},
-                                        std::tuple{"normalized", &tok.normalized, true}}) {
-        auto v = GetBool(a, key, f, fallback);
-        if (!v.ok()) return v.status();
-        *dst = *v;
-      }
-      if (tok.content.empty()) return absl::InvalidArgumentError(f + ".content: empty");
-      t->added_.push_back(std::move(tok));
-    }
-  }
+  auto added = ParseAddedTokens(j, root);
+  if (!added.ok()) return added.status();
+  t->added_ = *std::move(added);
   std::vector<const AddedToken*> raw, normalized;
   for (const auto& a : t->added_) {
     t->added_by_content_[a.content] = a.id;
