@@ -50,32 +50,39 @@ bool HaveTestData() {
     }                                                                                                   \
   } while (0)
 
-std::string RunCommand(const std::string& cmd, int& status) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 65536> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  status = pclose(p);
-  return out;
-}
-
-// Reference ids of every corpus string, from node.
-std::vector<std::vector<uint32_t>> ReferenceIds(const std::string& package, const std::vector<std::string>& corpus) {
-  const fs::path corpus_file = fs::temp_directory_path() / ("myriad_tokenizer_corpus_" + package + ".json");
-  std::ofstream(corpus_file) << nlohmann::json(corpus).dump();
-  const std::string script = std::string(MYRIAD_SOURCE_DIR) + "/tests/tokenizer/reference_ids.js";
-  int status = 0;
-  const std::string out =
-      RunCommand("node '" + script + "' '" + TestDataDir() + "' " + package + " '" + corpus_file.string() + "'", status);
-  fs::remove(corpus_file);
-  EXPECT_EQ(status, 0) << out;
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) {
-    ADD_FAILURE() << "node output is not JSON: " << out.substr(0, 500);
-    return {};
+// Reference ids of every corpus string from node, started first and read later so node's load
+// of the tokenizer overlaps ours.
+class ReferenceIds {
+ public:
+  ReferenceIds(const std::string& package, const std::vector<std::string>& corpus)
+      : corpus_file_(fs::temp_directory_path() / ("myriad_tokenizer_corpus_" + package + ".json")) {
+    std::ofstream(corpus_file_) << nlohmann::json(corpus).dump();
+    const std::string script = std::string(MYRIAD_SOURCE_DIR) + "/tests/tokenizer/reference_ids.js";
+    pipe_ = popen(("node '" + script + "' '" + TestDataDir() + "' " + package + " '" + corpus_file_.string() + "'").c_str(), "r");
   }
-  return j.get<std::vector<std::vector<uint32_t>>>();
-}
+  ~ReferenceIds() {
+    if (pipe_ != nullptr) pclose(pipe_);
+    fs::remove(corpus_file_);
+  }
+
+  std::vector<std::vector<uint32_t>> Read() {
+    std::string out;
+    std::array<char, 65536> buf;
+    while (size_t n = fread(buf.data(), 1, buf.size(), pipe_)) out.append(buf.data(), n);
+    EXPECT_EQ(pclose(pipe_), 0) << out.substr(0, 500);
+    pipe_ = nullptr;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    if (j.is_discarded() || !j.is_array()) {
+      ADD_FAILURE() << "node output is not JSON: " << out.substr(0, 500);
+      return {};
+    }
+    return j.get<std::vector<std::vector<uint32_t>>>();
+  }
+
+ private:
+  fs::path corpus_file_;
+  FILE* pipe_ = nullptr;
+};
 
 // The tokenizers load once for the whole suite (11 MB of JSON each).
 const Tokenizer& Load(const std::string& package) {
@@ -98,9 +105,10 @@ std::string Show(const std::vector<uint32_t>& ids) {
 void ExpectMatchesReference(const std::string& package) {
   auto corpus = testing::Corpus();
   for (auto& s : testing::RandomTexts(1500, 11)) corpus.push_back(std::move(s));
-  const auto reference = ReferenceIds(package, corpus);
-  ASSERT_EQ(reference.size(), corpus.size());
+  ReferenceIds node(package, corpus);
   const Tokenizer& t = Load(package);
+  const auto reference = node.Read();
+  ASSERT_EQ(reference.size(), corpus.size());
   size_t tokens = 0;
   for (size_t i = 0; i < corpus.size(); ++i) {
     const auto ids = t.Encode(corpus[i], /*add_special_tokens=*/false);
