@@ -8,6 +8,7 @@ packages=(
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.81-dev
+  cppzmq-dev libzmq3-dev
   libicu-dev libpcre2-dev
   nodejs npm
 )

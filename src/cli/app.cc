@@ -2,10 +2,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/emu_command.h"
 #include "cli/eplb_command.h"
+#include "cli/gateway_command.h"
 #include "cli/kvstore_command.h"
 #include "cli/sim_command.h"
 #include "cli/tokenize_command.h"
+#include "cli/up_command.h"
 
 namespace myriad::cli {
 
@@ -16,6 +19,9 @@ int Main(int argc, char** argv) {
   SimCommand sim(app);
   EplbCommand eplb(app);
   KvstoreCommand kvstore(app);
+  EmuCommand emu(app);
+  GatewayCommand gateway(app);
+  UpCommand up(app);
   TokenizeCommand tokenize(app);
   try {
     app.parse(argc, argv);
@@ -25,6 +31,9 @@ int Main(int argc, char** argv) {
   if (sim.selected()) return sim.Run();
   if (eplb.selected()) return eplb.Run();
   if (kvstore.selected()) return kvstore.Run();
+  if (emu.selected()) return emu.Run();
+  if (gateway.selected()) return gateway.Run();
+  if (up.selected()) return up.Run();
   if (tokenize.selected()) return tokenize.Run();
   return 0;
 }

@@ -16,6 +16,11 @@ BlockKey HashTokenBlock(BlockKey parent, std::span<const uint32_t> tokens, uint6
   return XXH3_64bits_digest(&state);
 }
 
+uint64_t ExtraKeyOf(std::string_view name) {
+  if (name.empty()) return 0;
+  return XXH3_64bits_withSeed(name.data(), name.size(), 0x6d79726961640002ULL);
+}
+
 BlockKey HashContentBlock(BlockKey parent, uint64_t content_id, uint64_t extra) {
   uint64_t buf[2] = {parent, content_id};
   return XXH3_64bits_withSeed(buf, sizeof buf, extra ^ 0x6d79726961640001ULL);

@@ -4,6 +4,7 @@
 // cache salt, model namespace). Equal keys mean equal prefixes up to and including the block.
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace myriad {
@@ -14,6 +15,11 @@ using BlockKey = uint64_t;
 inline constexpr BlockKey kRootBlockKey = 0;
 
 BlockKey HashTokenBlock(BlockKey parent, std::span<const uint32_t> tokens, uint64_t extra = 0);
+
+// The extra key of a chain whose blocks depend on a name (a LoRA adapter's, a cache salt), so
+// that everyone who keys such a prompt (router, engine-event indexer) seeds it alike. The
+// empty name is 0, the extra key of a plain prompt.
+uint64_t ExtraKeyOf(std::string_view name);
 
 // For traces that name a block's content by an id (Mooncake's hash_ids) instead of tokens.
 BlockKey HashContentBlock(BlockKey parent, uint64_t content_id, uint64_t extra = 0);

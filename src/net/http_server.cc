@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,8 @@ class Session;
 
 struct HttpServer::Impl {
   Impl(HttpServerOptions o, HttpHandler h) : options(std::move(o)), handler(std::move(h)) {}
+  Impl(HttpServerOptions o, AsyncHttpHandler h)
+      : options(std::move(o)), async_handler(std::move(h)) {}
 
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
@@ -57,7 +60,8 @@ struct HttpServer::Impl {
   void Unregister(Session* s);
 
   HttpServerOptions options;
-  HttpHandler handler;
+  HttpHandler handler;             // one of these two is set
+  AsyncHttpHandler async_handler;
   // Declared before the io_context: sessions still queued in it unregister themselves when it
   // is destroyed, and need these alive (members are destroyed in reverse order).
   mutable std::mutex mu;
@@ -68,7 +72,8 @@ struct HttpServer::Impl {
   bool stopped = false;
   struct Counters {
     std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, requests{0}, bad_requests{0},
-        bodies_too_large{0}, headers_too_large{0}, timeouts{0}, handler_failures{0};
+        bodies_too_large{0}, headers_too_large{0}, timeouts{0}, handler_failures{0},
+        clients_gone{0};
   } counters;
 
   asio::io_context ioc;
@@ -77,6 +82,32 @@ struct HttpServer::Impl {
   asio::steady_timer accept_retry{acceptor.get_executor()};
   std::vector<std::thread> threads;
   std::atomic<uint16_t> port{0};
+};
+
+class Session;
+
+// The HttpResponder of one request: forwards each call onto its session's strand.
+class Responder : public HttpResponder {
+ public:
+  Responder(std::shared_ptr<Session> session, uint64_t exchange)
+      : session_(std::move(session)), exchange_(exchange) {}
+  ~Responder() override;
+  void Respond(HttpResponse response) override;
+  void BeginStream(int status, std::string content_type, Headers headers) override;
+  void Write(std::string data) override;
+  void End() override;
+  void Abort() override;
+  bool client_gone() const override { return gone_->load(std::memory_order_acquire); }
+  void OnClientGone(std::function<void()> callback) override;
+  size_t buffered_bytes() const override { return buffered_->load(std::memory_order_relaxed); }
+
+ private:
+  friend class Session;
+  std::shared_ptr<Session> session_;
+  uint64_t exchange_;
+  std::atomic<bool> answered_{false};
+  std::shared_ptr<std::atomic<bool>> gone_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<size_t>> buffered_ = std::make_shared<std::atomic<size_t>>(0);
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -184,6 +215,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnRequest() {
+    if (server_->async_handler) return OnAsyncRequest();
     auto req = parser_->release();
     HttpRequest request;
     request.method = std::string(req.method_string());
@@ -207,6 +239,189 @@ class Session : public std::enable_shared_from_this<Session> {
     Respond(std::move(response), req.keep_alive(), req.version());
   }
 
+  // --- Asynchronous exchanges: the handler answers through a Responder, possibly streaming.
+  // While it works, a read on the socket watches for the client leaving (EOF or reset), so a
+  // proxy can cancel its upstream call instead of generating tokens nobody reads.
+
+  void OnAsyncRequest() {
+    auto req = parser_->release();
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.body = std::move(req.body());
+    request.headers.reserve(8);
+    for (const auto& field : req) {
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    Count().requests++;
+    stream_.expires_never();  // the read deadline is over; the handler may take its time
+    keep_alive_ = req.keep_alive();
+    version_ = req.version();
+    ++exchange_;
+    streaming_ = false;
+    ending_ = false;
+    gone_callback_ = nullptr;
+    auto responder = std::make_shared<Responder>(shared_from_this(), exchange_);
+    gone_flag_ = responder->gone_;
+    buffered_ = responder->buffered_;
+    if (buffer_.size() == 0) StartWatch();  // with pipelined bytes buffered the client is alive
+    try {
+      server_->async_handler(std::move(request), responder);
+    } catch (const std::exception& e) {
+      Count().handler_failures++;
+      responder->Respond(JsonError(500, "internal", fmt::format("handler failed: {}", e.what())));
+    } catch (...) {
+      Count().handler_failures++;
+      responder->Respond(JsonError(500, "internal", "handler failed"));
+    }
+  }
+
+  void StartWatch() {
+    watching_ = true;
+    stream_.socket().async_read_some(
+        buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+          self->watching_ = false;
+          if (!ec) {
+            self->buffer_.commit(n);  // the next (pipelined) request's first bytes
+            if (self->resume_after_watch_) self->ResumeAfterExchange();
+            return;
+          }
+          if (ec == asio::error::operation_aborted && self->resume_after_watch_) {
+            return self->ResumeAfterExchange();
+          }
+          self->ClientGone();
+          if (self->resume_after_watch_) self->Close();
+        });
+  }
+
+  void ClientGone() {
+    if (!gone_flag_ || gone_flag_->exchange(true)) return;
+    Count().clients_gone++;
+    if (auto cb = std::move(gone_callback_)) cb();
+    gone_callback_ = nullptr;
+  }
+
+  // The following run on the strand, posted by the Responder of exchange `id`.
+  void AsyncRespond(uint64_t id, HttpResponse r) {
+    if (id != exchange_ || answered_) return;
+    answered_ = true;
+    Respond(std::move(r), keep_alive_, version_);
+  }
+
+  void AsyncBeginStream(uint64_t id, int status, std::string content_type, Headers headers) {
+    if (id != exchange_ || answered_) return;
+    answered_ = true;
+    streaming_ = true;
+    busy_ = true;
+    head_.emplace();
+    head_->version(version_);
+    head_->result(static_cast<unsigned>(status));
+    head_->set(http::field::server, options().server_name);
+    if (!content_type.empty()) head_->set(http::field::content_type, content_type);
+    for (auto& [k, v] : headers) head_->insert(k, v);
+    head_->keep_alive(keep_alive_ && !stopping_);
+    head_->chunked(true);
+    head_serializer_.emplace(*head_);
+    writing_ = true;
+    stream_.expires_after(Dur(options().write_timeout));
+    http::async_write_header(stream_, *head_serializer_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->writing_ = false;
+                               if (ec) return self->StreamFailed(ec);
+                               self->PumpStream();
+                             });
+  }
+
+  void AsyncWrite(uint64_t id, std::string data) {
+    if (id != exchange_ || !streaming_ || ending_ || data.empty()) return;
+    chunks_.push_back(std::move(data));
+    if (!writing_) PumpStream();
+  }
+
+  void AsyncEnd(uint64_t id) {
+    if (id != exchange_ || !streaming_ || ending_) return;
+    ending_ = true;
+    if (!writing_) PumpStream();
+  }
+
+  void AsyncAbort(uint64_t id) {
+    if (id != exchange_) return;
+    answered_ = true;
+    Close();
+  }
+
+  void AsyncOnClientGone(uint64_t id, std::function<void()> cb) {
+    if (id != exchange_) return;
+    if (gone_flag_ && gone_flag_->load()) return cb();
+    gone_callback_ = std::move(cb);
+  }
+
+  void PumpStream() {
+    if (writing_ || !head_serializer_) return;
+    if (!chunks_.empty()) {
+      writing_ = true;
+      stream_.expires_after(Dur(options().write_timeout));
+      asio::async_write(stream_, http::make_chunk(asio::buffer(chunks_.front())),
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          self->writing_ = false;
+                          if (ec) return self->StreamFailed(ec);
+                          self->buffered_->fetch_sub(self->chunks_.front().size());
+                          self->chunks_.pop_front();
+                          self->PumpStream();
+                        });
+      return;
+    }
+    if (!ending_) {
+      stream_.expires_never();  // waiting for the handler's next chunk, however long
+      return;
+    }
+    writing_ = true;
+    stream_.expires_after(Dur(options().write_timeout));
+    asio::async_write(stream_, http::make_chunk_last(),
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        self->writing_ = false;
+                        if (ec) return self->StreamFailed(ec);
+                        const bool keep = self->head_->keep_alive();
+                        self->head_serializer_.reset();
+                        self->head_.reset();
+                        self->streaming_ = false;
+                        self->FinishExchange(keep);
+                      });
+  }
+
+  void StreamFailed(beast::error_code ec) {
+    if (ec == beast::error::timeout) Count().timeouts++;
+    ClientGone();
+    chunks_.clear();
+    buffered_->store(0);
+    Close();
+  }
+
+  // The response is on the wire: read the next request, once the watch read is out of the way.
+  void FinishExchange(bool keep_alive) {
+    if (!server_->async_handler) {
+      if (!keep_alive) return Linger();
+      return WaitForRequest();
+    }
+    if (!keep_alive) {
+      resume_after_watch_ = false;
+      return Linger();
+    }
+    if (watching_) {
+      resume_after_watch_ = true;
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);
+      return;
+    }
+    ResumeAfterExchange();
+  }
+
+  void ResumeAfterExchange() {
+    resume_after_watch_ = false;
+    answered_ = false;
+    WaitForRequest();
+  }
+
   void Respond(HttpResponse r, bool keep_alive, unsigned version = 11) {
     busy_ = true;
     keep_alive = keep_alive && !stopping_;
@@ -227,8 +442,7 @@ class Session : public std::enable_shared_from_this<Session> {
                           if (ec == beast::error::timeout) self->Count().timeouts++;
                           return self->Close();
                         }
-                        if (!keep_alive) return self->Linger();
-                        self->WaitForRequest();
+                        self->FinishExchange(keep_alive);
                       });
   }
 
@@ -265,7 +479,80 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t drained_ = 0;
   bool busy_ = false;      // a request is being read, handled or answered
   bool stopping_ = false;  // the server is stopping: answer what is in progress, then close
+
+  // Asynchronous exchanges (async_handler only).
+  friend class Responder;
+  uint64_t exchange_ = 0;  // which request the Responder calls belong to
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+  bool answered_ = false;
+  bool streaming_ = false;
+  bool ending_ = false;
+  bool writing_ = false;
+  bool watching_ = false;
+  bool resume_after_watch_ = false;
+  std::shared_ptr<std::atomic<bool>> gone_flag_;
+  std::shared_ptr<std::atomic<size_t>> buffered_;
+  std::function<void()> gone_callback_;
+  std::deque<std::string> chunks_;
+  std::optional<http::response<http::empty_body>> head_;
+  std::optional<http::response_serializer<http::empty_body>> head_serializer_;
 };
+
+Responder::~Responder() {
+  if (answered_.load()) return;
+  // Dropped without an answer: a bug in the handler, but the client still gets one.
+  asio::dispatch(session_->stream_.get_executor(), [s = session_, id = exchange_] {
+    s->AsyncRespond(id, JsonError(500, "internal", "the handler dropped the request unanswered"));
+  });
+}
+
+void Responder::Respond(HttpResponse response) {
+  if (answered_.exchange(true)) return;
+  asio::dispatch(session_->stream_.get_executor(),
+                 [s = session_, id = exchange_, r = std::move(response)]() mutable {
+                   s->AsyncRespond(id, std::move(r));
+                 });
+}
+
+void Responder::BeginStream(int status, std::string content_type, Headers headers) {
+  if (answered_.exchange(true)) return;
+  asio::dispatch(session_->stream_.get_executor(),
+                 [s = session_, id = exchange_, status, ct = std::move(content_type),
+                  h = std::move(headers)]() mutable {
+                   s->AsyncBeginStream(id, status, std::move(ct), std::move(h));
+                 });
+}
+
+void Responder::Write(std::string data) {
+  buffered_->fetch_add(data.size(), std::memory_order_relaxed);
+  asio::dispatch(session_->stream_.get_executor(),
+                 [s = session_, id = exchange_, b = buffered_, d = std::move(data)]() mutable {
+                   if (id != s->exchange_ || !s->streaming_ || s->ending_ || d.empty()) {
+                     b->fetch_sub(d.size());  // not accepted
+                     return;
+                   }
+                   s->AsyncWrite(id, std::move(d));
+                 });
+}
+
+void Responder::End() {
+  asio::dispatch(session_->stream_.get_executor(),
+                 [s = session_, id = exchange_] { s->AsyncEnd(id); });
+}
+
+void Responder::Abort() {
+  answered_.store(true);
+  asio::dispatch(session_->stream_.get_executor(),
+                 [s = session_, id = exchange_] { s->AsyncAbort(id); });
+}
+
+void Responder::OnClientGone(std::function<void()> callback) {
+  asio::dispatch(session_->stream_.get_executor(),
+                 [s = session_, id = exchange_, cb = std::move(callback)]() mutable {
+                   s->AsyncOnClientGone(id, std::move(cb));
+                 });
+}
 
 void HttpServer::Impl::DoAccept() {
   acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
@@ -320,6 +607,9 @@ void HttpServer::Impl::Unregister(Session* s) {
 }
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::HttpServer(HttpServerOptions options, AsyncHttpHandler handler)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
 
 HttpServer::~HttpServer() { Stop(); }
@@ -395,6 +685,10 @@ void HttpServer::Stop() {
   s.ioc.stop();
   for (auto& t : s.threads) t.join();
   s.threads.clear();
+  // The posted close may not have run before ioc.stop(): a listening socket left open would
+  // go on accepting connections (into the kernel's backlog) that nobody answers.
+  beast::error_code ignored;
+  s.acceptor.close(ignored);
 }
 
 uint16_t HttpServer::port() const { return impl_->port.load(); }
@@ -415,6 +709,7 @@ HttpServerStats HttpServer::stats() const {
   out.headers_too_large = c.headers_too_large.load(std::memory_order_relaxed);
   out.timeouts = c.timeouts.load(std::memory_order_relaxed);
   out.handler_failures = c.handler_failures.load(std::memory_order_relaxed);
+  out.clients_gone = c.clients_gone.load(std::memory_order_relaxed);
   return out;
 }
 

@@ -28,6 +28,37 @@ namespace myriad::net {
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
+// The answer to one request, for handlers that answer later (after calling another server) or
+// stream (SSE). Every method may be called from any thread; the calls are queued onto the
+// connection in order. Either Respond once, or BeginStream, any number of Write, then End (or
+// Abort). A responder dropped without an answer sends 500, so a request is never left hanging.
+class HttpResponder {
+ public:
+  virtual ~HttpResponder() = default;
+  virtual void Respond(HttpResponse response) = 0;
+  // Sends the status line and headers now, the body in HTTP/1.1 chunks as written.
+  virtual void BeginStream(int status, std::string content_type, Headers headers = {}) = 0;
+  // One body chunk, sent as soon as the connection can take it (no coalescing delay).
+  virtual void Write(std::string data) = 0;
+  virtual void End() = 0;
+  // Closes the connection without finishing the response: the client sees a truncated stream,
+  // which is what a proxy must show when its upstream died mid-stream and no error can be
+  // framed any more.
+  virtual void Abort() = 0;
+  // True once the client has closed or reset its connection (or a write to it failed).
+  virtual bool client_gone() const = 0;
+  // Called once, on an io thread, when the client goes before the response is finished; at
+  // once if it has already gone. For cancelling upstream work.
+  virtual void OnClientGone(std::function<void()> callback) = 0;
+  // Body bytes accepted by Write and not yet sent: a slow reader's backlog.
+  virtual size_t buffered_bytes() const = 0;
+};
+
+// The handler of an asynchronous server: it owns `responder` and answers through it whenever
+// it likes, from any thread. It must return quickly.
+using AsyncHttpHandler =
+    std::function<void(HttpRequest request, std::shared_ptr<HttpResponder> responder)>;
+
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0: an ephemeral port, see HttpServer::port()
@@ -55,11 +86,13 @@ struct HttpServerStats {
   uint64_t headers_too_large = 0;   // 431
   uint64_t timeouts = 0;            // idle, read or write timeout: the connection was dropped
   uint64_t handler_failures = 0;    // 500: the handler threw
+  uint64_t clients_gone = 0;        // clients that left before their response was finished
 };
 
 class HttpServer {
  public:
   HttpServer(HttpServerOptions options, HttpHandler handler);
+  HttpServer(HttpServerOptions options, AsyncHttpHandler handler);
   // Stops the server if it is running.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -1,5 +1,8 @@
 #include "net/prometheus.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -70,6 +73,7 @@ void PrometheusWriter::Family(std::string_view name, std::string_view help, Metr
     case MetricType::kCounter: out_ += " counter\n"; break;
     case MetricType::kGauge: out_ += " gauge\n"; break;
     case MetricType::kUntyped: out_ += " untyped\n"; break;
+    case MetricType::kHistogram: out_ += " histogram\n"; break;
   }
 }
 
@@ -120,6 +124,42 @@ void PrometheusWriter::Counter(std::string_view name, std::string_view help, uin
 void PrometheusWriter::Gauge(std::string_view name, std::string_view help, double value) {
   Family(name, help, MetricType::kGauge);
   Sample(name, {}, value);
+}
+
+void PrometheusWriter::Histogram(std::string_view name, std::string_view help,
+                                 std::initializer_list<Label> labels,
+                                 const HistogramCounts& h) {
+  Family(name, help, MetricType::kHistogram);
+  const std::string bucket = std::string(name) + "_bucket";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= h.bounds.size(); ++i) {
+    cumulative += i < h.counts.size() ? h.counts[i] : 0;
+    const std::string le = i < h.bounds.size() ? FormatValue(h.bounds[i]) : "+Inf";
+    std::vector<Label> all(labels);
+    all.emplace_back("le", le);
+    out_ += bucket;
+    out_ += '{';
+    for (size_t j = 0; j < all.size(); ++j) {
+      if (j > 0) out_ += ',';
+      out_ += all[j].first;
+      out_ += "=\"";
+      out_ += EscapeLabelValue(all[j].second);
+      out_ += '"';
+    }
+    out_ += "} ";
+    out_ += std::to_string(cumulative);
+    out_ += '\n';
+  }
+  Sample(std::string(name) + "_sum", labels, h.sum);
+  Sample(std::string(name) + "_count", labels, cumulative);
+}
+
+void HistogramCounts::Observe(double value) {
+  const size_t i = static_cast<size_t>(
+      std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin());
+  if (counts.size() != bounds.size() + 1) counts.assign(bounds.size() + 1, 0);
+  counts[i]++;
+  sum += value;
 }
 
 }  // namespace myriad::net

@@ -11,13 +11,23 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace myriad::net {
 
 // The Content-Type of an exposition.
 inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-enum class MetricType { kCounter, kGauge, kUntyped };
+enum class MetricType { kCounter, kGauge, kUntyped, kHistogram };
+
+// A histogram's per-bucket counts (not cumulative) over fixed upper bounds; the last count is
+// the overflow bucket (+Inf). Not thread-safe: the owner locks.
+struct HistogramCounts {
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;
+  double sum = 0;
+  void Observe(double value);
+};
 
 using Label = std::pair<std::string_view, std::string_view>;
 
@@ -35,6 +45,9 @@ class PrometheusWriter {
   // Shorthand for a family with one unlabelled sample.
   void Counter(std::string_view name, std::string_view help, uint64_t value);
   void Gauge(std::string_view name, std::string_view help, double value);
+  // A whole histogram family: cumulative _bucket samples with "le", then _sum and _count.
+  void Histogram(std::string_view name, std::string_view help, std::initializer_list<Label> labels,
+                 const HistogramCounts& h);
 
   const std::string& text() const { return out_; }
   std::string Take() { return std::move(out_); }

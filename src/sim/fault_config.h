@@ -17,9 +17,13 @@
 #include "policy/recovery.h"
 #include "policy/straggler.h"
 
+namespace myriad {
+class YamlReader;
+}  // namespace myriad
+
 namespace myriad::sim {
 
-class Reader;
+using Reader = YamlReader;
 
 enum class FaultKind {
   kCrash,          // a GPU or host part dies: the process exits, the node is replaced

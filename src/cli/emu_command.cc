@@ -1,0 +1,84 @@
+#include "cli/emu_command.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdlib>
+
+#include "emu/emu_server.h"
+#include "net/http.h"
+
+namespace myriad::cli {
+
+EmuCommand::EmuCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("emu", "Serve an emulated vLLM engine (OpenAI API, metrics, P/D) until SIGINT or SIGTERM");
+  cmd_->add_option("--listen", listen_, "HOST:PORT to serve on")->capture_default_str();
+  cmd_->add_option("--model", model_, "model of the performance model (timing)")->capture_default_str();
+  cmd_->add_option("--gpu", gpu_, "GPU of the performance model")->capture_default_str();
+  cmd_->add_option("--tp", tp_, "tensor parallelism of the emulated engine")->capture_default_str();
+  cmd_->add_option("--served-model-name", served_, "model name the API answers to")->capture_default_str();
+  cmd_->add_option("--role", role_, "prefill, decode or colocated")
+      ->check(CLI::IsMember({"prefill", "decode", "colocated"}))->capture_default_str();
+  cmd_->add_option("--engine-id", engine_id_, "engine id in kv_transfer_params (default: emu-PORT)");
+  cmd_->add_option("--speed", speed_, "emulated seconds per real second")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--max-num-seqs", max_num_seqs_, "running batch limit")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--max-num-batched-tokens", max_batched_tokens_, "tokens per step")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--kv-blocks", kv_blocks_, "KV cache size in 16-token blocks (0: from the model and GPU)")->capture_default_str();
+  cmd_->add_option("--threads", threads_, "HTTP threads")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--kv-events", kv_events_, "bind vLLM's KV-event PUB socket here, e.g. tcp://127.0.0.1:5557");
+  cmd_->add_option("--kv-replay", kv_replay_, "bind the KV-event replay socket here, e.g. tcp://127.0.0.1:5558");
+  cmd_->add_option("--seed", seed_, "seed of the generated tokens")->capture_default_str();
+}
+
+int EmuCommand::Run() {
+  absl::StatusOr<net::HostPort> hp = net::ParseHostPort(listen_);
+  if (!hp.ok()) {
+    fmt::print(stderr, "myriad emu: --listen: {}\n", std::string(hp.status().message()));
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  emu::EmuOptions o;
+  o.http.address = hp->host;
+  o.http.port = hp->port;
+  o.http.threads = threads_;
+  o.http.max_body_bytes = size_t{32} << 20;
+  o.served_model_name = served_;
+  o.role = role_;
+  o.engine.model = model_;
+  o.engine.gpu = gpu_;
+  o.engine.layout.tp = tp_;
+  o.engine.speed = speed_;
+  o.engine.max_num_seqs = max_num_seqs_;
+  o.engine.max_batched_tokens = max_batched_tokens_;
+  o.engine.kv_blocks = kv_blocks_;
+  o.engine.seed = seed_;
+  o.kv_events = kv_events_;
+  o.kv_replay = kv_replay_;
+  o.engine_id = engine_id_.empty() ? fmt::format("emu-{}", hp->port) : engine_id_;
+  auto server = emu::EmuServer::Create(o);
+  if (!server.ok()) {
+    fmt::print(stderr, "myriad emu: {}\n", std::string(server.status().message()));
+    return 2;
+  }
+  // A crash on command is a real one: the process dies without cleaning up.
+  (*server)->set_on_crash([] { std::_Exit(1); });
+  if (absl::Status st = (*server)->Start(); !st.ok()) {
+    fmt::print(stderr, "myriad emu: {}\n", std::string(st.message()));
+    return 1;
+  }
+  fmt::print("myriad emu: serving {} ({} on {} x{}) as {} on http://{}:{}\n", served_, model_,
+             gpu_, tp_, role_, hp->host, (*server)->port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace myriad::cli

@@ -1,0 +1,56 @@
+#include "cli/gateway_command.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <csignal>
+
+#include "gateway/gateway.h"
+
+namespace myriad::cli {
+
+GatewayCommand::GatewayCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("gateway", "Serve the OpenAI-compatible KV-aware gateway until SIGINT or SIGTERM");
+  cmd_->add_option("--config", config_, "gateway YAML (backends, routing, tenants, timeouts)")->required();
+  cmd_->add_option("--listen", listen_, "HOST:PORT, overriding the config's listen");
+  cmd_->add_flag("--check", check_, "validate the config, print the backends, and exit");
+}
+
+int GatewayCommand::Run() {
+  auto config = gateway::LoadGatewayConfig(config_);
+  if (!config.ok()) {
+    fmt::print(stderr, "myriad gateway: {}\n", std::string(config.status().message()));
+    return 2;
+  }
+  if (!listen_.empty()) config->listen = listen_;
+  if (check_) {
+    fmt::print("config ok: listen {}, policy {}, {} backends, {} tenants\n", config->listen,
+               config->policy, config->backends.size(), config->tenants.size());
+    for (const auto& b : config->backends) {
+      fmt::print("  {} {} {} model={}\n", b.name, gateway::RoleName(b.role), b.url, b.model);
+    }
+    return 0;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto gw = gateway::Gateway::Create(*config);
+  if (!gw.ok()) {
+    fmt::print(stderr, "myriad gateway: {}\n", std::string(gw.status().message()));
+    return 2;
+  }
+  if (absl::Status st = (*gw)->Start(); !st.ok()) {
+    fmt::print(stderr, "myriad gateway: {}\n", std::string(st.message()));
+    return 1;
+  }
+  fmt::print(stderr, "myriad gateway: listening on {} (port {}), {} backends, policy {}\n",
+             config->listen, (*gw)->port(), config->backends.size(), config->policy);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*gw)->Stop();
+  return 0;
+}
+
+}  // namespace myriad::cli

@@ -1,0 +1,112 @@
+#include "cli/up_command.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <csignal>
+#include <memory>
+#include <vector>
+
+#include "emu/emu_server.h"
+#include "gateway/gateway.h"
+
+namespace myriad::cli {
+
+UpCommand::UpCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("up", "Run a local cluster (a gateway and emulated engines) until SIGINT or SIGTERM");
+  cmd_->add_option("--port", port_, "gateway port")->capture_default_str();
+  cmd_->add_option("--engines", engines_, "colocated engines (ignored with --prefill/--decode)")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd_->add_option("--prefill", prefill_, "prefill engines (P/D)")->check(CLI::Range(0, 64));
+  cmd_->add_option("--decode", decode_, "decode engines (P/D)")->check(CLI::Range(0, 64));
+  cmd_->add_option("--speed", speed_, "emulated seconds per real second")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--policy", policy_, "routing policy (kv-aware, least-loaded, round-robin, ...)")->capture_default_str();
+  cmd_->add_option("--model", model_, "served model name")->capture_default_str();
+  cmd_->add_option("--perf-model", perf_model_, "model of the timing")->capture_default_str();
+  cmd_->add_option("--gpu", gpu_, "GPU of the timing")->capture_default_str();
+  cmd_->add_option("--admin-token", admin_token_, "enables the gateway's admin endpoints");
+}
+
+int UpCommand::Run() {
+  if ((prefill_ > 0) != (decode_ > 0)) {
+    fmt::print(stderr, "myriad up: --prefill and --decode go together\n");
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  struct Engine {
+    std::unique_ptr<emu::EmuServer> server;
+    gateway::BackendRole role;
+  };
+  std::vector<Engine> engines;
+  std::vector<gateway::BackendRole> roles;
+  if (prefill_ > 0) {
+    roles.assign(static_cast<size_t>(prefill_), gateway::BackendRole::kPrefill);
+    roles.insert(roles.end(), static_cast<size_t>(decode_), gateway::BackendRole::kDecode);
+  } else {
+    roles.assign(static_cast<size_t>(engines_), gateway::BackendRole::kColocated);
+  }
+  gateway::GatewayConfig gc;
+  gc.listen = fmt::format("127.0.0.1:{}", port_);
+  gc.policy = policy_;
+  gc.perf_model = perf_model_;
+  gc.perf_gpu = gpu_;
+  gc.admin_token = admin_token_;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    emu::EmuOptions o;
+    o.http.address = "127.0.0.1";
+    o.http.port = 0;
+    o.served_model_name = model_;
+    o.role = std::string(gateway::RoleName(roles[i]));
+    o.engine.model = perf_model_;
+    o.engine.gpu = gpu_;
+    o.engine.speed = speed_;
+    o.engine.seed = i + 1;
+    o.engine_id = fmt::format("engine-{}", i);
+    o.kv_events = "tcp://127.0.0.1:*";
+    o.kv_replay = "tcp://127.0.0.1:*";
+    auto s = emu::EmuServer::Create(o);
+    if (!s.ok()) {
+      fmt::print(stderr, "myriad up: {}\n", std::string(s.status().message()));
+      return 2;
+    }
+    if (absl::Status st = (*s)->Start(); !st.ok()) {
+      fmt::print(stderr, "myriad up: engine {}: {}\n", i, std::string(st.message()));
+      return 1;
+    }
+    gateway::BackendConfig b;
+    b.name = fmt::format("engine-{}", i);
+    b.url = fmt::format("http://127.0.0.1:{}", (*s)->port());
+    b.role = roles[i];
+    b.model = model_;
+    b.kv_events = (*s)->kv_events_endpoint();
+    b.kv_replay = (*s)->kv_replay_endpoint();
+    gc.backends.push_back(b);
+    fmt::print("  {:<10} {:<9} {}  kv events {}\n", b.name, gateway::RoleName(b.role), b.url, b.kv_events);
+    engines.push_back(Engine{*std::move(s), roles[i]});
+  }
+  auto gw = gateway::Gateway::Create(gc);
+  if (!gw.ok()) {
+    fmt::print(stderr, "myriad up: {}\n", std::string(gw.status().message()));
+    return 2;
+  }
+  if (absl::Status st = (*gw)->Start(); !st.ok()) {
+    fmt::print(stderr, "myriad up: gateway: {}\n", std::string(st.message()));
+    return 1;
+  }
+  fmt::print("myriad up: gateway on http://127.0.0.1:{} ({} engines, policy {}); try\n"
+             "  curl -N http://127.0.0.1:{}/v1/completions -d '{{\"model\":\"{}\",\"prompt\":\"hello\",\"max_tokens\":8,\"stream\":true}}'\n",
+             (*gw)->port(), engines.size(), policy_, (*gw)->port(), model_);
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*gw)->Stop();
+  for (auto& e : engines) e.server->Stop();
+  return 0;
+}
+
+}  // namespace myriad::cli

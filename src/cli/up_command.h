@@ -1,0 +1,33 @@
+#pragma once
+// `myriad up`: a whole local cluster in one process to try everything on one machine: N
+// emulated engines (colocated, or prefill and decode pools), each publishing vLLM KV events,
+// and a gateway in front of them routing on those events. Runs until SIGINT or SIGTERM.
+//   myriad up [--port 8000] [--engines 3] [--prefill P --decode D] [--speed 1]
+//             [--policy kv-aware] [--model emu-model] [--perf-model Llama-3.1-8B]
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace myriad::cli {
+
+class UpCommand {
+ public:
+  explicit UpCommand(CLI::App& app);
+  bool selected() const { return cmd_->parsed(); }
+  int Run();
+
+ private:
+  CLI::App* cmd_;
+  int port_ = 8000;
+  int engines_ = 3;
+  int prefill_ = 0;
+  int decode_ = 0;
+  double speed_ = 1.0;
+  std::string policy_ = "kv-aware";
+  std::string model_ = "emu-model";
+  std::string perf_model_ = "Llama-3.1-8B";
+  std::string gpu_ = "H100";
+  std::string admin_token_;
+};
+
+}  // namespace myriad::cli

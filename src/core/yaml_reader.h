@@ -1,0 +1,110 @@
+#pragma once
+// Typed reads out of YAML nodes for the config parsers (scenarios, gateway); every error names the file, the line
+// and the key path ("default.yaml:12: pools[0].layout.tp: ...").
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/strings.h"
+#include "core/time.h"
+
+namespace myriad {
+
+#define MYRIAD_RETURN_IF_ERROR(expr)         \
+  do {                                       \
+    if (absl::Status _st = (expr); !_st.ok()) return _st; \
+  } while (0)
+
+// Reads typed values out of YAML nodes; every error names the file, line and key path.
+class YamlReader {
+ public:
+  explicit YamlReader(std::string source) : source_(std::move(source)) {}
+
+  absl::Status Error(const YAML::Node& n, const std::string& path, const std::string& msg) const {
+    const YAML::Mark m = n.Mark();
+    if (m.is_null()) return absl::InvalidArgumentError(fmt::format("{}: {}: {}", source_, path, msg));
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}: {}", source_, m.line + 1, path, msg));
+  }
+
+  absl::Status Map(const YAML::Node& n, const std::string& path,
+                   std::initializer_list<const char*> allowed) const {
+    if (!n.IsMap()) return Error(n, path, "expected a mapping");
+    for (const auto& kv : n) {
+      const std::string key = kv.first.as<std::string>();
+      bool known = false;
+      for (const char* a : allowed) known |= key == a;
+      if (!known) {
+        std::vector<std::string> names(allowed.begin(), allowed.end());
+        return Error(kv.first, Join(path, key),
+                     fmt::format("unknown key (known here: {})", myriad::Join(names, ", ")));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  static std::string Join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  template <typename T>
+  absl::Status Get(const YAML::Node& map, const char* key, const std::string& path, T* out) const {
+    const YAML::Node n = map[key];
+    if (!n) return absl::OkStatus();
+    const std::string where = Join(path, key);
+    if (!n.IsScalar()) return Error(n, where, "expected a single value");
+    try {
+      if constexpr (std::is_same_v<T, bool>) {
+        *out = n.as<bool>();
+      } else if constexpr (std::is_integral_v<T>) {
+        const double v = n.as<double>();
+        if (v != std::floor(v)) return Error(n, where, fmt::format("expected an integer, got '{}'", n.Scalar()));
+        if (v < static_cast<double>(std::numeric_limits<T>::min()) ||
+            v > static_cast<double>(std::numeric_limits<T>::max())) {
+          return Error(n, where, fmt::format("{} is out of range", n.Scalar()));
+        }
+        *out = static_cast<T>(v);
+      } else {
+        *out = n.as<T>();
+      }
+    } catch (const YAML::Exception&) {
+      return Error(n, where, fmt::format("cannot read '{}' as {}", n.Scalar(), TypeName<T>()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Duration(const YAML::Node& map, const char* key, const std::string& path, Nanos* out) const {
+    const YAML::Node n = map[key];
+    if (!n) return absl::OkStatus();
+    if (!n.IsScalar()) return Error(n, Join(path, key), "expected a duration such as 90s or 1h");
+    auto d = ParseDuration(n.Scalar());
+    if (!d.ok()) return Error(n, Join(path, key), std::string(d.status().message()));
+    *out = *d;
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status Check(const YAML::Node& map, const char* key, const std::string& path, bool ok,
+                     const std::string& what, T value) const {
+    if (ok) return absl::OkStatus();
+    const YAML::Node n = map[key];
+    return Error(n ? n : map, Join(path, key), fmt::format("{} (got {})", what, value));
+  }
+
+ private:
+  template <typename T>
+  static const char* TypeName() {
+    if constexpr (std::is_same_v<T, bool>) return "a boolean";
+    else if constexpr (std::is_floating_point_v<T>) return "a number";
+    else return "a string";
+  }
+  std::string source_;
+};
+
+}  // namespace myriad

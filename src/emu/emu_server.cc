@@ -1,0 +1,566 @@
+#include "emu/emu_server.h"
+
+#include <fmt/format.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+
+namespace myriad::emu {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kWords[] = {
+    " the", " cluster", " routes", " tokens", " to", " a", " replica", " that", " holds",
+    " prefix", " cache", " and", " decode", " runs", " on", " GPUs", ".", " KV", " blocks",
+    " move", " over", " the", " network", " while", " prefill", " computes", " attention",
+    " for", " every", " request", " in", " time"};
+constexpr size_t kWordCount = sizeof(kWords) / sizeof(kWords[0]);
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::vector<double> LatencyBuckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+          2.5,   5.0,   7.5,  10,   20,   40,   80,   160, 640, 2560};
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+net::HttpResponse BadRequest(std::string_view message, std::string_view param = {}) {
+  return net::JsonError(400, "BadRequestError", message, param);
+}
+
+}  // namespace
+
+TextCodec StandInCodec() {
+  TextCodec c;
+  c.encode = [](std::string_view text) {
+    // One id per word with its leading whitespace, long words cut every 8 bytes: stable ids of
+    // roughly the density of a real tokenizer, so block hashes follow the text.
+    std::vector<uint32_t> ids;
+    size_t i = 0;
+    while (i < text.size()) {
+      size_t j = i;
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\n' || text[j] == '\t')) ++j;
+      size_t k = j;
+      while (k < text.size() && text[k] != ' ' && text[k] != '\n' && text[k] != '\t' && k - i < 8) ++k;
+      if (k == i) k = i + 1;
+      ids.push_back(static_cast<uint32_t>(XXH3_64bits(text.data() + i, k - i) % 150000) + 1000);
+      i = k;
+    }
+    return ids;
+  };
+  c.decode = [](uint32_t id) { return std::string(kWords[id % kWordCount]); };
+  return c;
+}
+
+// One request in flight: what the engine's callbacks need to answer it.
+struct EmuServer::Live {
+  uint64_t id = 0;
+  uint64_t engine_id = 0;
+  std::shared_ptr<net::HttpResponder> r;
+  bool stream = false;
+  bool chat = false;
+  bool include_usage = false;
+  bool remote_decode = false;  // P/D prefill side: answer with kv_transfer_params
+  int drop_after = -1;
+  std::string text;
+  std::vector<uint32_t> prompt;
+  Clock::time_point start, first, last;
+  std::string rid;
+  int64_t created = 0;
+};
+
+absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options) {
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options.engine);
+  if (!engine.ok()) return engine.status();
+  return std::unique_ptr<EmuServer>(new EmuServer(std::move(options), *std::move(engine)));
+}
+
+EmuServer::EmuServer(EmuOptions options, std::unique_ptr<Engine> engine)
+    : options_(std::move(options)), engine_(std::move(engine)) {
+  for (auto* h : {&ttft_, &itl_, &e2e_, &queue_}) h->bounds = LatencyBuckets();
+}
+
+EmuServer::~EmuServer() { Stop(); }
+
+namespace {
+
+// The engine's cache events as vLLM publishes them.
+net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
+  net::KvEventBatch b;
+  b.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& e : events) {
+    switch (e.kind) {
+      case CacheEvent::Kind::kStored: {
+        net::BlockStored s;
+        s.block_hashes = e.hashes;
+        s.parent_block_hash = e.parent;
+        s.token_ids = e.tokens;
+        s.block_size = static_cast<uint32_t>(block_size);
+        s.medium = "GPU";
+        b.events.emplace_back(std::move(s));
+        break;
+      }
+      case CacheEvent::Kind::kRemoved: {
+        net::BlockRemoved r;
+        r.block_hashes = e.hashes;
+        r.medium = "GPU";
+        b.events.emplace_back(std::move(r));
+        break;
+      }
+      case CacheEvent::Kind::kCleared:
+        b.events.emplace_back(net::AllBlocksCleared{});
+        break;
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
+absl::Status EmuServer::Start() {
+  if (!options_.kv_events.empty()) {
+    net::KvEventPublisherOptions po;
+    po.endpoint = options_.kv_events;
+    po.replay_endpoint = options_.kv_replay;
+    auto p = net::KvEventPublisher::Create(po);
+    if (!p.ok()) return p.status();
+    publisher_ = *std::move(p);
+    net::KvEventPublisher* pub = publisher_.get();
+    const int bs = options_.engine.block_size;
+    engine_->set_event_sink([pub, bs](std::vector<CacheEvent> events) {
+      (void)pub->Publish(ToBatch(events, bs));
+    });
+  }
+  if (options_.http.stop_grace > kSecond) options_.http.stop_grace = 200 * kMillisecond;
+  http_ = std::make_unique<net::HttpServer>(
+      options_.http, [this](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
+        Handle(std::move(req), std::move(r));
+      });
+  return http_->Start();
+}
+
+void EmuServer::Stop() {
+  if (stopped_.exchange(true)) return;
+  Crash();  // cut every open request: nothing is answered once stopping
+  if (http_) http_->Stop();
+  engine_.reset();  // the engine's last callbacks only drop their responders now
+  if (publisher_) publisher_->Stop();
+  std::lock_guard l(mu_);
+  live_.clear();
+}
+
+void EmuServer::Crash() {
+  crashed_ = true;
+  std::vector<std::shared_ptr<net::HttpResponder>> all;
+  {
+    std::lock_guard l(mu_);
+    for (auto& [id, live] : live_) all.push_back(live->r);
+    for (auto& r : parked_) all.push_back(r);
+    parked_.clear();
+  }
+  for (auto& r : all) r->Abort();
+  if (engine_) engine_->SetHung(true);
+}
+
+
+void EmuServer::SetFault(Fault fault) {
+  std::lock_guard l(mu_);
+  fault_ = fault;
+  engine_->SetSlowdown(fault.kind == Fault::Kind::kSlow ? fault.factor : 1.0);
+  engine_->SetHung(fault.kind == Fault::Kind::kHang);
+  if (fault.kind != Fault::Kind::kHang) {
+    // Unhung: the parked health checks are answered now.
+    for (auto& r : parked_) r->Respond(net::HttpResponse{200, "text/plain", "", {}});
+    parked_.clear();
+  }
+}
+
+void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
+  if (crashed_) return r->Abort();
+  const std::string_view path = req.path();
+  Fault fault;
+  {
+    std::lock_guard l(mu_);
+    fault = fault_;
+  }
+  if (path == "/admin/fault") return r->Respond(AdminFault(req));
+  if (fault.kind == Fault::Kind::kHang && path != "/metrics") {
+    std::lock_guard l(mu_);
+    parked_.push_back(std::move(r));
+    return;
+  }
+  if (path == "/health" || path == "/ping") {
+    return r->Respond(net::HttpResponse{200, "text/plain", "", {}});
+  }
+  if (path == "/metrics") return r->Respond(Metrics());
+  if (path == "/v1/models") {
+    json models = {{"object", "list"},
+                   {"data",
+                    json::array({{{"id", options_.served_model_name},
+                                  {"object", "model"},
+                                  {"created", UnixNow()},
+                                  {"owned_by", "myriad-emu"},
+                                  {"root", options_.served_model_name},
+                                  {"max_model_len", options_.max_model_len}}})}};
+    return r->Respond(net::HttpResponse{200, "application/json", models.dump(), {}});
+  }
+  if (path == "/tokenize" || path == "/detokenize") {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return r->Respond(BadRequest("body is not a JSON object"));
+    if (path == "/tokenize") {
+      if (!body.contains("prompt") || !body["prompt"].is_string()) {
+        return r->Respond(BadRequest("'prompt' must be a string", "prompt"));
+      }
+      auto ids = options_.codec.encode(body["prompt"].get<std::string>());
+      json out = {{"count", ids.size()}, {"max_model_len", options_.max_model_len}, {"tokens", ids}};
+      return r->Respond(net::HttpResponse{200, "application/json", out.dump(), {}});
+    }
+    if (!body.contains("tokens") || !body["tokens"].is_array()) {
+      return r->Respond(BadRequest("'tokens' must be an array of ids", "tokens"));
+    }
+    std::vector<uint32_t> ids;
+    for (const auto& t : body["tokens"]) {
+      if (!t.is_number_unsigned()) return r->Respond(BadRequest("'tokens' must be ids", "tokens"));
+      ids.push_back(t.get<uint32_t>());
+    }
+    json out = {{"prompt", Detokenize(ids)}};
+    return r->Respond(net::HttpResponse{200, "application/json", out.dump(), {}});
+  }
+  const bool completions = path == "/v1/completions";
+  const bool chat = path == "/v1/chat/completions";
+  if (completions || chat) {
+    if (req.method != "POST") return r->Respond(net::JsonError(405, "MethodNotAllowed", "use POST"));
+    if (fault.kind == Fault::Kind::kError) {
+      std::lock_guard l(mu_);
+      errors_injected_++;
+      return r->Respond(net::JsonError(fault.status, "InternalServerError", "injected fault"));
+    }
+    return Generate(req, chat, std::move(r));
+  }
+  r->Respond(net::JsonError(404, "NotFoundError", fmt::format("no route for {}", std::string(path))));
+}
+
+std::string EmuServer::Detokenize(const std::vector<uint32_t>& ids) const {
+  std::string out;
+  for (uint32_t id : ids) out += options_.codec.decode(id);
+  return out;
+}
+
+void EmuServer::Generate(const net::HttpRequest& req, bool chat,
+                         std::shared_ptr<net::HttpResponder> r) {
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return r->Respond(BadRequest("the body is not a JSON object"));
+  }
+  if (body.contains("model") && body["model"].is_string() &&
+      body["model"].get<std::string>() != options_.served_model_name) {
+    return r->Respond(net::JsonError(
+        404, "NotFoundError",
+        fmt::format("The model `{}` does not exist.", body["model"].get<std::string>()), "model"));
+  }
+  auto live = std::make_shared<Live>();
+  live->chat = chat;
+  // The prompt's token ids.
+  if (chat) {
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+      return r->Respond(BadRequest("'messages' must be a non-empty array", "messages"));
+    }
+    std::string text;
+    for (const auto& m : body["messages"]) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        return r->Respond(BadRequest("each message needs a string 'role'", "messages"));
+      }
+      text += "<|" + m["role"].get<std::string>() + "|>\n";
+      if (m.contains("content") && m["content"].is_string()) {
+        text += m["content"].get<std::string>();
+      } else if (m.contains("content") && m["content"].is_array()) {
+        for (const auto& part : m["content"]) {
+          if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
+              part["text"].is_string()) {
+            text += part["text"].get<std::string>();
+          }
+        }
+      }
+      text += "\n";
+    }
+    text += "<|assistant|>\n";
+    live->prompt = options_.codec.encode(text);
+  } else {
+    if (!body.contains("prompt")) return r->Respond(BadRequest("'prompt' is required", "prompt"));
+    const json& p = body["prompt"];
+    if (p.is_string()) {
+      live->prompt = options_.codec.encode(p.get<std::string>());
+    } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+      for (const auto& t : p) {
+        if (!t.is_number_unsigned()) return r->Respond(BadRequest("'prompt' token ids must be >= 0", "prompt"));
+        live->prompt.push_back(t.get<uint32_t>());
+      }
+    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+      live->prompt = options_.codec.encode(p[0].get<std::string>());
+    } else {
+      return r->Respond(BadRequest("'prompt' must be a string, one string in an array, or token ids", "prompt"));
+    }
+  }
+  if (live->prompt.empty()) return r->Respond(BadRequest("the prompt is empty", "prompt"));
+  int max_tokens = options_.default_max_tokens;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (body.contains(key) && !body[key].is_null()) {
+      if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
+        return r->Respond(BadRequest(fmt::format("'{}' must be an integer >= 1", key), key));
+      }
+      max_tokens = static_cast<int>(std::min<int64_t>(body[key].get<int64_t>(), 1 << 20));
+    }
+  }
+  if (static_cast<int64_t>(live->prompt.size()) + max_tokens > options_.max_model_len) {
+    return r->Respond(BadRequest(
+        fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                    "tokens ({} in the messages, {} in the completion).",
+                    options_.max_model_len, live->prompt.size() + max_tokens, live->prompt.size(),
+                    max_tokens)));
+  }
+  live->stream = body.value("stream", false);
+  if (body.contains("stream_options") && body["stream_options"].is_object()) {
+    live->include_usage = body["stream_options"].value("include_usage", false);
+  }
+  GenRequest g;
+  if (body.contains("kv_transfer_params") && body["kv_transfer_params"].is_object()) {
+    const json& kv = body["kv_transfer_params"];
+    live->remote_decode = kv.value("do_remote_decode", false);
+    g.remote_prefill = kv.value("do_remote_prefill", false);
+    if (g.remote_prefill && !kv.contains("remote_block_ids")) {
+      return r->Respond(BadRequest("kv_transfer_params: do_remote_prefill needs remote_block_ids",
+                                   "kv_transfer_params"));
+    }
+  }
+  {
+    std::lock_guard l(mu_);
+    if (fault_.kind == Fault::Kind::kDropStream) live->drop_after = fault_.after_tokens;
+  }
+  live->id = next_request_.fetch_add(1);
+  live->rid = fmt::format("{}-{:016x}", chat ? "chatcmpl" : "cmpl", Mix64(live->id));
+  live->created = UnixNow();
+  live->start = Clock::now();
+  live->r = r;
+  g.prompt = live->prompt;
+  g.max_tokens = max_tokens;
+  const std::string model = options_.served_model_name;
+  auto chunk_json = [model, live](std::string_view text, const char* finish) {
+    json c;
+    c["id"] = live->rid;
+    c["object"] = live->chat ? "chat.completion.chunk" : "text_completion";
+    c["created"] = live->created;
+    c["model"] = model;
+    json choice = {{"index", 0}, {"logprobs", nullptr},
+                   {"finish_reason", finish ? json(finish) : json(nullptr)}};
+    if (live->chat) {
+      choice["delta"] = json::object();
+      if (!text.empty() || !finish) choice["delta"]["content"] = text;
+    } else {
+      choice["text"] = text;
+      choice["stop_reason"] = nullptr;
+    }
+    c["choices"] = json::array({choice});
+    return "data: " + c.dump() + "\n\n";
+  };
+  g.on_token = [this, live, chunk_json](int index, uint32_t token) {
+    const auto now = Clock::now();
+    const std::string piece = options_.codec.decode(token);
+    {
+      std::lock_guard l(mu_);
+      if (index == 0) {
+        live->first = now;
+        ttft_.Observe(Seconds(now - live->start));
+      } else {
+        itl_.Observe(Seconds(now - live->last));
+      }
+    }
+    live->last = now;
+    live->text += piece;
+    if (!live->stream) return;
+    if (live->drop_after >= 0 && index >= live->drop_after) {
+      live->r->Abort();  // the stream is cut mid-way, as a dying engine would
+      if (engine_) engine_->Cancel(live->engine_id);
+      return;
+    }
+    if (index == 0 && live->chat) {
+      json c = {{"id", live->rid}, {"object", "chat.completion.chunk"}, {"created", live->created},
+                {"model", options_.served_model_name},
+                {"choices", json::array({{{"index", 0},
+                                          {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                          {"logprobs", nullptr},
+                                          {"finish_reason", nullptr}}})}};
+      live->r->Write("data: " + c.dump() + "\n\n");
+    }
+    live->r->Write(chunk_json(piece, nullptr));
+  };
+  g.on_finish = [this, live, chunk_json](std::string_view reason, const Usage& u) {
+    const auto now = Clock::now();
+    {
+      std::lock_guard l(mu_);
+      live_.erase(live->id);
+      if (reason == "length") e2e_.Observe(Seconds(now - live->start));
+    }
+    completions_++;
+    json usage = {{"prompt_tokens", u.prompt_tokens},
+                  {"completion_tokens", u.completion_tokens},
+                  {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                  {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+    if (reason == "abort") {
+      if (live->stream) {
+        live->r->Abort();
+      } else {
+        live->r->Respond(net::JsonError(500, "InternalServerError", "the request was aborted"));
+      }
+      return;
+    }
+    if (live->stream) {
+      live->r->Write(chunk_json("", std::string(reason).c_str()));
+      if (live->include_usage) {
+        json c = {{"id", live->rid},
+                  {"object", live->chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", live->created}, {"model", options_.served_model_name},
+                  {"choices", json::array()}, {"usage", usage}};
+        live->r->Write("data: " + c.dump() + "\n\n");
+      }
+      live->r->Write("data: [DONE]\n\n");
+      live->r->End();
+      return;
+    }
+    json out = {{"id", live->rid},
+                {"object", live->chat ? "chat.completion" : "text_completion"},
+                {"created", live->created},
+                {"model", options_.served_model_name},
+                {"usage", usage}};
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}};
+    if (live->chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", live->text}};
+    } else {
+      choice["text"] = live->text;
+      choice["stop_reason"] = nullptr;
+    }
+    out["choices"] = json::array({choice});
+    if (live->remote_decode) {
+      // vLLM's prefill side of P/D: where the decode engine pulls the prompt's KV from.
+      const int64_t bs = options_.engine.block_size;
+      json blocks = json::array();
+      for (int64_t b = 0; b < (static_cast<int64_t>(live->prompt.size()) + bs - 1) / bs; ++b) {
+        blocks.push_back(b);
+      }
+      out["kv_transfer_params"] = {{"do_remote_prefill", true},
+                                   {"do_remote_decode", false},
+                                   {"remote_engine_id", options_.engine_id},
+                                   {"remote_block_ids", blocks},
+                                   {"remote_host", options_.http.address},
+                                   {"remote_port", port()},
+                                   {"tp_size", options_.engine.layout.tp}};
+    } else {
+      out["kv_transfer_params"] = nullptr;
+    }
+    live->r->Respond(net::HttpResponse{200, "application/json", out.dump(), {}});
+  };
+  if (live->stream) {
+    r->BeginStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+  }
+  {
+    std::lock_guard l(mu_);
+    live_[live->id] = live;
+  }
+  live->engine_id = engine_->Submit(std::move(g));
+  // A client that leaves aborts its request, as vLLM does.
+  r->OnClientGone([this, live] {
+    if (engine_) engine_->Cancel(live->engine_id);
+  });
+}
+
+net::HttpResponse EmuServer::Metrics() {
+  const EngineStats s = engine_->stats();
+  net::PrometheusWriter w;
+  const std::string& m = options_.served_model_name;
+  std::initializer_list<net::Label> labels = {{"model_name", m}, {"engine", "0"}};
+  w.Family("vllm:num_requests_running", "Requests in the running batch.", net::MetricType::kGauge);
+  w.Sample("vllm:num_requests_running", labels, static_cast<int64_t>(s.running));
+  w.Family("vllm:num_requests_waiting", "Requests waiting to be scheduled.", net::MetricType::kGauge);
+  w.Sample("vllm:num_requests_waiting", labels, static_cast<int64_t>(s.waiting));
+  w.Family("vllm:kv_cache_usage_perc", "KV-cache usage, 1 means 100 percent.", net::MetricType::kGauge);
+  w.Sample("vllm:kv_cache_usage_perc", labels, s.kv_usage);
+  w.Family("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
+           net::MetricType::kCounter);
+  w.Sample("vllm:prefix_cache_queries_total", labels, s.prefix_queries);
+  w.Family("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", net::MetricType::kCounter);
+  w.Sample("vllm:prefix_cache_hits_total", labels, s.prefix_hits);
+  w.Family("vllm:num_preemptions", "Preemptions.", net::MetricType::kCounter);
+  w.Sample("vllm:num_preemptions_total", labels, uint64_t{0});
+  w.Family("vllm:prompt_tokens", "Prompt tokens computed.", net::MetricType::kCounter);
+  w.Sample("vllm:prompt_tokens_total", labels, s.prompt_tokens);
+  w.Family("vllm:generation_tokens", "Tokens generated.", net::MetricType::kCounter);
+  w.Sample("vllm:generation_tokens_total", labels, s.generation_tokens);
+  w.Family("vllm:request_success", "Requests finished, by reason.", net::MetricType::kCounter);
+  w.Sample("vllm:request_success_total",
+           {{"model_name", m}, {"engine", "0"}, {"finished_reason", "length"}}, s.finished_length);
+  w.Sample("vllm:request_success_total",
+           {{"model_name", m}, {"engine", "0"}, {"finished_reason", "abort"}}, s.finished_abort);
+  const std::string blocks = std::to_string(s.kv_blocks);
+  const std::string bs = std::to_string(options_.engine.block_size);
+  w.Family("vllm:cache_config_info", "Information of the KV cache.", net::MetricType::kGauge);
+  w.Sample("vllm:cache_config_info",
+           {{"block_size", bs}, {"num_gpu_blocks", blocks}, {"engine", "0"}}, 1.0);
+  {
+    std::lock_guard l(mu_);
+    w.Histogram("vllm:time_to_first_token_seconds", "Time to first token.", labels, ttft_);
+    w.Histogram("vllm:inter_token_latency_seconds", "Time between tokens.", labels, itl_);
+    w.Histogram("vllm:e2e_request_latency_seconds", "Request latency.", labels, e2e_);
+  }
+  return net::HttpResponse{200, std::string(net::kPrometheusContentType), w.Take(), {}};
+}
+
+net::HttpResponse EmuServer::AdminFault(const net::HttpRequest& req) {
+  if (req.method == "GET") {
+    std::lock_guard l(mu_);
+    return net::HttpResponse{200, "application/json",
+                             json({{"kind", static_cast<int>(fault_.kind)}}).dump(), {}};
+  }
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object() || !body.contains("kind") || !body["kind"].is_string()) {
+    return BadRequest("expected {\"kind\": \"none|hang|slow|error|drop_stream|crash\", ...}", "kind");
+  }
+  const std::string kind = body["kind"].get<std::string>();
+  Fault f;
+  if (kind == "none") {
+    f.kind = Fault::Kind::kNone;
+  } else if (kind == "hang") {
+    f.kind = Fault::Kind::kHang;
+  } else if (kind == "slow") {
+    f.kind = Fault::Kind::kSlow;
+    f.factor = body.value("factor", 4.0);
+    if (!(f.factor > 0)) return BadRequest("'factor' must be > 0", "factor");
+  } else if (kind == "error") {
+    f.kind = Fault::Kind::kError;
+    f.status = body.value("status", 500);
+    if (f.status < 400 || f.status > 599) return BadRequest("'status' must be 4xx or 5xx", "status");
+  } else if (kind == "drop_stream") {
+    f.kind = Fault::Kind::kDropStream;
+    f.after_tokens = body.value("after_tokens", 1);
+  } else if (kind == "crash") {
+    if (on_crash_) on_crash_();
+    Crash();
+    return net::HttpResponse{200, "application/json", "{}", {}};
+  } else {
+    return BadRequest(fmt::format("unknown fault kind '{}'", kind), "kind");
+  }
+  SetFault(f);
+  return net::HttpResponse{200, "application/json", json({{"kind", kind}}).dump(), {}};
+}
+
+}  // namespace myriad::emu

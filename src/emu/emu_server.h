@@ -1,0 +1,100 @@
+#pragma once
+// `myriad emu`: an engine emulator that speaks vLLM's OpenAI-compatible HTTP API (completions
+// and chat, streaming or not, /v1/models, /health, /tokenize, /detokenize, /metrics with the
+// vllm: names) and vLLM's P/D protocol (kv_transfer_params), on top of emu::Engine. Faults on
+// command through POST /admin/fault, so a gateway's failure handling can be tested for real.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "emu/engine.h"
+#include "net/http_server.h"
+#include "net/kv_event_publisher.h"
+#include "net/prometheus.h"
+
+namespace myriad::emu {
+
+// Text <-> token ids. The default is a stand-in (one id per whitespace-separated word piece);
+// give the real model tokenizer where the gateway must see the engine's exact ids.
+struct TextCodec {
+  std::function<std::vector<uint32_t>(std::string_view text)> encode;
+  std::function<std::string(uint32_t id)> decode;
+};
+TextCodec StandInCodec();
+
+struct EmuOptions {
+  net::HttpServerOptions http;
+  std::string served_model_name = "emu-model";
+  std::string role = "colocated";  // prefill, decode or colocated: what /v1/models reports
+  std::string engine_id = "emu-0";  // names this engine in kv_transfer_params
+  EngineOptions engine;
+  TextCodec codec = StandInCodec();
+  // vLLM's KV-event publisher: PUB endpoint and replay (ROUTER) endpoint, bound; empty: off.
+  // "tcp://127.0.0.1:*" binds a free port (see kv_events_endpoint()).
+  std::string kv_events;
+  std::string kv_replay;
+  int default_max_tokens = 16;
+  int max_model_len = 131072;
+};
+
+struct Fault {
+  enum class Kind { kNone, kHang, kSlow, kError, kDropStream } kind = Kind::kNone;
+  double factor = 1;       // kSlow
+  int status = 500;        // kError
+  int after_tokens = 1;    // kDropStream: streams are cut after this many tokens
+};
+
+class EmuServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmuServer>> Create(EmuOptions options);
+  ~EmuServer();
+
+  absl::Status Start();
+  void Stop();
+  // Dies as a process would: every connection is cut, nothing more is answered until Stop.
+  void Crash();
+  void SetFault(Fault fault);
+  // Called by POST /admin/fault {"kind":"crash"}; the CLI exits the process here.
+  void set_on_crash(std::function<void()> f) { on_crash_ = std::move(f); }
+
+  uint16_t port() const { return http_ ? http_->port() : 0; }
+  // The bound KV-event endpoints ("" when off).
+  std::string kv_events_endpoint() const { return publisher_ ? publisher_->endpoint() : ""; }
+  std::string kv_replay_endpoint() const { return publisher_ ? publisher_->replay_endpoint() : ""; }
+  Engine& engine() { return *engine_; }
+  // Requests answered, by endpoint kind; for tests.
+  uint64_t completions() const { return completions_.load(); }
+
+ private:
+  struct Live;
+  explicit EmuServer(EmuOptions options, std::unique_ptr<Engine> engine);
+  void Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r);
+  void Generate(const net::HttpRequest& req, bool chat, std::shared_ptr<net::HttpResponder> r);
+  net::HttpResponse Metrics();
+  net::HttpResponse AdminFault(const net::HttpRequest& req);
+  std::string Detokenize(const std::vector<uint32_t>& ids) const;
+
+  EmuOptions options_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<net::KvEventPublisher> publisher_;
+  std::function<void()> on_crash_;
+  std::atomic<bool> crashed_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<uint64_t> completions_{0};
+  std::atomic<uint64_t> next_request_{1};
+  mutable std::mutex mu_;
+  Fault fault_;
+  std::vector<std::shared_ptr<net::HttpResponder>> parked_;  // hung /health and requests
+  std::unordered_map<uint64_t, std::shared_ptr<Live>> live_;
+  net::HistogramCounts ttft_, itl_, e2e_, queue_;
+  uint64_t errors_injected_ = 0;
+};
+
+}  // namespace myriad::emu

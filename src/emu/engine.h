@@ -1,0 +1,131 @@
+#pragma once
+// The emulated engine: a vLLM-style continuous-batching scheduler that runs in real time (scaled
+// by `speed`), with step times from perf::StepModel, a prefix cache of 16-token blocks with LRU
+// eviction, and the KV cache events vLLM would publish. No GPU: tokens are made up, the timing
+// and the cache behaviour are what a router sees of a real engine.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/time.h"
+#include "perf/step_model.h"
+
+namespace myriad::emu {
+
+struct EngineOptions {
+  std::string model = "Llama-3.1-8B";
+  std::string gpu = "H100";
+  perf::UnitLayout layout;
+  // Emulated seconds per real second: 10 runs ten times faster than the hardware would.
+  double speed = 1.0;
+  int max_num_seqs = 256;
+  int64_t max_batched_tokens = 8192;
+  int block_size = 16;
+  int64_t kv_blocks = 0;  // 0: what the step model says fits in HBM
+  uint64_t seed = 1;
+};
+
+// One event of the engine's prefix cache, as vLLM reports it (engine hashes, not Myriad keys).
+struct CacheEvent {
+  enum class Kind { kStored, kRemoved, kCleared } kind = Kind::kStored;
+  std::vector<uint64_t> hashes;
+  std::optional<uint64_t> parent;  // kStored: the block before the first, if any
+  std::vector<uint32_t> tokens;    // kStored: hashes.size() * block_size token ids
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens found in the prefix cache (or received by P/D)
+};
+
+struct GenRequest {
+  std::vector<uint32_t> prompt;
+  int max_tokens = 16;
+  // P/D: the prompt's KV arrives from a prefill engine; the engine waits for the transfer
+  // instead of computing it.
+  bool remote_prefill = false;
+  // Called from the engine thread, outside its lock: each output token, then once at the end
+  // with "length" or "abort".
+  std::function<void(int index, uint32_t token)> on_token;
+  std::function<void(std::string_view finish_reason, const Usage& usage)> on_finish;
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  double kv_usage = 0;  // 0..1, blocks held by running requests
+  int64_t kv_blocks = 0;
+  uint64_t prompt_tokens = 0, generation_tokens = 0;
+  uint64_t prefix_queries = 0, prefix_hits = 0;  // tokens
+  uint64_t finished_length = 0, finished_abort = 0;
+  uint64_t steps = 0;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(EngineOptions options);
+  ~Engine();  // stops the engine thread; unfinished requests get "abort"
+
+  // Returns an id for Cancel.
+  uint64_t Submit(GenRequest request);
+  void Cancel(uint64_t id);
+
+  // Faults: steps take `factor` times longer; a hung engine makes no progress at all.
+  void SetSlowdown(double factor);
+  void SetHung(bool hung);
+  // Drops the whole prefix cache (an AllBlocksCleared event).
+  void ClearCache();
+
+  void set_event_sink(std::function<void(std::vector<CacheEvent>)> sink);
+  EngineStats stats() const;
+  const EngineOptions& options() const { return options_; }
+  const perf::StepModel& step_model() const { return model_; }
+
+ private:
+  struct Req;
+  struct Block {
+    uint64_t hash = 0;
+    int refs = 0;
+    std::list<uint64_t>::iterator lru;  // valid when refs == 0
+  };
+
+  Engine(EngineOptions options, perf::StepModel model, int64_t kv_blocks);
+  void Loop();
+  bool Admit(Req& r, std::vector<CacheEvent>* events);
+  void Release(Req& r);
+  bool EvictOne(std::vector<CacheEvent>* events);
+
+  EngineOptions options_;
+  perf::StepModel model_;
+  int64_t kv_blocks_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool hung_ = false;
+  double slowdown_ = 1.0;
+  uint64_t next_id_ = 1;
+  std::deque<std::shared_ptr<Req>> waiting_;
+  std::vector<std::shared_ptr<Req>> running_;
+  std::unordered_map<uint64_t, std::shared_ptr<Req>> by_id_;
+  std::unordered_map<uint64_t, Block> cache_;  // engine hash -> block
+  std::list<uint64_t> lru_;                    // unreferenced cached blocks, oldest first
+  int64_t used_blocks_ = 0;                    // private (decode) blocks of running requests
+  EngineStats stats_;
+  std::function<void(std::vector<CacheEvent>)> sink_;
+  std::thread thread_;
+};
+
+}  // namespace myriad::emu

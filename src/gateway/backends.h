@@ -1,0 +1,60 @@
+#pragma once
+// The gateway's view of its backends: configuration, health (active checks and passive
+// ejection after consecutive errors), the load it has put on each (in-flight requests, prompt
+// tokens not yet prefilled) and what each engine's /metrics says. Guarded by the owner's lock.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/config.h"
+#include "net/http.h"
+#include "policy/load_balancer.h"
+#include "policy/prefix_index.h"
+
+namespace myriad::gateway {
+
+struct Backend {
+  BackendConfig config;
+  net::HostPort address;
+  policy::HolderId holder = 0;  // its entries in the prefix index
+  bool from_etcd = false;
+
+  // Health.
+  bool healthy = true;    // the last health checks passed (or none has failed yet)
+  bool ejected = false;   // consecutive errors; re-admitted after passing health checks
+  bool draining = false;  // by an operator: no new requests
+  bool removed = false;   // deregistered; kept while requests are in flight
+  int consecutive_errors = 0;
+  int consecutive_health_ok = 0;
+
+  // Load the gateway itself has placed.
+  int64_t inflight = 0;
+  int64_t queued_prefill_tokens = 0;
+
+  // From the engine's /metrics (vllm:num_requests_running, _waiting, kv_cache_usage_perc).
+  bool scraped = false;
+  double running = 0, waiting = 0, kv_usage = 0;
+
+  uint64_t requests = 0, failures = 0;
+
+  bool available() const { return healthy && !ejected && !draining && !removed; }
+  policy::UnitLoad Load() const;
+};
+
+// The engine metrics a router needs, summed over label sets (DP ranks, engines). Unknown lines
+// are skipped; the older name vllm:gpu_cache_usage_perc is read too.
+struct ScrapedLoad {
+  bool any = false;
+  double running = 0, waiting = 0, kv_usage = 0;
+};
+ScrapedLoad ParseEngineMetrics(std::string_view exposition);
+
+// Records a request outcome; returns true when this failure ejected the backend.
+bool RecordOutcome(Backend& b, bool ok, int eject_after_errors);
+// Records a health check; returns a description of a state change ("ejected", "readmitted",
+// "unhealthy", "healthy") or "".
+std::string_view RecordHealth(Backend& b, bool ok, const GatewayConfig& config);
+
+}  // namespace myriad::gateway

@@ -1,0 +1,205 @@
+#include "gateway/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/yaml_reader.h"
+#include "net/http.h"
+
+namespace myriad::gateway {
+
+std::string_view RoleName(BackendRole role) {
+  switch (role) {
+    case BackendRole::kColocated: return "colocated";
+    case BackendRole::kPrefill: return "prefill";
+    case BackendRole::kDecode: return "decode";
+  }
+  return "?";
+}
+
+absl::Status ValidateBackend(const BackendConfig& b, std::string_view where) {
+  if (b.name.empty()) return absl::InvalidArgumentError(fmt::format("{}: name: required", where));
+  if (!net::ParseHttpUrl(b.url).ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: url: '{}' is not an http://host:port URL", where, b.url));
+  }
+  if (b.model.empty()) return absl::InvalidArgumentError(fmt::format("{}: model: required", where));
+  if (b.dp_ranks < 1) return absl::InvalidArgumentError(fmt::format("{}: dp_ranks: must be >= 1", where));
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status ParseRole(const YamlReader& r, const YAML::Node& n, const std::string& path,
+                       BackendRole* out) {
+  const YAML::Node v = n["role"];
+  if (!v) return absl::OkStatus();
+  const std::string s = v.as<std::string>("");
+  if (s == "colocated") *out = BackendRole::kColocated;
+  else if (s == "prefill") *out = BackendRole::kPrefill;
+  else if (s == "decode") *out = BackendRole::kDecode;
+  else return r.Error(v, path + ".role", fmt::format("'{}' is not prefill, decode or colocated", s));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::string_view source) {
+  YamlReader r{std::string(source)};
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}:{}: {}", std::string(source), e.mark.line + 1, e.msg));
+  }
+  GatewayConfig c;
+  if (!root || root.IsNull()) return c;
+  MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "threads", "upstream_threads", "max_body_bytes",
+                                          "admin_token", "backends", "routing", "tenants",
+                                          "upstream", "health", "access_log", "etcd",
+                                          "allow_anonymous", "fairness"}));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "allow_anonymous", "", &c.allow_anonymous));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "fairness", "", &c.fairness));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "threads", "", &c.threads));
+  MYRIAD_RETURN_IF_ERROR(r.Check(root, "threads", "", c.threads >= 1, "must be >= 1", c.threads));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "upstream_threads", "", &c.upstream_threads));
+  MYRIAD_RETURN_IF_ERROR(r.Check(root, "upstream_threads", "", c.upstream_threads >= 1,
+                                 "must be >= 1", c.upstream_threads));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "max_body_bytes", "", &c.max_body_bytes));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "admin_token", "", &c.admin_token));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "access_log", "", &c.access_log));
+  if (!net::ParseHostPort(c.listen).ok()) {
+    return r.Error(root["listen"], "listen", fmt::format("'{}' is not HOST:PORT", c.listen));
+  }
+
+  std::set<std::string> names;
+  if (const YAML::Node bs = root["backends"]) {
+    if (!bs.IsSequence()) return r.Error(bs, "backends", "expected a list");
+    for (size_t i = 0; i < bs.size(); ++i) {
+      const std::string path = fmt::format("backends[{}]", i);
+      const YAML::Node b = bs[i];
+      MYRIAD_RETURN_IF_ERROR(r.Map(b, path, {"name", "url", "role", "model", "dp_ranks",
+                                             "kv_events", "kv_replay"}));
+      BackendConfig bc;
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "name", path, &bc.name));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "url", path, &bc.url));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "model", path, &bc.model));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "dp_ranks", path, &bc.dp_ranks));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "kv_events", path, &bc.kv_events));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "kv_replay", path, &bc.kv_replay));
+      MYRIAD_RETURN_IF_ERROR(ParseRole(r, b, path, &bc.role));
+      if (absl::Status st = ValidateBackend(bc, path); !st.ok()) {
+        return r.Error(b, path, std::string(st.message()).substr(path.size() + 2));
+      }
+      if (!names.insert(bc.name).second) {
+        return r.Error(b["name"], path + ".name", fmt::format("duplicate backend name '{}'", bc.name));
+      }
+      c.backends.push_back(std::move(bc));
+    }
+  }
+
+  if (const YAML::Node rt = root["routing"]) {
+    MYRIAD_RETURN_IF_ERROR(r.Map(rt, "routing", {"policy", "ttft_slo", "reject_factor", "perf_model",
+                                                 "perf_gpu", "perf_tp", "disagg_min_uncached",
+                                                 "approx_chunk_bytes", "approx_ttl",
+                                                 "index_max_entries", "kv_block_size", "seed"}));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "kv_block_size", "routing", &c.kv_block_size));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "kv_block_size", "routing", c.kv_block_size >= 1,
+                                   "must be >= 1", c.kv_block_size));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "policy", "routing", &c.policy));
+    if (auto p = policy::ParsePolicyName(c.policy); !p.ok()) {
+      return r.Error(rt["policy"], "routing.policy", std::string(p.status().message()));
+    }
+    MYRIAD_RETURN_IF_ERROR(r.Duration(rt, "ttft_slo", "routing", &c.ttft_slo));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "reject_factor", "routing", &c.reject_factor));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_model", "routing", &c.perf_model));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_gpu", "routing", &c.perf_gpu));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_tp", "routing", &c.perf_tp));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "disagg_min_uncached", "routing", &c.disagg_min_uncached));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "approx_chunk_bytes", "routing", &c.approx_chunk_bytes));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "approx_chunk_bytes", "routing", c.approx_chunk_bytes >= 8,
+                                   "must be >= 8", c.approx_chunk_bytes));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(rt, "approx_ttl", "routing", &c.approx_ttl));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "index_max_entries", "routing", &c.index_max_entries));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "seed", "routing", &c.seed));
+  }
+
+  if (const YAML::Node ts = root["tenants"]) {
+    if (!ts.IsSequence()) return r.Error(ts, "tenants", "expected a list");
+    std::set<std::string> keys;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const std::string path = fmt::format("tenants[{}]", i);
+      const YAML::Node t = ts[i];
+      MYRIAD_RETURN_IF_ERROR(r.Map(t, path, {"name", "api_keys", "weight", "priority",
+                                             "quota_tokens_per_s", "burst_tokens"}));
+      TenantEntry e;
+      MYRIAD_RETURN_IF_ERROR(r.Get(t, "name", path, &e.config.name));
+      if (e.config.name.empty()) return r.Error(t, path + ".name", "required");
+      MYRIAD_RETURN_IF_ERROR(r.Get(t, "weight", path, &e.config.weight));
+      MYRIAD_RETURN_IF_ERROR(r.Check(t, "weight", path, e.config.weight > 0, "must be > 0", e.config.weight));
+      MYRIAD_RETURN_IF_ERROR(r.Get(t, "priority", path, &e.config.priority));
+      MYRIAD_RETURN_IF_ERROR(r.Get(t, "quota_tokens_per_s", path, &e.config.quota_tokens_per_s));
+      MYRIAD_RETURN_IF_ERROR(r.Get(t, "burst_tokens", path, &e.config.burst_tokens));
+      const YAML::Node ks = t["api_keys"];
+      if (!ks || !ks.IsSequence() || ks.size() == 0) {
+        return r.Error(ks ? ks : t, path + ".api_keys", "expected a non-empty list of keys");
+      }
+      for (const auto& k : ks) {
+        const std::string key = k.as<std::string>("");
+        if (key.empty()) return r.Error(k, path + ".api_keys", "empty key");
+        if (!keys.insert(key).second) return r.Error(k, path + ".api_keys", "key used twice");
+        e.api_keys.push_back(key);
+      }
+      c.tenants.push_back(std::move(e));
+    }
+  }
+
+  if (const YAML::Node u = root["upstream"]) {
+    MYRIAD_RETURN_IF_ERROR(r.Map(u, "upstream", {"connect_timeout", "first_byte_timeout",
+                                                 "idle_timeout", "max_attempts", "retry_budget"}));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(u, "connect_timeout", "upstream", &c.connect_timeout));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(u, "first_byte_timeout", "upstream", &c.first_byte_timeout));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(u, "idle_timeout", "upstream", &c.idle_timeout));
+    MYRIAD_RETURN_IF_ERROR(r.Get(u, "max_attempts", "upstream", &c.max_attempts));
+    MYRIAD_RETURN_IF_ERROR(r.Check(u, "max_attempts", "upstream", c.max_attempts >= 1, "must be >= 1", c.max_attempts));
+    MYRIAD_RETURN_IF_ERROR(r.Get(u, "retry_budget", "upstream", &c.retry_budget));
+  }
+
+  if (const YAML::Node h = root["health"]) {
+    MYRIAD_RETURN_IF_ERROR(r.Map(h, "health", {"interval", "timeout", "eject_after_errors",
+                                               "readmit_after_successes", "scrape_interval"}));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(h, "interval", "health", &c.health_interval));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(h, "timeout", "health", &c.health_timeout));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "eject_after_errors", "health", &c.eject_after_errors));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "readmit_after_successes", "health", &c.readmit_after_successes));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(h, "scrape_interval", "health", &c.scrape_interval));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "interval", "health", c.health_interval > 0, "must be > 0",
+                                   FormatDuration(c.health_interval)));
+  }
+
+  if (const YAML::Node e = root["etcd"]) {
+    MYRIAD_RETURN_IF_ERROR(r.Map(e, "etcd", {"endpoint", "prefix"}));
+    MYRIAD_RETURN_IF_ERROR(r.Get(e, "endpoint", "etcd", &c.etcd_endpoint));
+    MYRIAD_RETURN_IF_ERROR(r.Get(e, "prefix", "etcd", &c.etcd_prefix));
+    if (!c.etcd_endpoint.empty() && !net::ParseHttpUrl(c.etcd_endpoint).ok()) {
+      return r.Error(e["endpoint"], "etcd.endpoint", "expected http://host:port");
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(fmt::format("{}: cannot open", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseGatewayConfig(ss.str(), path);
+}
+
+}  // namespace myriad::gateway

@@ -1,0 +1,95 @@
+#pragma once
+// The gateway's configuration (`myriad gateway --config gateway.yaml`): where it listens, its
+// backends, routing, tenants, timeouts, retries and health checks. Every setting has a default
+// an operator can start from; every error names the file, line and key.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/time.h"
+#include "policy/router.h"
+#include "policy/tenants.h"
+
+namespace myriad::gateway {
+
+enum class BackendRole { kColocated, kPrefill, kDecode };
+std::string_view RoleName(BackendRole role);
+
+struct BackendConfig {
+  std::string name;  // unique; a label in metrics, so keep the set bounded
+  std::string url;   // http://host:port of the engine's OpenAI server
+  BackendRole role = BackendRole::kColocated;
+  std::string model;  // the served model name clients ask for
+  int dp_ranks = 1;
+  std::string kv_events;  // tcp://host:port of its KV-event publisher; empty: none
+  std::string kv_replay;  // tcp://host:port of its replay socket; empty: none
+};
+
+struct TenantEntry {
+  policy::TenantConfig config;
+  std::vector<std::string> api_keys;
+};
+
+struct GatewayConfig {
+  std::string listen = "127.0.0.1:8000";
+  int threads = 2;           // HTTP threads
+  int upstream_threads = 2;  // upstream client threads
+  size_t max_body_bytes = size_t{16} << 20;
+  std::string admin_token;  // empty: admin endpoints are disabled
+  std::vector<BackendConfig> backends;
+
+  // Routing: a policy name as in the simulator ("kv-aware", "least-loaded", "round-robin"...),
+  // and the performance model the TTFT estimate uses for every backend.
+  std::string policy = "kv-aware";
+  Nanos ttft_slo = 2 * kSecond;
+  double reject_factor = 0;  // reject when the best estimate exceeds this x SLO; 0: never
+  std::string perf_model = "Llama-3.1-8B";
+  std::string perf_gpu = "H100";
+  int perf_tp = 1;
+  int64_t disagg_min_uncached = 0;  // shorter uncached parts skip P/D
+  // Approximate routing (no events or no tokenizer): the gateway's own decisions, keyed on
+  // chunks of the prompt text, remembered for `approx_ttl`.
+  int approx_chunk_bytes = 128;
+  Nanos approx_ttl = 120 * kSecond;
+  size_t index_max_entries = size_t{16} << 20;
+  // Exact routing: the engines' KV block size (vLLM's default 16 tokens); token-id prompts are
+  // keyed in blocks of this size, as the KV events are.
+  int kv_block_size = 16;
+  uint64_t seed = 1;
+
+  // Tenants: API keys map to tenants. With none configured every request is anonymous.
+  std::vector<TenantEntry> tenants;
+  bool allow_anonymous = true;
+  bool fairness = false;
+
+  // Upstream calls.
+  Nanos connect_timeout = 2 * kSecond;
+  Nanos first_byte_timeout = 120 * kSecond;
+  Nanos idle_timeout = 60 * kSecond;
+  int max_attempts = 3;         // per request, the first included
+  double retry_budget = 0.2;    // retries at most this fraction of recent requests (+ a floor)
+
+  // Health.
+  Nanos health_interval = 5 * kSecond;
+  Nanos health_timeout = 1 * kSecond;
+  int eject_after_errors = 5;      // consecutive failed requests or health checks
+  int readmit_after_successes = 2;  // consecutive passing health checks
+  Nanos scrape_interval = 1 * kSecond;  // engine /metrics; 0: off
+
+  std::string access_log = "-";  // "-": stderr; "": off; else a file path
+
+  // etcd discovery: backends registered as JSON under this prefix (in addition to the static
+  // list). Empty endpoint: off.
+  std::string etcd_endpoint;
+  std::string etcd_prefix = "/myriad/backends/";
+};
+
+absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::string_view source);
+absl::StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path);
+
+// Checks one backend (also used for etcd registrations): name, URL, role.
+absl::Status ValidateBackend(const BackendConfig& b, std::string_view where);
+
+}  // namespace myriad::gateway

@@ -1,0 +1,306 @@
+#include "gateway/exchange.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+
+namespace myriad::gateway {
+
+using json = nlohmann::json;
+
+namespace {
+
+bool IsHex(std::string_view s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::string Hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+
+double Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// The status a failed upstream call is reported to the client as.
+int StatusFor(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kDeadlineExceeded ? 504 : 502;
+}
+
+}  // namespace
+
+TraceContext TraceContext::FromHeader(const std::string* header, uint64_t entropy) {
+  TraceContext t;
+  if (header && header->size() == 55) {
+    const std::string& h = *header;
+    const std::string_view version(h.data(), 2), trace(h.data() + 3, 32), span(h.data() + 36, 16),
+        flags(h.data() + 53, 2);
+    if (h[2] == '-' && h[35] == '-' && h[52] == '-' && IsHex(version) && version != "ff" &&
+        IsHex(trace) && IsHex(span) && IsHex(flags) &&
+        trace != std::string(32, '0') && span != std::string(16, '0')) {
+      t.trace_id = std::string(trace);
+      t.flags = std::string(flags);
+      return t;
+    }
+  }
+  t.trace_id = Hex64(Mix64(entropy)) + Hex64(Mix64(entropy ^ 0x9e3779b97f4a7c15ULL));
+  return t;
+}
+
+std::string TraceContext::Header(uint64_t span_entropy) const {
+  uint64_t span = Mix64(span_entropy);
+  if (span == 0) span = 1;
+  return fmt::format("00-{}-{}-{}", trace_id, Hex64(span), flags);
+}
+
+void Exchange::Dispatch() {
+  std::lock_guard l(mu);
+  if (cancelled || finished) return;
+  Gateway::Route route = gw->Pick(*this);
+  if (route.rejected) {
+    {
+      std::lock_guard g(gw->mu_);
+      gw->stats_.rejected++;
+    }
+    decision = route.reason;
+    if (route.reason == "no_backend") {
+      const std::string msg =
+          last_error.empty()
+              ? fmt::format("no available backend serves model '{}'", req.model)
+              : fmt::format("no backend left to try for model '{}' (last error: {})", req.model,
+                            last_error);
+      if (upstream_status > 0 && !held.empty() && tried.size() > 0) {
+        // Every backend answered with an error: pass the last one on as it was.
+        status_sent = upstream_status;
+        r->Respond(net::HttpResponse{upstream_status, "application/json", held, {}});
+        return Finish(upstream_status);
+      }
+      return FinishWithError(tried.empty() ? 503 : StatusFor(absl::UnavailableError("")),
+                             "service_unavailable", msg);
+    }
+    net::HttpResponse resp = net::JsonError(
+        429, "rate_limit_exceeded",
+        fmt::format("rejected: {} (estimated time to first token {:.2f} s)", route.reason,
+                    route.estimated_ttft_s));
+    resp.headers.emplace_back("Retry-After", "1");
+    status_sent = 429;
+    r->Respond(std::move(resp));
+    return Finish(429);
+  }
+  cached_tokens = route.cached_tokens;
+  decision = route.reason;
+  queued = std::max<int64_t>(0, input_tokens - route.cached_tokens);
+  first_byte = false;
+  upstream_status = 0;
+  held.clear();
+  attempts++;
+  if (route.decode && route.entry->config.role == BackendRole::kPrefill) {
+    pd = true;
+    decode_backend = route.decode;
+    json body = req.body;
+    body["stream"] = false;
+    body["max_tokens"] = 1;
+    if (body.contains("max_completion_tokens")) body["max_completion_tokens"] = 1;
+    body.erase("stream_options");
+    body["kv_transfer_params"] = {{"do_remote_decode", true}, {"do_remote_prefill", false},
+                                  {"remote_engine_id", nullptr}, {"remote_block_ids", nullptr},
+                                  {"remote_host", nullptr}, {"remote_port", nullptr}};
+    return StartCall(route.entry, body.dump(), true);
+  }
+  pd = false;
+  decode_backend = nullptr;
+  StartCall(route.entry, req.body.dump(), false);
+}
+
+void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {
+  backend = b;
+  tried.push_back(b->config.name);
+  net::CallRequest c;
+  c.server = b->address;
+  c.method = "POST";
+  c.target = req.chat ? "/v1/chat/completions" : "/v1/completions";
+  c.body = std::move(body);
+  c.headers.emplace_back("traceparent", trace.Header(reinterpret_cast<uintptr_t>(this) ^
+                                                     static_cast<uint64_t>(attempts) ^
+                                                     (prefill_phase ? 0x5a5a : 0)));
+  c.headers.emplace_back("X-Request-Id", trace.trace_id);
+  c.timeouts.connect = gw->config_.connect_timeout;
+  c.timeouts.first_byte = gw->config_.first_byte_timeout;
+  c.timeouts.idle = gw->config_.idle_timeout;
+  auto self = shared_from_this();
+  net::CallCallbacks cb;
+  cb.on_header = [self, prefill_phase](int status, const net::Headers& h) {
+    self->OnHeader(status, h, prefill_phase);
+  };
+  cb.on_data = [self, prefill_phase](std::string_view d) { self->OnData(d, prefill_phase); };
+  cb.on_done = [self, prefill_phase](absl::Status st, net::CallStage stage) {
+    self->OnDone(std::move(st), stage, prefill_phase);
+  };
+  call = gw->upstream_->Start(std::move(c), std::move(cb));
+}
+
+void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_phase) {
+  std::lock_guard l(mu);
+  if (finished) return;
+  upstream_status = status;
+  if (!first_byte) {
+    first_byte = true;
+    first = Clock::now();
+  }
+  // Held back: errors that may be retried elsewhere, and the prefill answer (consumed here).
+  if (prefill_phase || Retryable(status)) return;
+  std::string content_type = "application/json";
+  if (const std::string* ct = net::FindHeader(headers, "Content-Type")) content_type = *ct;
+  net::Headers out;
+  out.emplace_back("traceparent", trace.Header(static_cast<uint64_t>(start.time_since_epoch().count())));
+  out.emplace_back("X-Myriad-Backend", backend->config.name);
+  r->BeginStream(status, content_type, std::move(out));
+  header_sent = true;
+  status_sent = status;
+}
+
+void Exchange::OnData(std::string_view data, bool prefill_phase) {
+  std::lock_guard l(mu);
+  if (finished) return;
+  if (!header_sent) {
+    if (held.size() < (size_t{1} << 20)) held.append(data);
+    return;
+  }
+  (void)prefill_phase;
+  bytes_out += data.size();
+  r->Write(std::string(data));
+}
+
+void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase) {
+  std::unique_lock l(mu);
+  if (finished) return;
+  std::shared_ptr<Backend> b = backend;
+  const bool call_ok = st.ok() && !Retryable(upstream_status);
+  if (cancelled) {
+    gw->Finished(b, true, queued, first_byte);
+    status_sent = 499;  // nginx's "client closed request"
+    return Finish(499);
+  }
+  gw->Finished(b, call_ok, queued, first_byte);
+  if (call_ok && prefill_phase) {
+    if (upstream_status == 200) {
+      l.unlock();
+      return AfterPrefill(b);
+    }
+    // A 4xx from the prefill engine is the client's problem: pass it on.
+    status_sent = upstream_status;
+    r->Respond(net::HttpResponse{upstream_status, "application/json", held, {}});
+    return Finish(upstream_status);
+  }
+  if (call_ok) {
+    r->End();
+    return Finish(status_sent);
+  }
+  last_error = st.ok() ? fmt::format("{} answered {}", b->config.name, upstream_status)
+                       : fmt::format("{}: {}", b->config.name, std::string(st.message()));
+  if (!header_sent) {
+    // Nothing reached the client yet: another backend may still answer it.
+    if (attempts < gw->config_.max_attempts && gw->SpendRetry()) {
+      {
+        std::lock_guard g(gw->mu_);
+        gw->stats_.retries++;
+      }
+      l.unlock();
+      return Dispatch();
+    }
+    if (upstream_status > 0 && !held.empty()) {
+      status_sent = upstream_status;
+      r->Respond(net::HttpResponse{upstream_status, "application/json", held, {}});
+      return Finish(upstream_status);
+    }
+    return FinishWithError(StatusFor(st), "upstream_error",
+                           fmt::format("upstream failed ({} stage): {}",
+                                       net::CallStageName(stage), last_error));
+  }
+  // Mid-stream: the status line is gone. An SSE client gets an error event and the end of the
+  // stream; any other body can only be cut short.
+  if (req.stream) {
+    json e = {{"error",
+               {{"message", fmt::format("upstream failed mid-stream: {}", last_error)},
+                {"type", "upstream_error"},
+                {"code", StatusFor(st)}}}};
+    r->Write("data: " + e.dump() + "\n\n");
+    r->End();
+  } else {
+    r->Abort();
+  }
+  Finish(status_sent);
+}
+
+void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
+  std::lock_guard l(mu);
+  if (finished || cancelled) return;
+  json answer = json::parse(held, nullptr, false);
+  json body = req.body;
+  if (answer.is_object() && answer.contains("kv_transfer_params") &&
+      answer["kv_transfer_params"].is_object()) {
+    body["kv_transfer_params"] = answer["kv_transfer_params"];
+  } else {
+    // The prefill engine did not hand over its KV: the decode engine computes the prompt.
+    decision += "; prefill gave no kv_transfer_params";
+  }
+  held.clear();
+  upstream_status = 0;
+  first_byte = false;
+  queued = 0;
+  std::shared_ptr<Backend> d = decode_backend;
+  {
+    std::lock_guard g(gw->mu_);
+    d->inflight++;
+    gw->stats_.pd_requests++;
+  }
+  decision += fmt::format("; prefilled on {}", prefill->config.name);
+  StartCall(d, body.dump(), false);
+}
+
+void Exchange::FinishWithError(int status, std::string_view type, const std::string& message) {
+  status_sent = status;
+  if (!header_sent) r->Respond(net::JsonError(status, type, message));
+  else r->Abort();
+  Finish(status);
+}
+
+void Exchange::Finish(int status) {
+  if (finished) return;
+  finished = true;
+  const auto now = Clock::now();
+  {
+    std::lock_guard g(gw->mu_);
+    gw->responses_[{route_name, status}]++;
+    if (status == 499) gw->stats_.client_cancels++;
+    if (status < 400) {
+      if (first_byte) gw->ttft_.Observe(std::chrono::duration<double>(first - start).count());
+      gw->e2e_.Observe(std::chrono::duration<double>(now - start).count());
+    }
+  }
+  json line = {{"trace_id", trace.trace_id},
+               {"route", route_name},
+               {"model", req.model},
+               {"tenant", tenant_name},
+               {"stream", req.stream},
+               {"status", status},
+               {"backend", backend ? backend->config.name : ""},
+               {"decode_backend", pd && decode_backend ? decode_backend->config.name : ""},
+               {"attempts", attempts},
+               {"tried", tried},
+               {"decision", decision},
+               {"cached_tokens_est", cached_tokens},
+               {"input_tokens_est", input_tokens},
+               {"ttft_ms", first_byte ? Ms(first - start) : -1.0},
+               {"duration_ms", Ms(now - start)},
+               {"bytes", bytes_out}};
+  if (!last_error.empty()) line["error"] = last_error;
+  gw->Log(line.dump());
+  call.reset();
+  r.reset();
+}
+
+}  // namespace myriad::gateway

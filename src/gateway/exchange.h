@@ -1,0 +1,81 @@
+#pragma once
+// One client request on its way through the gateway: routing, the upstream call(s), retries,
+// the streamed answer, and the access-log line at the end. Shared by the server's responder
+// callbacks and the upstream client's callbacks, so its mutable state is under its own lock.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/block_hash.h"
+#include "gateway/backends.h"
+#include "gateway/gateway.h"
+#include "gateway/openai_request.h"
+#include "net/async_http_client.h"
+#include "net/http_server.h"
+
+namespace myriad::gateway {
+
+// W3C trace context: the incoming traceparent's trace id is kept (a new one is made when it is
+// absent or malformed); each upstream call gets a fresh span id under it.
+struct TraceContext {
+  std::string trace_id;  // 32 hex digits
+  std::string flags = "01";
+  static TraceContext FromHeader(const std::string* header, uint64_t entropy);
+  std::string Header(uint64_t span_entropy) const;
+};
+
+struct Exchange : std::enable_shared_from_this<Exchange> {
+  using Clock = std::chrono::steady_clock;
+
+  Gateway* gw = nullptr;
+  std::shared_ptr<net::HttpResponder> r;
+  GenerateRequest req;
+  std::string route_name;  // "completions" or "chat.completions"
+  uint32_t tenant = 0;
+  std::string tenant_name;
+  std::vector<BlockKey> keys;
+  bool token_keys = false;
+  int64_t input_tokens = 0;
+  TraceContext trace;
+  Clock::time_point start = Clock::now();
+
+  std::mutex mu;  // guards everything below
+  std::vector<std::string> tried;
+  int attempts = 0;
+  std::shared_ptr<net::Call> call;
+  std::shared_ptr<Backend> backend;         // of the current call
+  std::shared_ptr<Backend> decode_backend;  // P/D: the decode side chosen for this request
+  int64_t queued = 0;
+  bool first_byte = false;
+  bool header_sent = false;
+  bool finished = false;
+  bool cancelled = false;
+  bool pd = false;
+  int upstream_status = 0;
+  std::string held;  // an upstream error body (to retry or pass on), or the prefill answer
+  std::string last_error;
+  std::string decision;  // the routing decision and its reason, for the log
+  int64_t cached_tokens = 0;
+  int status_sent = 0;
+  uint64_t bytes_out = 0;
+  Clock::time_point first;
+
+  // Routes and starts the next attempt; answers the client itself when none is possible.
+  void Dispatch();
+
+ private:
+  void StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase);
+  void OnHeader(int status, const net::Headers& headers, bool prefill_phase);
+  void OnData(std::string_view data, bool prefill_phase);
+  void OnDone(absl::Status st, net::CallStage stage, bool prefill_phase);
+  void AfterPrefill(std::shared_ptr<Backend> prefill);
+  // Answers with an error unless the answer has started; logs. Caller holds mu.
+  void FinishWithError(int status, std::string_view type, const std::string& message);
+  void Finish(int status);  // caller holds mu
+  bool Retryable(int status) const { return status == 429 || status >= 500; }
+};
+
+}  // namespace myriad::gateway

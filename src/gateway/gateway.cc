@@ -1,0 +1,579 @@
+#include "gateway/gateway.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <nlohmann/json.hpp>
+
+#include "core/block_hash.h"
+#include "gateway/exchange.h"
+#include "net/http_client.h"
+#include "perf/step_model.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace myriad::gateway {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+// "Bearer KEY" -> KEY; empty when absent or another scheme.
+std::string BearerToken(const net::Headers& headers) {
+  const std::string* h = net::FindHeader(headers, "Authorization");
+  if (!h || h->size() < 7) return "";
+  std::string_view v = *h;
+  if (v.substr(0, 7) != "Bearer " && v.substr(0, 7) != "bearer ") return "";
+  return std::string(Trim(v.substr(7)));
+}
+
+std::vector<double> LatencyBuckets() {
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
+  auto name = policy::ParsePolicyName(config.policy);
+  if (!name.ok()) return name.status();
+  auto gpu = perf::FindGpu(config.perf_gpu);
+  if (!gpu.ok()) return gpu.status();
+  auto model = perf::FindModel(config.perf_model);
+  if (!model.ok()) return model.status();
+  perf::UnitLayout layout;
+  layout.tp = config.perf_tp;
+  auto step = perf::StepModel::Create(*gpu, *model, layout, {});
+  if (!step.ok()) return step.status();
+  auto hp = net::ParseHostPort(config.listen);
+  if (!hp.ok()) return hp.status();
+  std::unique_ptr<Gateway> g(new Gateway(config));
+  g->cost_ = policy::PrefillCost(*step, 8192);
+  for (const auto& b : config.backends) {
+    if (absl::Status st = g->AddBackend(b); !st.ok()) return st;
+  }
+  return g;
+}
+
+Gateway::Gateway(GatewayConfig config)
+    : config_(std::move(config)),
+      index_(policy::PrefixIndexOptions{config_.index_max_entries, 1, config_.approx_ttl}),
+      tenants_({}, policy::TenantOptions{config_.fairness}),
+      rng_(config_.seed) {
+  policy::RouterOptions base;
+  base.ttft_slo = config_.ttft_slo;
+  base.reject_factor = config_.reject_factor;
+  base.disagg_min_uncached = config_.disagg_min_uncached;
+  base.block_tokens = std::max(1, config_.approx_chunk_bytes / 4);
+  auto name = policy::ParsePolicyName(config_.policy, base);
+  router_ = std::make_unique<policy::Router>(name.ok() ? name->options : base, &index_);
+  policy::RouterOptions exact = name.ok() ? name->options : base;
+  exact.block_tokens = config_.kv_block_size;
+  token_router_ = std::make_unique<policy::Router>(exact, &index_);
+  indexer_ = std::make_unique<KvEventIndexer>(
+      &index_, KvEventIndexerOptions{.block_size = static_cast<uint32_t>(config_.kv_block_size)});
+  std::vector<policy::TenantConfig> tenant_configs;
+  for (size_t i = 0; i < config_.tenants.size(); ++i) {
+    tenant_configs.push_back(config_.tenants[i].config);
+    for (const auto& k : config_.tenants[i].api_keys) tenant_by_key_[k] = static_cast<uint32_t>(i + 1);
+  }
+  // Tenant 0 is the anonymous tenant.
+  tenant_configs.insert(tenant_configs.begin(), policy::TenantConfig{"anonymous", 1.0, 0, 0, 0});
+  tenants_ = policy::TenantPolicy(std::move(tenant_configs),
+                                  policy::TenantOptions{config_.fairness});
+  trace_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^
+                static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  ttft_.bounds = LatencyBuckets();
+  e2e_.bounds = LatencyBuckets();
+  if (config_.access_log == "-") {
+    log_file_ = stderr;
+  } else if (!config_.access_log.empty()) {
+    log_file_ = std::fopen(config_.access_log.c_str(), "a");
+  }
+}
+
+Gateway::~Gateway() {
+  Stop();
+  if (log_file_ && log_file_ != stderr) std::fclose(log_file_);
+}
+
+absl::Status Gateway::Start() {
+  auto hp = net::ParseHostPort(config_.listen);
+  net::HttpServerOptions o;
+  o.address = hp->host;
+  o.port = hp->port;
+  o.threads = config_.threads;
+  o.max_body_bytes = config_.max_body_bytes;
+  o.server_name = "myriad-gateway";
+  o.stop_grace = 2 * kSecond;
+  upstream_ = std::make_unique<net::AsyncHttpClient>(
+      net::AsyncHttpClientOptions{.threads = config_.upstream_threads});
+  http_ = std::make_unique<net::HttpServer>(
+      o, [this](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
+        Handle(std::move(req), std::move(r));
+      });
+  // KV events: one subscriber thread for every backend that publishes them.
+  net::KvEventSubscriberOptions so;
+  {
+    std::lock_guard l(mu_);
+    for (const auto& b : backends_) {
+      if (b->config.kv_events.empty()) continue;
+      so.sources.push_back(net::KvEventSource{b->config.name, b->config.kv_events, b->config.kv_replay, ""});
+      source_holders_.push_back(b->holder);
+      if (absl::Status st = indexer_->AddPublisher(b->holder, KvPublisherHolders{{{"GPU", b->holder}}});
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  if (!so.sources.empty()) {
+    auto sub = net::KvEventSubscriber::Start(so, [this](const net::KvEventDelivery& d) {
+      std::lock_guard l(mu_);
+      absl::Status st = indexer_->Apply(source_holders_[d.source], d.seq, d.batch, NowNanos());
+      (void)st;  // counted in the indexer's stats
+    });
+    if (!sub.ok()) return sub.status();
+    subscriber_ = *std::move(sub);
+  }
+  if (absl::Status st = http_->Start(); !st.ok()) return st;
+  started_ = true;
+  health_ = std::thread([this] { HealthLoop(); });
+  return absl::OkStatus();
+}
+
+void Gateway::Stop() {
+  if (!started_.exchange(false)) return;
+  {
+    std::lock_guard l(health_mu_);
+    stopping_ = true;
+  }
+  health_cv_.notify_all();
+  if (health_.joinable()) health_.join();
+  if (subscriber_) subscriber_->Stop();
+  upstream_.reset();  // every call in flight ends (cancelled) and answers its client
+  http_->Stop();
+}
+
+absl::Status Gateway::AddBackend(BackendConfig config, bool from_etcd) {
+  if (absl::Status st = ValidateBackend(config, fmt::format("backend '{}'", config.name)); !st.ok()) {
+    return st;
+  }
+  auto hp = net::ParseHttpUrl(config.url);
+  std::lock_guard l(mu_);
+  for (auto& b : backends_) {
+    if (b->config.name == config.name && !b->removed) {
+      if (from_etcd && b->from_etcd) {  // an update of a registration
+        b->config = config;
+        b->address = *hp;
+        return absl::OkStatus();
+      }
+      return absl::AlreadyExistsError(fmt::format("backend '{}' already exists", config.name));
+    }
+  }
+  auto b = std::make_shared<Backend>();
+  b->config = std::move(config);
+  b->address = *hp;
+  b->holder = next_holder_++;
+  b->from_etcd = from_etcd;
+  backends_.push_back(std::move(b));
+  return absl::OkStatus();
+}
+
+bool Gateway::RemoveBackend(const std::string& name) {
+  std::lock_guard l(mu_);
+  for (auto it = backends_.begin(); it != backends_.end(); ++it) {
+    if ((*it)->config.name == name && !(*it)->removed) {
+      (*it)->removed = true;  // requests in flight keep their shared_ptr
+      index_.Cleared((*it)->holder);
+      backends_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> Gateway::BackendNames() const {
+  std::lock_guard l(mu_);
+  std::vector<std::string> out;
+  for (const auto& b : backends_) out.push_back(b->config.name);
+  return out;
+}
+
+void Gateway::set_access_log(std::function<void(const std::string&)> sink) {
+  std::lock_guard l(log_mu_);
+  log_ = std::move(sink);
+}
+
+void Gateway::Log(const std::string& line) {
+  std::lock_guard l(log_mu_);
+  if (log_) return log_(line);
+  if (log_file_) {
+    std::fputs(line.c_str(), log_file_);
+    std::fputc('\n', log_file_);
+    std::fflush(log_file_);
+  }
+}
+
+KvEventIndexerStats Gateway::kv_event_stats() const {
+  std::lock_guard l(mu_);
+  return indexer_->stats();
+}
+
+GatewayStats Gateway::stats() const {
+  std::lock_guard l(mu_);
+  return stats_;
+}
+
+int64_t Gateway::NowNanos() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool Gateway::SpendRetry() {
+  std::lock_guard l(mu_);
+  if (retry_tokens_ < 1) return false;
+  retry_tokens_ -= 1;
+  return true;
+}
+
+void Gateway::Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens,
+                       bool first_byte_seen) {
+  if (!b) return;
+  std::lock_guard l(mu_);
+  b->inflight = std::max<int64_t>(0, b->inflight - 1);
+  (void)first_byte_seen;
+  b->queued_prefill_tokens = std::max<int64_t>(0, b->queued_prefill_tokens - queued_tokens);
+  if (RecordOutcome(*b, ok, config_.eject_after_errors)) stats_.ejections++;
+  if (!ok) stats_.upstream_failures++;
+}
+
+Gateway::Route Gateway::Pick(Exchange& ex) {
+  std::lock_guard l(mu_);
+  std::vector<std::shared_ptr<Backend>> entries, decodes;
+  std::vector<policy::Candidate> entry_c, decode_c;
+  auto tried = [&](const Backend& b) {
+    return std::find(ex.tried.begin(), ex.tried.end(), b.config.name) != ex.tried.end();
+  };
+  for (const auto& b : backends_) {
+    if (b->config.model != ex.req.model || !b->available() || tried(*b)) continue;
+    policy::Candidate c{b->holder, b->Load(), &cost_};
+    if (b->config.role == BackendRole::kDecode) {
+      decodes.push_back(b);
+      decode_c.push_back(c);
+    } else {
+      entries.push_back(b);
+      entry_c.push_back(c);
+    }
+  }
+  // Without a prefill or colocated engine left, a decode engine serves the whole request.
+  const bool decode_only = entries.empty();
+  if (decode_only) {
+    entries = decodes;
+    entry_c = decode_c;
+    decodes.clear();
+    decode_c.clear();
+  }
+  Route out;
+  if (entries.empty()) {
+    out.rejected = true;
+    out.reason = "no_backend";
+    return out;
+  }
+  policy::RouteRequest rr;
+  rr.blocks = ex.keys;
+  rr.input_tokens = ex.input_tokens;
+  rr.output_tokens = ex.req.max_tokens;
+  rr.now = NowNanos();
+  policy::Router& router = ex.token_keys ? *token_router_ : *router_;
+  policy::RouteDecision d = router.Route(rr, entry_c, decode_c, rng_);
+  out.estimated_ttft_s = d.estimated_ttft_s;
+  if (d.rejected || d.entry < 0) {
+    out.rejected = true;
+    out.reason = d.entry < 0 && !d.rejected ? "no_backend" : std::string(d.reason);
+    return out;
+  }
+  out.entry = entries[static_cast<size_t>(d.entry)];
+  if (d.decode >= 0 && out.entry->config.role == BackendRole::kPrefill) {
+    out.decode = decodes[static_cast<size_t>(d.decode)];
+  } else if (out.entry->config.role == BackendRole::kPrefill && !decodes.empty()) {
+    // The router chose to skip disaggregation: the prefill engine serves it whole.
+  }
+  out.cached_tokens = d.expected_cached_tokens;
+  out.reason = fmt::format("{}: {} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
+                           policy::FormatPolicyName(router_->options(), config_.fairness),
+                           out.entry->config.name, d.expected_cached_tokens, ex.input_tokens,
+                           d.estimated_ttft_s, out.decode ? ", decode on " + out.decode->config.name : "",
+                           d.hot_spot ? ", hot prefix spread" : "");
+  // The gateway's own prediction, until (or instead of) the engine's events.
+  if (!ex.keys.empty()) {
+    index_.AddProvisional(out.entry->holder, 0, ex.keys, rr.now);
+    if (out.decode) index_.AddProvisional(out.decode->holder, 0, ex.keys, rr.now);
+  }
+  out.entry->inflight++;
+  out.entry->queued_prefill_tokens += std::max<int64_t>(0, ex.input_tokens - out.cached_tokens);
+  // Each routed request earns a fraction of a retry; the bucket is bounded.
+  retry_tokens_ = std::min(retry_tokens_ + config_.retry_budget, 10.0 + 100 * config_.retry_budget);
+  return out;
+}
+
+void Gateway::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
+  const std::string_view path = req.path();
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (req.method != "POST") {
+      return r->Respond(net::JsonError(405, "invalid_request_error", "use POST"));
+    }
+    return HandleGenerate(std::move(req), path == "/v1/chat/completions", std::move(r));
+  }
+  if (path == "/health") return r->Respond(net::HttpResponse{200, "text/plain", "ok\n", {}});
+  if (path == "/ready") {
+    return r->Respond(Ready() ? net::HttpResponse{200, "text/plain", "ready\n", {}}
+                              : net::HttpResponse{503, "text/plain", "no backend available\n", {}});
+  }
+  if (path == "/v1/models") return r->Respond(Models());
+  if (path == "/metrics") return r->Respond(Metrics());
+  if (path.starts_with("/admin/")) return r->Respond(HandleAdmin(req));
+  r->Respond(net::JsonError(404, "NotFoundError", fmt::format("no route for {}", std::string(path))));
+}
+
+void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<net::HttpResponder> r) {
+  auto ex = std::make_shared<Exchange>();
+  ex->gw = this;
+  ex->r = r;
+  ex->route_name = chat ? "chat.completions" : "completions";
+  uint64_t entropy;
+  {
+    std::lock_guard l(mu_);
+    stats_.requests++;
+    entropy = rng_.Next() ^ trace_salt_;
+  }
+  ex->trace = TraceContext::FromHeader(net::FindHeader(req.headers, "traceparent"), entropy);
+  // Tenant.
+  const std::string key = BearerToken(req.headers);
+  if (!key.empty()) {
+    auto it = tenant_by_key_.find(key);
+    if (it == tenant_by_key_.end()) {
+      return r->Respond(net::JsonError(401, "invalid_api_key", "the API key is not known"));
+    }
+    ex->tenant = it->second;
+    ex->tenant_name = config_.tenants[it->second - 1].config.name;
+  } else if (!config_.allow_anonymous) {
+    return r->Respond(net::JsonError(401, "invalid_api_key",
+                                     "an API key is required (Authorization: Bearer KEY)"));
+  } else {
+    ex->tenant_name = "anonymous";
+  }
+  RequestError error;
+  if (!ParseGenerateRequest(req.body, chat, &ex->req, &error)) return r->Respond(error.Response());
+  {
+    std::lock_guard l(mu_);
+    const bool known = std::any_of(backends_.begin(), backends_.end(),
+                                   [&](const auto& b) { return b->config.model == ex->req.model; });
+    if (!known) {
+      return r->Respond(net::JsonError(404, "NotFoundError",
+                                       fmt::format("The model `{}` does not exist.", ex->req.model),
+                                       "model"));
+    }
+  }
+  // Prefix keys: token blocks when the client sent ids, else chunks of the text (the
+  // approximate index learns from the gateway's own decisions).
+  if (!ex->req.token_ids.empty()) {
+    ex->token_keys = true;
+    ex->input_tokens = static_cast<int64_t>(ex->req.token_ids.size());
+    ex->keys = HashTokenBlocks(ex->req.token_ids, static_cast<size_t>(config_.kv_block_size));
+  } else {
+    const std::string& t = ex->req.text;
+    ex->input_tokens = std::max<int64_t>(1, static_cast<int64_t>(t.size() / 4));
+    const size_t chunk = static_cast<size_t>(config_.approx_chunk_bytes);
+    BlockKey parent = kRootBlockKey;
+    for (size_t i = 0; i + chunk <= t.size(); i += chunk) {
+      parent = HashContentBlock(parent, XXH3_64bits(t.data() + i, chunk));
+      ex->keys.push_back(parent);
+    }
+  }
+  {
+    // Quotas and fair share: a tenant over its bucket is told when to come back.
+    std::lock_guard l(mu_);
+    const std::string_view reject =
+        tenants_.Admit(ex->tenant, ex->input_tokens + ex->req.max_tokens, 0, NowNanos());
+    if (!reject.empty()) {
+      stats_.rejected++;
+      responses_[{ex->route_name, 429}]++;
+      net::HttpResponse resp = net::JsonError(
+          429, "rate_limit_exceeded", fmt::format("tenant '{}': {}", ex->tenant_name, reject));
+      resp.headers.emplace_back("Retry-After", "1");
+      return r->Respond(std::move(resp));
+    }
+  }
+  std::weak_ptr<Exchange> weak = ex;
+  r->OnClientGone([weak] {
+    if (auto e = weak.lock()) {
+      std::lock_guard l(e->mu);
+      e->cancelled = true;
+      if (e->call) e->call->Cancel();
+    }
+  });
+  ex->Dispatch();
+}
+
+bool Gateway::Ready() const {
+  std::lock_guard l(mu_);
+  return std::any_of(backends_.begin(), backends_.end(), [](const auto& b) { return b->available(); });
+}
+
+net::HttpResponse Gateway::Models() const {
+  std::lock_guard l(mu_);
+  std::vector<std::string> models;
+  for (const auto& b : backends_) {
+    if (std::find(models.begin(), models.end(), b->config.model) == models.end()) {
+      models.push_back(b->config.model);
+    }
+  }
+  json data = json::array();
+  for (const auto& m : models) {
+    data.push_back({{"id", m}, {"object", "model"}, {"owned_by", "myriad"}});
+  }
+  return net::HttpResponse{200, "application/json", json({{"object", "list"}, {"data", data}}).dump(), {}};
+}
+
+net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
+  if (config_.admin_token.empty()) {
+    return net::JsonError(403, "forbidden", "admin endpoints are disabled (no admin_token set)");
+  }
+  if (BearerToken(req.headers) != config_.admin_token) {
+    return net::JsonError(401, "unauthorized", "admin endpoints need Authorization: Bearer <admin_token>");
+  }
+  const std::string_view path = req.path();
+  if (path == "/admin/backends" && req.method == "GET") {
+    std::lock_guard l(mu_);
+    json list = json::array();
+    for (const auto& b : backends_) {
+      list.push_back({{"name", b->config.name}, {"url", b->config.url},
+                      {"role", RoleName(b->config.role)}, {"model", b->config.model},
+                      {"healthy", b->healthy}, {"ejected", b->ejected}, {"draining", b->draining},
+                      {"available", b->available()}, {"inflight", b->inflight},
+                      {"queued_prefill_tokens", b->queued_prefill_tokens},
+                      {"engine_running", b->running}, {"engine_waiting", b->waiting},
+                      {"kv_usage", b->kv_usage}, {"requests", b->requests},
+                      {"failures", b->failures}, {"from_etcd", b->from_etcd}});
+    }
+    return net::HttpResponse{200, "application/json", json({{"backends", list}}).dump(), {}};
+  }
+  // /admin/backends/NAME/drain | undrain
+  constexpr std::string_view kPrefix = "/admin/backends/";
+  if (req.method == "POST" && path.starts_with(kPrefix)) {
+    std::string_view rest = path.substr(kPrefix.size());
+    const size_t slash = rest.find('/');
+    if (slash != std::string_view::npos) {
+      const std::string name(rest.substr(0, slash));
+      const std::string_view action = rest.substr(slash + 1);
+      if (action == "drain" || action == "undrain") {
+        std::lock_guard l(mu_);
+        for (auto& b : backends_) {
+          if (b->config.name == name) {
+            b->draining = action == "drain";
+            return net::HttpResponse{200, "application/json",
+                                     json({{"name", name}, {"draining", b->draining}}).dump(), {}};
+          }
+        }
+        return net::JsonError(404, "NotFoundError", fmt::format("no backend named '{}'", name));
+      }
+    }
+  }
+  return net::JsonError(404, "NotFoundError", fmt::format("no admin route for {} {}", req.method,
+                                                          std::string(path)));
+}
+
+net::HttpResponse Gateway::Metrics() const {
+  net::PrometheusWriter w;
+  std::lock_guard l(mu_);
+  w.Family("myriad_gateway_responses", "Responses by route and HTTP status.", net::MetricType::kCounter);
+  for (const auto& [k, v] : responses_) {
+    const std::string code = std::to_string(k.second);
+    w.Sample("myriad_gateway_responses_total", {{"route", k.first}, {"code", code}}, v);
+  }
+  w.Counter("myriad_gateway_retries_total", "Upstream attempts after the first.", stats_.retries);
+  w.Counter("myriad_gateway_rejections_total", "Requests refused by tenant policy, SLO or lack of backends.",
+            stats_.rejected);
+  w.Counter("myriad_gateway_upstream_failures_total", "Upstream calls that failed.", stats_.upstream_failures);
+  w.Counter("myriad_gateway_client_cancels_total", "Clients that left before the answer ended.",
+            stats_.client_cancels);
+  w.Counter("myriad_gateway_ejections_total", "Backends ejected after consecutive errors.", stats_.ejections);
+  w.Counter("myriad_gateway_pd_requests_total", "Requests served prefill-then-decode.", stats_.pd_requests);
+  w.Family("myriad_gateway_backend_available", "1 when the backend takes new requests.", net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_available", {{"backend", b->config.name}},
+             static_cast<int64_t>(b->available() ? 1 : 0));
+  }
+  w.Family("myriad_gateway_backend_inflight", "Requests in flight per backend.", net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_inflight", {{"backend", b->config.name}}, b->inflight);
+  }
+  w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
+          static_cast<double>(index_.entries()));
+  const KvEventIndexerStats& ks = indexer_->stats();
+  w.Counter("myriad_gateway_kv_event_batches_total", "KV-event batches applied to the index.", ks.batches);
+  w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
+  w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
+  w.Histogram("myriad_gateway_ttft_seconds", "Time to the upstream's first byte.", {}, ttft_);
+  w.Histogram("myriad_gateway_request_seconds", "Request duration.", {}, e2e_);
+  return net::HttpResponse{200, std::string(net::kPrometheusContentType), w.Take(), {}};
+}
+
+void Gateway::CheckHealthNow() {
+  std::vector<std::shared_ptr<Backend>> list;
+  {
+    std::lock_guard l(mu_);
+    list = backends_;
+  }
+  for (auto& b : list) {
+    net::HttpClient client(b->address, net::HttpClientOptions{.timeout = config_.health_timeout});
+    auto health = client.Get("/health");
+    const bool ok = health.ok() && health->status == 200;
+    ScrapedLoad load;
+    if (ok && config_.scrape_interval > 0) {
+      auto m = client.Get("/metrics");
+      if (m.ok() && m->status == 200) load = ParseEngineMetrics(m->body);
+    }
+    std::string_view change;
+    {
+      std::lock_guard l(mu_);
+      change = RecordHealth(*b, ok, config_);
+      if (load.any) {
+        b->scraped = true;
+        b->running = load.running;
+        b->waiting = load.waiting;
+        b->kv_usage = load.kv_usage;
+      }
+      if (change == "unhealthy") index_.MarkSuspect(b->holder);
+    }
+    if (!change.empty()) {
+      Log(json({{"event", "backend_" + std::string(change)}, {"backend", b->config.name},
+                {"error", health.ok() ? fmt::format("status {}", health->status)
+                                      : std::string(health.status().message())}})
+              .dump());
+    }
+  }
+}
+
+void Gateway::HealthLoop() {
+  const Nanos every = config_.scrape_interval > 0 ? std::min(config_.health_interval, config_.scrape_interval)
+                                                  : config_.health_interval;
+  std::unique_lock l(health_mu_);
+  while (!stopping_) {
+    l.unlock();
+    CheckHealthNow();
+    l.lock();
+    health_cv_.wait_for(l, std::chrono::nanoseconds(every), [this] { return stopping_; });
+  }
+}
+
+}  // namespace myriad::gateway

@@ -1,0 +1,135 @@
+#pragma once
+// `myriad gateway`: the OpenAI-compatible, KV-aware front door. Each request is authenticated
+// (API key -> tenant), checked, admitted by the tenant policy, routed by policy::Router over the
+// prefix index (the same objects the simulator runs), and proxied to an engine with its SSE
+// stream passed through as it arrives; P/D requests run prefill then decode following vLLM's
+// kv_transfer_params protocol. Failures before the first byte are retried elsewhere within a
+// budget; backends that keep failing are ejected until their health checks pass again.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/rng.h"
+#include "gateway/backends.h"
+#include "gateway/config.h"
+#include "gateway/kv_event_indexer.h"
+#include "net/kv_event_subscriber.h"
+#include "net/async_http_client.h"
+#include "net/http_server.h"
+#include "net/prometheus.h"
+#include "policy/prefill_cost.h"
+#include "policy/prefix_index.h"
+#include "policy/router.h"
+#include "policy/tenants.h"
+
+namespace myriad::gateway {
+
+struct Exchange;
+
+struct GatewayStats {
+  uint64_t requests = 0;
+  uint64_t retries = 0;
+  uint64_t rejected = 0;       // 429: tenant policy or the router's SLO check
+  uint64_t upstream_failures = 0;
+  uint64_t client_cancels = 0;
+  uint64_t ejections = 0;
+  uint64_t pd_requests = 0;
+};
+
+class Gateway {
+ public:
+  static absl::StatusOr<std::unique_ptr<Gateway>> Create(GatewayConfig config);
+  ~Gateway();
+
+  absl::Status Start();
+  void Stop();
+  uint16_t port() const { return http_ ? http_->port() : 0; }
+
+  // Backends can come and go at run time (etcd, admin API).
+  absl::Status AddBackend(BackendConfig config, bool from_etcd = false);
+  bool RemoveBackend(const std::string& name);
+  std::vector<std::string> BackendNames() const;
+
+  // Each access-log line (one JSON object per request) goes here; the default writes to the
+  // configured file or stderr.
+  void set_access_log(std::function<void(const std::string& line)> sink);
+  GatewayStats stats() const;
+  // Runs one round of health checks and metric scrapes now (tests; the loop does it on its
+  // interval).
+  void CheckHealthNow();
+  // What the KV-event indexer has applied (zeros without event sources).
+  KvEventIndexerStats kv_event_stats() const;
+
+ private:
+  friend struct Exchange;
+  explicit Gateway(GatewayConfig config);
+
+  void Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r);
+  void HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<net::HttpResponder> r);
+  net::HttpResponse HandleAdmin(const net::HttpRequest& req);
+  net::HttpResponse Models() const;
+  net::HttpResponse Metrics() const;
+  bool Ready() const;
+  void HealthLoop();
+  void Log(const std::string& line);
+  int64_t NowNanos() const;
+
+  // Routing, under mu_: the chosen entry (and decode) backends, or a rejection.
+  struct Route {
+    std::shared_ptr<Backend> entry, decode;
+    bool rejected = false;
+    std::string reason;
+    int64_t cached_tokens = 0;
+    double estimated_ttft_s = 0;
+  };
+  Route Pick(Exchange& ex);
+  bool SpendRetry();
+  void Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens, bool first_byte_seen);
+
+  GatewayConfig config_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<net::AsyncHttpClient> upstream_;
+  policy::PrefillCost cost_;
+
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Backend>> backends_;
+  policy::HolderId next_holder_ = 0;
+  policy::PrefixIndex index_;
+  std::unique_ptr<policy::Router> router_;         // text-chunk keys (approximate)
+  std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
+  std::unique_ptr<KvEventIndexer> indexer_;
+  std::unique_ptr<net::KvEventSubscriber> subscriber_;
+  std::vector<policy::HolderId> source_holders_;   // subscriber source -> holder
+  policy::TenantPolicy tenants_;
+  std::unordered_map<std::string, uint32_t> tenant_by_key_;
+  Rng rng_;
+  // Trace ids must differ between processes (the routing seed may not): mixed from the clock
+  // and the OS at start.
+  uint64_t trace_salt_ = 0;
+  double retry_tokens_ = 10;
+  GatewayStats stats_;
+  std::map<std::pair<std::string, int>, uint64_t> responses_;  // (route, status) -> count
+  net::HistogramCounts ttft_, e2e_;
+
+  std::function<void(const std::string&)> log_;
+  std::mutex log_mu_;
+  std::FILE* log_file_ = nullptr;
+
+  std::thread health_;
+  std::mutex health_mu_;
+  std::condition_variable health_cv_;
+  bool stopping_ = false;
+  std::atomic<bool> started_{false};
+};
+
+}  // namespace myriad::gateway

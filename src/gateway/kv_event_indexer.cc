@@ -1,0 +1,257 @@
+#include "gateway/kv_event_indexer.h"
+
+#include <deque>
+#include <string_view>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "core/block_hash.h"
+
+namespace myriad::gateway {
+namespace {
+
+constexpr std::string_view kDefaultMedium = "GPU";  // vLLM's MEDIUM_GPU
+
+}  // namespace
+
+// What a holder's engine hashes stand for. Forgetting is oldest-first by insertion: `order_`
+// records (hash, stamp) and an entry is dropped only when its stamp still matches, so a hash
+// removed and stored again is not forgotten by its old record.
+struct KvEventIndexer::Holder {
+  struct Entry {
+    BlockKey key;
+    uint32_t position;
+    uint64_t stamp;
+  };
+
+  policy::HolderId id = 0;
+  std::string medium;
+  absl::flat_hash_map<net::EngineBlockHash, Entry> hashes;
+  std::deque<std::pair<net::EngineBlockHash, uint64_t>> order;
+  uint64_t next_stamp = 0;
+
+  const Entry* Find(net::EngineBlockHash h) const {
+    const auto it = hashes.find(h);
+    return it == hashes.end() ? nullptr : &it->second;
+  }
+
+  void Remember(net::EngineBlockHash h, BlockKey key, uint32_t position, size_t bound) {
+    const uint64_t stamp = next_stamp++;
+    hashes.insert_or_assign(h, Entry{key, position, stamp});
+    order.emplace_back(h, stamp);
+    while (hashes.size() > bound && !order.empty()) PopOldest();
+    // Records of removed or re-stored hashes stay in `order` until they reach its front;
+    // compacting keeps it within twice the live entries.
+    if (order.size() > 2 * hashes.size() + 1024) {
+      std::deque<std::pair<net::EngineBlockHash, uint64_t>> live;
+      for (const auto& rec : order) {
+        const Entry* e = Find(rec.first);
+        if (e != nullptr && e->stamp == rec.second) live.push_back(rec);
+      }
+      order.swap(live);
+    }
+  }
+
+  void Clear() {
+    hashes.clear();
+    order.clear();
+  }
+
+ private:
+  void PopOldest() {
+    const auto [h, stamp] = order.front();
+    order.pop_front();
+    const auto it = hashes.find(h);
+    if (it != hashes.end() && it->second.stamp == stamp) hashes.erase(it);
+  }
+};
+
+struct KvEventIndexer::Publisher {
+  std::vector<Holder> holders;
+
+  Holder* ForMedium(const std::optional<std::string>& medium) {
+    const std::string_view m = medium ? std::string_view(*medium) : kDefaultMedium;
+    for (Holder& h : holders) {
+      if (h.medium == m) return &h;
+    }
+    return nullptr;
+  }
+};
+
+KvEventIndexer::KvEventIndexer(policy::PrefixIndex* index, KvEventIndexerOptions options)
+    : index_(*index), options_(options) {}
+
+KvEventIndexer::~KvEventIndexer() = default;
+
+absl::Status KvEventIndexer::AddPublisher(policy::PublisherId publisher,
+                                          KvPublisherHolders holders) {
+  if (holders.media.empty()) {
+    return absl::InvalidArgumentError(fmt::format("publisher {}: no medium", publisher));
+  }
+  if (publishers_.contains(publisher)) {
+    return absl::AlreadyExistsError(fmt::format("publisher {}: already added", publisher));
+  }
+  auto p = std::make_unique<Publisher>();
+  for (auto& [medium, holder] : holders.media) {
+    Holder h;
+    h.id = holder;
+    h.medium = std::move(medium);
+    p->holders.push_back(std::move(h));
+  }
+  publishers_.emplace(publisher, std::move(p));
+  return absl::OkStatus();
+}
+
+size_t KvEventIndexer::remembered_hashes(policy::PublisherId publisher) const {
+  const auto it = publishers_.find(publisher);
+  if (it == publishers_.end()) return 0;
+  size_t n = 0;
+  for (const Holder& h : it->second->holders) n += h.hashes.size();
+  return n;
+}
+
+void KvEventIndexer::ClearAll(Publisher& p) {
+  for (Holder& h : p.holders) {
+    index_.Cleared(h.id);
+    h.Clear();
+  }
+}
+
+void KvEventIndexer::MarkAllSuspect(Publisher& p) {
+  for (Holder& h : p.holders) index_.MarkSuspect(h.id);
+}
+
+absl::Status KvEventIndexer::Apply(policy::PublisherId publisher, uint64_t seq,
+                                   const absl::StatusOr<net::KvEventBatch>& batch, Nanos now) {
+  const auto it = publishers_.find(publisher);
+  if (it == publishers_.end()) {
+    return absl::NotFoundError(fmt::format("publisher {}: unknown", publisher));
+  }
+  Publisher& p = *it->second;
+  ++stats_.batches;
+  switch (index_.ObserveSequence(publisher, seq)) {
+    case policy::SequenceVerdict::kInOrder:
+      break;
+    case policy::SequenceVerdict::kGap:
+      ++stats_.gaps;
+      MarkAllSuspect(p);
+      break;
+    case policy::SequenceVerdict::kRestart:
+      ++stats_.restarts;
+      ClearAll(p);
+      break;
+  }
+  if (!batch.ok()) {
+    // The batch is lost as surely as one never received.
+    ++stats_.decode_errors;
+    MarkAllSuspect(p);
+    return batch.status();
+  }
+  stats_.unknown_event_tags += batch->unknown_events;
+  absl::Status first_error;
+  for (size_t i = 0; i < batch->events.size(); ++i) {
+    absl::Status s = std::visit(
+        [&](const auto& e) -> absl::Status {
+          using T = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<T, net::BlockStored>) {
+            return ApplyStored(p, e, i, now);
+          } else if constexpr (std::is_same_v<T, net::BlockRemoved>) {
+            return ApplyRemoved(p, e);
+          } else {
+            // AllBlocksCleared names no medium: every tier of the engine is dropped, since a
+            // stale entry misroutes while a missing one only costs a cache hit.
+            ++stats_.clears;
+            ClearAll(p);
+            return absl::OkStatus();
+          }
+        },
+        batch->events[i]);
+    if (first_error.ok()) first_error = std::move(s);
+  }
+  return first_error;
+}
+
+absl::Status KvEventIndexer::ApplyStored(Publisher& p, const net::BlockStored& e, size_t i,
+                                         Nanos now) {
+  if (e.group_idx.value_or(0) != options_.group_idx) {
+    ++stats_.other_group;
+    return absl::OkStatus();
+  }
+  Holder* holder = p.ForMedium(e.medium);
+  if (holder == nullptr) {
+    ++stats_.unknown_medium;
+    return absl::OkStatus();
+  }
+  if (e.block_size != options_.block_size) {
+    ++stats_.invalid_events;
+    return absl::InvalidArgumentError(
+        fmt::format("events[{}].block_size: {} differs from the indexer's block size {}", i,
+                    e.block_size, options_.block_size));
+  }
+  const size_t bs = options_.block_size;
+  if (e.token_ids.size() != e.block_hashes.size() * bs) {
+    ++stats_.invalid_events;
+    return absl::InvalidArgumentError(
+        fmt::format("events[{}].token_ids: {} tokens for {} blocks of {}", i, e.token_ids.size(),
+                    e.block_hashes.size(), bs));
+  }
+  BlockKey parent = kRootBlockKey;
+  uint32_t position = 0;
+  if (e.parent_block_hash) {
+    // The parent may sit in another tier of the same engine (a CPU block continuing a GPU one).
+    const Holder::Entry* found = holder->Find(*e.parent_block_hash);
+    for (size_t h = 0; found == nullptr && h < p.holders.size(); ++h) {
+      found = p.holders[h].Find(*e.parent_block_hash);
+    }
+    if (found == nullptr) {
+      // Without the parent neither the chain's keys nor its position are known: placing the
+      // blocks anywhere would index a prefix no request can have.
+      ++stats_.orphans;
+      return absl::OkStatus();
+    }
+    parent = found->key;
+    position = found->position + 1;
+  }
+  const uint64_t extra = ExtraKeyOf(e.lora_name.value_or(std::string()));
+  std::vector<BlockKey> keys;
+  keys.reserve(e.block_hashes.size());
+  const std::span<const uint32_t> tokens(e.token_ids);
+  for (size_t b = 0; b < e.block_hashes.size(); ++b) {
+    parent = HashTokenBlock(parent, tokens.subspan(b * bs, bs), extra);
+    keys.push_back(parent);
+    holder->Remember(e.block_hashes[b], parent, position + static_cast<uint32_t>(b),
+                     options_.max_hashes_per_holder);
+  }
+  index_.Stored(holder->id, position, keys, now);
+  stats_.blocks_stored += keys.size();
+  return absl::OkStatus();
+}
+
+absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const net::BlockRemoved& e) {
+  if (e.group_idx.value_or(0) != options_.group_idx) {
+    ++stats_.other_group;
+    return absl::OkStatus();
+  }
+  Holder* holder = p.ForMedium(e.medium);
+  if (holder == nullptr) {
+    ++stats_.unknown_medium;
+    return absl::OkStatus();
+  }
+  std::vector<BlockKey> keys;
+  keys.reserve(e.block_hashes.size());
+  for (net::EngineBlockHash h : e.block_hashes) {
+    const auto it = holder->hashes.find(h);
+    if (it == holder->hashes.end()) {
+      ++stats_.unknown_removed;
+      continue;
+    }
+    keys.push_back(it->second.key);
+    holder->hashes.erase(it);
+  }
+  index_.Removed(holder->id, keys);
+  stats_.blocks_removed += keys.size();
+  return absl::OkStatus();
+}
+
+}  // namespace myriad::gateway
