@@ -181,8 +181,8 @@ absl::Status ParseInto(const nlohmann::json& j, const std::string& field, bool f
     if (!prefix.ok()) return prefix.status();
     auto use_regex = GetBool(j, "use_regex", field, true);
     if (!use_regex.ok()) return use_regex.status();
-    if (*prefix) out.steps_.push_back(std::make_unique<PrefixSpaceStep>());
-    if (*use_regex) out.steps_.push_back(std::make_unique<SplitStep>(Gpt2Pattern(), Behavior::kIsolated, false));
+    if (*prefix) out.Add(std::make_unique<PrefixSpaceStep>());
+    if (*use_regex) out.Add(std::make_unique<SplitStep>(Gpt2Pattern(), Behavior::kIsolated, false));
     return absl::OkStatus();
   }
   if (*type == "Split") {
@@ -212,7 +212,7 @@ absl::Status ParseInto(const nlohmann::json& j, const std::string& field, bool f
     else return Unsupported(field + ".behavior", *behavior_name);
     auto invert = GetBool(j, "invert", field, false);
     if (!invert.ok()) return invert.status();
-    out.steps_.push_back(std::make_unique<SplitStep>(std::move(pattern), behavior, *invert));
+    out.Add(std::make_unique<SplitStep>(std::move(pattern), behavior, *invert));
     return absl::OkStatus();
   }
   return Unsupported(field + ".type", *type);

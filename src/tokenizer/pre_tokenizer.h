@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -47,7 +48,9 @@ class PreTokenizer {
   // One line per step, e.g. "Split(builtin:qwen2, Isolated)", for tests and `myriad tokenize`.
   std::string Describe() const;
   bool empty() const { return steps_.empty(); }
+  void Add(std::unique_ptr<PreTokenizeStep> step) { steps_.push_back(std::move(step)); }
 
+ private:
   std::vector<std::unique_ptr<PreTokenizeStep>> steps_;
 };
 
