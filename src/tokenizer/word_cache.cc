@@ -9,7 +9,8 @@ constexpr size_t kBytesPerWord = 16;
 
 WordCache::WordCache(size_t max_words) : max_words_(max_words) {
   keys_.reserve(max_words * kBytesPerWord);
-  map_.reserve(max_words);
+  // The map is not reserved: sized to the words actually cached, its slots stay in L2 (a
+  // prompt's 10 k distinct words take 400 KB; 65,536 reserved would take 3 MB).
 }
 
 void WordCache::Insert(std::string_view word, const uint32_t* ids, size_t count) {
@@ -26,7 +27,6 @@ void WordCache::Clear() {
   map_.clear();
   keys_.clear();
   ids_.clear();
-  map_.reserve(max_words_);
 }
 
 }  // namespace myriad::tokenizer
