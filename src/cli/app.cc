@@ -8,6 +8,7 @@
 #include "cli/kvstore_command.h"
 #include "cli/loadgen_command.h"
 #include "cli/sim_command.h"
+#include "cli/tokenize_command.h"
 #include "cli/up_command.h"
 
 namespace myriad::cli {
@@ -23,6 +24,7 @@ int Main(int argc, char** argv) {
   GatewayCommand gateway(app);
   UpCommand up(app);
   LoadgenCommand loadgen(app);
+  TokenizeCommand tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -35,6 +37,7 @@ int Main(int argc, char** argv) {
   if (gateway.selected()) return gateway.Run();
   if (up.selected()) return up.Run();
   if (loadgen.selected()) return loadgen.Run();
+  if (tokenize.selected()) return tokenize.Run();
   return 0;
 }
 

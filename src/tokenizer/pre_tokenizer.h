@@ -1,0 +1,62 @@
+#pragma once
+// The `pre_tokenizer` of tokenizer.json as a flat list of steps (Sequence flattened), each of
+// which cuts every piece of the text further. Pieces are offsets into one text buffer, so a
+// whole prompt is pre-tokenized without allocating per piece.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "absl/status/statusor.h"
+#include "tokenizer/split_pattern.h"
+
+namespace myriad::tokenizer {
+
+struct Piece {
+  uint32_t offset;
+  uint32_t len;
+};
+
+// Buffers one Encode call reuses from piece to piece.
+struct PreTokenizeScratch {
+  std::vector<Piece> next;
+  struct Segment {
+    uint32_t begin, end;
+    bool is_match;
+  };
+  std::vector<Segment> segments;
+};
+
+class PreTokenizeStep {
+ public:
+  virtual ~PreTokenizeStep() = default;
+  // Appends the pieces `in` splits into to `out`. May append to `text` (ByteLevel's prefix
+  // space), so it takes no views of it across calls.
+  virtual void Split(std::string& text, const std::vector<Piece>& in, std::vector<Piece>& out,
+                     PreTokenizeScratch& scratch) const = 0;
+  virtual std::string Describe() const = 0;
+};
+
+class PreTokenizer {
+ public:
+  // Runs every step over `pieces` in place.
+  void Run(std::string& text, std::vector<Piece>& pieces, PreTokenizeScratch& scratch) const;
+  // One line per step, e.g. "Split(builtin:qwen2, Isolated)", for tests and `myriad tokenize`.
+  std::string Describe() const;
+  bool empty() const { return steps_.empty(); }
+  void Add(std::unique_ptr<PreTokenizeStep> step) { steps_.push_back(std::move(step)); }
+
+ private:
+  std::vector<std::unique_ptr<PreTokenizeStep>> steps_;
+};
+
+// Parses `j`, the value of `field`; null gives no steps. `force_pcre2` bypasses the
+// hand-written matchers (equivalence tests).
+absl::StatusOr<PreTokenizer> ParsePreTokenizer(const nlohmann::json& j, const std::string& field,
+                                               bool force_pcre2 = false);
+
+}  // namespace myriad::tokenizer

@@ -1,0 +1,342 @@
+#include "tokenizer/split_pattern.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <utility>
+
+#include "tokenizer/json_util.h"
+#include "tokenizer/unicode.h"
+
+namespace myriad::tokenizer {
+namespace {
+
+constexpr size_t kNoMatch = std::string_view::npos;
+
+// The patterns exactly as tokenizer.json spells them (after JSON unescaping).
+constexpr std::string_view kGpt2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kCl100k =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kDigits1to3 = R"(\p{N}{1,3})";
+constexpr std::string_view kDeepSeekCjk = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+";
+// DeepSeek-V3 writes real CR and LF characters inside its classes.
+constexpr std::string_view kDeepSeekWords =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
+
+inline uint8_t Cls(std::string_view s, size_t i, size_t& len) { return ClassAt(s, i, len); }
+
+// End of the run of characters from `i` whose class intersects `mask`.
+inline size_t RunOf(std::string_view s, size_t i, uint8_t mask) {
+  size_t len;
+  while (i < s.size() && (Cls(s, i, len) & mask)) i += len;
+  return i;
+}
+
+// End of the run from `i` of characters whose class does NOT intersect `mask`.
+inline size_t RunNotOf(std::string_view s, size_t i, uint8_t mask) {
+  size_t len;
+  while (i < s.size() && !(Cls(s, i, len) & mask)) i += len;
+  return i;
+}
+
+inline char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+
+// 's|'t|'re|'ve|'m|'ll|'d, optionally ASCII case-insensitive.
+inline size_t Contraction(std::string_view s, size_t i, bool icase) {
+  if (s[i] != '\'' || i + 1 >= s.size()) return kNoMatch;
+  auto ch = [&](size_t k) { return icase ? Lower(s[k]) : s[k]; };
+  const char a = ch(i + 1);
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+  if (i + 2 >= s.size()) return kNoMatch;
+  const char b = ch(i + 2);
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+  return kNoMatch;
+}
+
+// \s*[\r\n]+|\s+(?!\S)|\s+ (with_crlf) or \s+(?!\S)|\s+ at i, whose character is whitespace.
+// Backtracking resolved by hand: \s*[\r\n]+ ends after the run's last CR/LF; \s+(?!\S) keeps
+// the whole run at the end of input, else gives its last character back to the next match.
+inline size_t WhitespaceTail(std::string_view s, size_t i, bool with_crlf) {
+  size_t j = i, last_start = i, last_crlf = kNoMatch, len;
+  while (j < s.size()) {
+    const uint8_t c = Cls(s, j, len);
+    if (!(c & kSpace)) break;
+    if (c & kCrLf) last_crlf = j;
+    last_start = j;
+    j += len;
+  }
+  if (with_crlf && last_crlf != kNoMatch) return last_crlf + 1;
+  if (j == s.size()) return j;
+  if (last_start > i) return last_start;
+  return j;
+}
+
+// Hand-written patterns: Derived::MatchAt gives the end of the match at i, or kNoMatch; Find
+// tries each character in turn, as a backtracking engine's leftmost search does. Static
+// dispatch (CRTP), so MatchAt inlines into the scan.
+template <typename Derived>
+class BuiltinPattern : public SplitPattern {
+ public:
+  explicit BuiltinPattern(std::string kind) : kind_(std::move(kind)) {}
+  bool Find(std::string_view s, size_t from, size_t& start, size_t& end) const override {
+    const auto& self = static_cast<const Derived&>(*this);
+    size_t len;
+    for (size_t i = self.Skip(s, from); i < s.size(); i = self.Skip(s, i + len)) {
+      const size_t e = self.MatchAt(s, i);
+      if (e != kNoMatch) {
+        start = i;
+        end = e;
+        return true;
+      }
+      DecodeUtf8(s, i, len);
+    }
+    return false;
+  }
+  std::string_view Kind() const override { return kind_; }
+
+  // The first position at or after i where a match may start; patterns that match rarely
+  // (digits, CJK) skip the bytes that cannot start one without decoding them.
+  size_t Skip(std::string_view, size_t i) const { return i; }
+
+ private:
+  std::string kind_;
+};
+
+class Gpt2 final : public BuiltinPattern<Gpt2> {
+ public:
+  Gpt2() : BuiltinPattern("builtin:gpt2") {}
+
+  size_t MatchAt(std::string_view s, size_t i) const {
+    if (size_t e = Contraction(s, i, false); e != kNoMatch) return e;
+    size_t len;
+    const uint8_t c0 = Cls(s, i, len);
+    // ' ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+': a space is in none of the three classes, so
+    // backtracking over the optional space never helps.
+    size_t j = i;
+    uint8_t c = c0;
+    if (s[i] == ' ' && i + 1 < s.size()) {
+      j = i + 1;
+      c = Cls(s, j, len);
+    }
+    if (c & kLetter) return RunOf(s, j, kLetter);
+    if (c & kNumber) return RunOf(s, j, kNumber);
+    if (!(c & (kSpace | kLetter | kNumber))) return RunNotOf(s, j, kSpace | kLetter | kNumber);
+    if (c0 & kSpace) return WhitespaceTail(s, i, false);
+    return kNoMatch;
+  }
+};
+
+// cl100k_base, Llama 3 (max_digits 3) and Qwen 2/3 (max_digits 1).
+class Cl100k final : public BuiltinPattern<Cl100k> {
+ public:
+  explicit Cl100k(int max_digits)
+      : BuiltinPattern(max_digits == 1 ? "builtin:qwen2" : "builtin:cl100k"), max_digits_(max_digits) {}
+
+  size_t MatchAt(std::string_view s, size_t i) const {
+    if (size_t e = Contraction(s, i, true); e != kNoMatch) return e;
+    size_t len0, len;
+    const uint8_t c0 = Cls(s, i, len0);
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (!(c0 & (kCrLf | kLetter | kNumber)) && i + len0 < s.size() &&
+        (Cls(s, i + len0, len) & kLetter)) {
+      return RunOf(s, i + len0, kLetter);
+    }
+    if (c0 & kLetter) return RunOf(s, i, kLetter);
+    // \p{N}{1,max}
+    if (c0 & kNumber) {
+      size_t j = i + len0;
+      for (int k = 1; k < max_digits_ && j < s.size() && (Cls(s, j, len) & kNumber); ++k) j += len;
+      return j;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+    const size_t j = s[i] == ' ' ? i + 1 : i;
+    const size_t k = RunNotOf(s, j, kSpace | kLetter | kNumber);
+    if (k > j) {
+      size_t e = k;
+      while (e < s.size() && (s[e] == '\r' || s[e] == '\n')) ++e;
+      return e;
+    }
+    if (c0 & kSpace) return WhitespaceTail(s, i, true);
+    return kNoMatch;
+  }
+
+ private:
+  int max_digits_;
+};
+
+// \p{N}{1,3}
+class Digits1to3 final : public BuiltinPattern<Digits1to3> {
+ public:
+  Digits1to3() : BuiltinPattern("builtin:digits1to3") {}
+
+  // Only ASCII digits or non-ASCII characters can be \p{N}.
+  size_t Skip(std::string_view s, size_t i) const {
+    while (i < s.size()) {
+      const auto b = static_cast<uint8_t>(s[i]);
+      if (b >= 0x80 || (b >= '0' && b <= '9')) break;
+      ++i;
+    }
+    return i;
+  }
+  size_t MatchAt(std::string_view s, size_t i) const {
+    size_t len;
+    if (!(Cls(s, i, len) & kNumber)) return kNoMatch;
+    size_t j = i + len;
+    for (int k = 1; k < 3 && j < s.size() && (Cls(s, j, len) & kNumber); ++k) j += len;
+    return j;
+  }
+};
+
+// DeepSeek-V3's [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+ (CJK ideographs, kana).
+class DeepSeekCjk final : public BuiltinPattern<DeepSeekCjk> {
+ public:
+  DeepSeekCjk() : BuiltinPattern("builtin:deepseek_cjk") {}
+
+  // U+3040-U+9FA5 are three-byte sequences led by 0xE3-0xE9; any other byte cannot start one.
+  size_t Skip(std::string_view s, size_t i) const {
+    while (i < s.size()) {
+      const auto b = static_cast<uint8_t>(s[i]);
+      if (b >= 0xE3 && b <= 0xE9) break;
+      ++i;
+    }
+    return i;
+  }
+  static bool In(uint32_t cp) {
+    return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x309F) || (cp >= 0x30A0 && cp <= 0x30FF);
+  }
+  size_t MatchAt(std::string_view s, size_t i) const {
+    size_t j = i, len;
+    while (j < s.size() && In(DecodeUtf8(s, j, len))) j += len;
+    return j > i ? j : kNoMatch;
+  }
+};
+
+inline bool IsAsciiPunct(char c) {
+  return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') || (c >= '{' && c <= '~');
+}
+inline bool IsAsciiAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// DeepSeek-V3's word pattern (kDeepSeekWords).
+class DeepSeekWords final : public BuiltinPattern<DeepSeekWords> {
+ public:
+  DeepSeekWords() : BuiltinPattern("builtin:deepseek_words") {}
+
+  size_t MatchAt(std::string_view s, size_t i) const {
+    // [ASCII punctuation][A-Za-z]+
+    if (IsAsciiPunct(s[i]) && i + 1 < s.size() && IsAsciiAlpha(s[i + 1])) {
+      size_t j = i + 2;
+      while (j < s.size() && IsAsciiAlpha(s[j])) ++j;
+      return j;
+    }
+    size_t len0, len;
+    const uint8_t c0 = Cls(s, i, len0);
+    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+    if (!(c0 & (kCrLf | kLetter | kPunct | kSymbol)) && i + len0 < s.size() &&
+        (Cls(s, i + len0, len) & (kLetter | kMark))) {
+      return RunOf(s, i + len0, kLetter | kMark);
+    }
+    if (c0 & (kLetter | kMark)) return RunOf(s, i, kLetter | kMark);
+    // ' ?[\p{P}\p{S}]+[\r\n]*'
+    const size_t j = s[i] == ' ' ? i + 1 : i;
+    const size_t k = RunOf(s, j, kPunct | kSymbol);
+    if (k > j) {
+      size_t e = k;
+      while (e < s.size() && (s[e] == '\r' || s[e] == '\n')) ++e;
+      return e;
+    }
+    if (c0 & kSpace) return WhitespaceTail(s, i, true);
+    return kNoMatch;
+  }
+};
+
+class Literal final : public SplitPattern {
+ public:
+  explicit Literal(std::string text) : text_(std::move(text)) {}
+  bool Find(std::string_view s, size_t from, size_t& start, size_t& end) const override {
+    if (text_.empty()) return false;
+    const size_t p = s.find(text_, from);
+    if (p == std::string_view::npos) return false;
+    start = p;
+    end = p + text_.size();
+    return true;
+  }
+  std::string_view Kind() const override { return "literal"; }
+
+ private:
+  std::string text_;
+};
+
+class Pcre2 final : public SplitPattern {
+ public:
+  explicit Pcre2(pcre2_code* code) : code_(code) {}
+  ~Pcre2() override { pcre2_code_free(code_); }
+  Pcre2(const Pcre2&) = delete;
+  Pcre2& operator=(const Pcre2&) = delete;
+
+  bool Find(std::string_view s, size_t from, size_t& start, size_t& end) const override {
+    // One match block per thread, sized for the whole match only: enough for Find, and no
+    // allocation per call.
+    struct MatchData {
+      pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+      ~MatchData() { pcre2_match_data_free(md); }
+    };
+    thread_local MatchData data;
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+    int rc = pcre2_match(code_, subject, s.size(), from, 0, data.md, nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      // Deep backtracking on a long piece: the interpreter has a heap-based stack.
+      rc = pcre2_match(code_, subject, s.size(), from, PCRE2_NO_JIT, data.md, nullptr);
+    }
+    if (rc < 0) return false;  // no match, or a resource limit: the rest stays one piece
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.md);
+    start = ov[0];
+    end = ov[1];
+    return true;
+  }
+  std::string_view Kind() const override { return "pcre2"; }
+
+ private:
+  pcre2_code* code_;
+};
+
+absl::StatusOr<std::unique_ptr<SplitPattern>> CompilePcre2(std::string_view pattern, std::string_view field) {
+  int err = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    return absl::InvalidArgumentError(Cat(field, ": regex does not compile at offset ", offset, ": ",
+                                                   reinterpret_cast<const char*>(msg)));
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // best effort: without JIT it interprets
+  return std::unique_ptr<SplitPattern>(new Pcre2(code));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SplitPattern>> CompileRegex(std::string_view pattern, std::string_view field,
+                                                           bool force_pcre2) {
+  if (!force_pcre2) {
+    if (pattern == kGpt2) return Gpt2Pattern();
+    if (pattern == kQwen2) return std::unique_ptr<SplitPattern>(new Cl100k(1));
+    if (pattern == kCl100k) return std::unique_ptr<SplitPattern>(new Cl100k(3));
+    if (pattern == kDigits1to3) return std::unique_ptr<SplitPattern>(new Digits1to3());
+    if (pattern == kDeepSeekCjk) return std::unique_ptr<SplitPattern>(new DeepSeekCjk());
+    if (pattern == kDeepSeekWords) return std::unique_ptr<SplitPattern>(new DeepSeekWords());
+  }
+  return CompilePcre2(pattern, field);
+}
+
+std::unique_ptr<SplitPattern> LiteralPattern(std::string literal) {
+  return std::make_unique<Literal>(std::move(literal));
+}
+
+std::unique_ptr<SplitPattern> Gpt2Pattern() { return std::make_unique<Gpt2>(); }
+
+}  // namespace myriad::tokenizer

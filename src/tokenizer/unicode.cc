@@ -1,0 +1,88 @@
+#include "tokenizer/unicode.h"
+
+#include <unicode/uchar.h>
+
+#include <array>
+#include <cstring>
+#include <mutex>
+
+namespace myriad::tokenizer {
+
+uint8_t ClassFromIcu(uint32_t cp) {
+  uint8_t c = 0;
+  switch (u_charType(static_cast<UChar32>(cp))) {
+    case U_UPPERCASE_LETTER:
+    case U_LOWERCASE_LETTER:
+    case U_TITLECASE_LETTER:
+    case U_MODIFIER_LETTER:
+    case U_OTHER_LETTER:
+      c = kLetter;
+      break;
+    case U_NON_SPACING_MARK:
+    case U_ENCLOSING_MARK:
+    case U_COMBINING_SPACING_MARK:
+      c = kMark;
+      break;
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER:
+      c = kNumber;
+      break;
+    case U_DASH_PUNCTUATION:
+    case U_START_PUNCTUATION:
+    case U_END_PUNCTUATION:
+    case U_CONNECTOR_PUNCTUATION:
+    case U_OTHER_PUNCTUATION:
+    case U_INITIAL_PUNCTUATION:
+    case U_FINAL_PUNCTUATION:
+      c = kPunct;
+      break;
+    case U_MATH_SYMBOL:
+    case U_CURRENCY_SYMBOL:
+    case U_MODIFIER_SYMBOL:
+    case U_OTHER_SYMBOL:
+      c = kSymbol;
+      break;
+    default:
+      break;
+  }
+  if (u_isUWhiteSpace(static_cast<UChar32>(cp))) c |= kSpace;
+  if (cp == '\r' || cp == '\n') c |= kCrLf;
+  return c;
+}
+
+namespace {
+
+// The Basic Multilingual Plane, filled once: 64 KiB, and u_charType's trie walk leaves the loop.
+struct BmpTable {
+  std::array<uint8_t, 0x10000> cls;
+  BmpTable() {
+    for (uint32_t cp = 0; cp < 0x10000; ++cp) cls[cp] = ClassFromIcu(cp);
+  }
+};
+
+// Built at load time rather than on first use, so lookups carry no initialization guard.
+const BmpTable kBmp;
+
+}  // namespace
+
+uint8_t ClassOfNonAscii(uint32_t cp) {
+  if (cp < 0x10000) return kBmp.cls[cp];
+  if (cp > 0x10FFFF) return 0;
+  return ClassFromIcu(cp);
+}
+
+bool IsAscii(std::string_view s) {
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t acc = 0;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    acc |= w;
+  }
+  for (; n > 0; ++p, --n) acc |= static_cast<uint8_t>(*p);
+  return (acc & 0x8080808080808080ull) == 0;
+}
+
+}  // namespace myriad::tokenizer
