@@ -28,6 +28,8 @@ EmuCommand::EmuCommand(CLI::App& app) {
   cmd_->add_option("--threads", threads_, "HTTP threads")->check(CLI::PositiveNumber)->capture_default_str();
   cmd_->add_option("--kv-events", kv_events_, "bind vLLM's KV-event PUB socket here, e.g. tcp://127.0.0.1:5557");
   cmd_->add_option("--kv-replay", kv_replay_, "bind the KV-event replay socket here, e.g. tcp://127.0.0.1:5558");
+  cmd_->add_option("--tokenizer", tokenizer_,
+                   "the model's tokenizer.json, or a folder with it and tokenizer_config.json");
   cmd_->add_option("--seed", seed_, "seed of the generated tokens")->capture_default_str();
 }
 
@@ -60,6 +62,14 @@ int EmuCommand::Run() {
   o.engine.seed = seed_;
   o.kv_events = kv_events_;
   o.kv_replay = kv_replay_;
+  if (!tokenizer_.empty()) {
+    auto enc = tokenizer::PromptEncoder::Load(tokenizer_);
+    if (!enc.ok()) {
+      fmt::print(stderr, "myriad emu: --tokenizer: {}\n", std::string(enc.status().message()));
+      return 2;
+    }
+    o.encoder = *std::move(enc);
+  }
   o.engine_id = engine_id_.empty() ? fmt::format("emu-{}", hp->port) : engine_id_;
   auto server = emu::EmuServer::Create(o);
   if (!server.ok()) {

@@ -30,6 +30,7 @@ class EmuCommand {
   int threads_ = 2;
   uint64_t seed_ = 1;
   std::string kv_events_;
+  std::string tokenizer_;
   std::string kv_replay_;
 };
 

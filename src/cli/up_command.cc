@@ -25,6 +25,8 @@ UpCommand::UpCommand(CLI::App& app) {
   cmd_->add_option("--perf-model", perf_model_, "model of the timing")->capture_default_str();
   cmd_->add_option("--gpu", gpu_, "GPU of the timing")->capture_default_str();
   cmd_->add_option("--admin-token", admin_token_, "enables the gateway's admin endpoints");
+  cmd_->add_option("--tokenizer", tokenizer_,
+                   "the model's tokenizer.json or its folder (with tokenizer_config.json)");
 }
 
 int UpCommand::Run() {
@@ -56,6 +58,16 @@ int UpCommand::Run() {
   gc.perf_model = perf_model_;
   gc.perf_gpu = gpu_;
   gc.admin_token = admin_token_;
+  gc.tokenizer = tokenizer_;
+  std::shared_ptr<const tokenizer::PromptEncoder> encoder;
+  if (!tokenizer_.empty()) {
+    auto enc = tokenizer::PromptEncoder::Load(tokenizer_);
+    if (!enc.ok()) {
+      fmt::print(stderr, "myriad up: --tokenizer: {}\n", std::string(enc.status().message()));
+      return 2;
+    }
+    encoder = *std::move(enc);
+  }
   for (size_t i = 0; i < roles.size(); ++i) {
     emu::EmuOptions o;
     o.http.address = "127.0.0.1";
@@ -69,6 +81,7 @@ int UpCommand::Run() {
     o.engine_id = fmt::format("engine-{}", i);
     o.kv_events = "tcp://127.0.0.1:*";
     o.kv_replay = "tcp://127.0.0.1:*";
+    o.encoder = encoder;
     auto s = emu::EmuServer::Create(o);
     if (!s.ok()) {
       fmt::print(stderr, "myriad up: {}\n", std::string(s.status().message()));

@@ -4,6 +4,8 @@
 // and a gateway in front of them routing on those events. Runs until SIGINT or SIGTERM.
 //   myriad up [--port 8000] [--engines 3] [--prefill P --decode D] [--speed 1]
 //             [--policy kv-aware] [--model emu-model] [--perf-model Llama-3.1-8B]
+//             [--tokenizer DIR]   (the model's tokenizer.json + tokenizer_config.json: exact
+//                                  routing for text and chat prompts)
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +30,7 @@ class UpCommand {
   std::string perf_model_ = "Llama-3.1-8B";
   std::string gpu_ = "H100";
   std::string admin_token_;
+  std::string tokenizer_;
 };
 
 }  // namespace myriad::cli

@@ -223,7 +223,7 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
       if (!body.contains("prompt") || !body["prompt"].is_string()) {
         return r->Respond(BadRequest("'prompt' must be a string", "prompt"));
       }
-      auto ids = options_.codec.encode(body["prompt"].get<std::string>());
+      auto ids = Encode(body["prompt"].get<std::string>());
       json out = {{"count", ids.size()}, {"max_model_len", options_.max_model_len}, {"tokens", ids}};
       return r->Respond(net::HttpResponse{200, "application/json", out.dump(), {}});
     }
@@ -252,6 +252,10 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
   r->Respond(net::JsonError(404, "NotFoundError", fmt::format("no route for {}", std::string(path))));
 }
 
+std::vector<uint32_t> EmuServer::Encode(std::string_view text) const {
+  return options_.encoder ? options_.encoder->Completion(text) : options_.codec.encode(text);
+}
+
 std::string EmuServer::Detokenize(const std::vector<uint32_t>& ids) const {
   std::string out;
   for (uint32_t id : ids) out += options_.codec.decode(id);
@@ -273,7 +277,11 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
   auto live = std::make_shared<Live>();
   live->chat = chat;
   // The prompt's token ids.
-  if (chat) {
+  if (chat && options_.encoder) {
+    auto ids = options_.encoder->Chat(req.body);
+    if (!ids.ok()) return r->Respond(BadRequest(std::string(ids.status().message()), "messages"));
+    live->prompt = *std::move(ids);
+  } else if (chat) {
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
       return r->Respond(BadRequest("'messages' must be a non-empty array", "messages"));
     }
@@ -301,14 +309,14 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     if (!body.contains("prompt")) return r->Respond(BadRequest("'prompt' is required", "prompt"));
     const json& p = body["prompt"];
     if (p.is_string()) {
-      live->prompt = options_.codec.encode(p.get<std::string>());
+      live->prompt = Encode(p.get<std::string>());
     } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
       for (const auto& t : p) {
         if (!t.is_number_unsigned()) return r->Respond(BadRequest("'prompt' token ids must be >= 0", "prompt"));
         live->prompt.push_back(t.get<uint32_t>());
       }
     } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-      live->prompt = options_.codec.encode(p[0].get<std::string>());
+      live->prompt = Encode(p[0].get<std::string>());
     } else {
       return r->Respond(BadRequest("'prompt' must be a string, one string in an array, or token ids", "prompt"));
     }

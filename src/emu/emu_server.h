@@ -17,6 +17,7 @@
 #include "net/http_server.h"
 #include "net/kv_event_publisher.h"
 #include "net/prometheus.h"
+#include "tokenizer/prompt_encoder.h"
 
 namespace myriad::emu {
 
@@ -35,6 +36,9 @@ struct EmuOptions {
   std::string engine_id = "emu-0";  // names this engine in kv_transfer_params
   EngineOptions engine;
   TextCodec codec = StandInCodec();
+  // The model's real tokenizer and chat template: prompts become the ids vLLM would compute
+  // (and so do the KV events). Null: the stand-in codec and a plain role/content rendering.
+  std::shared_ptr<const tokenizer::PromptEncoder> encoder;
   // vLLM's KV-event publisher: PUB endpoint and replay (ROUTER) endpoint, bound; empty: off.
   // "tcp://127.0.0.1:*" binds a free port (see kv_events_endpoint()).
   std::string kv_events;
@@ -79,6 +83,7 @@ class EmuServer {
   net::HttpResponse Metrics();
   net::HttpResponse AdminFault(const net::HttpRequest& req);
   std::string Detokenize(const std::vector<uint32_t>& ids) const;
+  std::vector<uint32_t> Encode(std::string_view text) const;
 
   EmuOptions options_;
   std::unique_ptr<Engine> engine_;

@@ -111,7 +111,10 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Map(rt, "routing", {"policy", "ttft_slo", "reject_factor", "perf_model",
                                                  "perf_gpu", "perf_tp", "disagg_min_uncached",
                                                  "approx_chunk_bytes", "approx_ttl",
-                                                 "index_max_entries", "kv_block_size", "seed"}));
+                                                 "index_max_entries", "kv_block_size", "seed",
+                                                 "tokenizer", "tokenizer_config"}));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer", "routing", &c.tokenizer));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer_config", "routing", &c.tokenizer_config));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "kv_block_size", "routing", &c.kv_block_size));
     MYRIAD_RETURN_IF_ERROR(r.Check(rt, "kv_block_size", "routing", c.kv_block_size >= 1,
                                    "must be >= 1", c.kv_block_size));

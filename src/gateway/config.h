@@ -62,6 +62,11 @@ struct GatewayConfig {
   // Exact routing: the engines' KV block size (vLLM's default 16 tokens); token-id prompts are
   // keyed in blocks of this size, as the KV events are.
   int kv_block_size = 16;
+  // The model's tokenizer (a tokenizer.json, or a folder holding it and tokenizer_config.json
+  // with the chat template): text and chat prompts then get exact block keys, as token-id
+  // prompts do. Empty: text is routed approximately.
+  std::string tokenizer;
+  std::string tokenizer_config;
   uint64_t seed = 1;
 
   // Tenants: API keys map to tenants. With none configured every request is anonymous.

@@ -74,6 +74,14 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   if (!hp.ok()) return hp.status();
   std::unique_ptr<Gateway> g(new Gateway(config));
   g->cost_ = policy::PrefillCost(*step, 8192);
+  if (!config.tokenizer.empty()) {
+    auto enc = tokenizer::PromptEncoder::Load(config.tokenizer, config.tokenizer_config);
+    if (!enc.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("routing.tokenizer: {}", std::string(enc.status().message())));
+    }
+    g->encoder_ = *std::move(enc);
+  }
   for (const auto& b : config.backends) {
     if (absl::Status st = g->AddBackend(b); !st.ok()) return st;
   }
@@ -444,6 +452,20 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   }
   // Prefix keys: token blocks when the client sent ids, else chunks of the text (the
   // approximate index learns from the gateway's own decisions).
+  if (encoder_ && ex->req.token_ids.empty()) {
+    // The engine's own token ids: exact keys for text and chat prompts too.
+    if (chat) {
+      auto ids = encoder_->Chat(ex->raw_body);
+      if (!ids.ok()) {
+        return r->Respond(net::JsonError(400, "invalid_request_error",
+                                         fmt::format("chat template: {}", std::string(ids.status().message())),
+                                         "messages"));
+      }
+      ex->req.token_ids = *std::move(ids);
+    } else {
+      ex->req.token_ids = encoder_->Completion(ex->req.text);
+    }
+  }
   if (!ex->req.token_ids.empty()) {
     ex->token_keys = true;
     ex->input_tokens = static_cast<int64_t>(ex->req.token_ids.size());

