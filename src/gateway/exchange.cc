@@ -293,6 +293,11 @@ void Exchange::Finish(int status) {
       gw->e2e_.Observe(std::chrono::duration<double>(now - start).count());
     }
   }
+  if (!gw->LogEnabled()) {
+    call.reset();
+    r.reset();
+    return;
+  }
   json line = {{"trace_id", trace.trace_id},
                {"route", route_name},
                {"model", req.model},

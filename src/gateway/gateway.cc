@@ -275,6 +275,11 @@ void Gateway::set_access_log(std::function<void(const std::string&)> sink) {
   log_ = std::move(sink);
 }
 
+bool Gateway::LogEnabled() {
+  std::lock_guard l(log_mu_);
+  return log_ || log_file_;
+}
+
 void Gateway::Log(const std::string& line) {
   std::lock_guard l(log_mu_);
   if (log_) return log_(line);

@@ -87,6 +87,7 @@ class Gateway {
   bool Ready() const;
   void HealthLoop();
   void Log(const std::string& line);
+  bool LogEnabled();
   int64_t NowNanos() const;
 
   // Routing, under mu_: the chosen entry (and decode) backends, or a rejection.
