@@ -11,6 +11,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -48,7 +50,8 @@ class CallImpl;
 
 struct AsyncHttpClient::Impl {
   struct Worker {
-    asio::io_context ioc{1};
+    std::optional<asio::io_context> own;  // absent when running on a shared io_context
+    asio::io_context* ioc = nullptr;
     std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
     std::thread thread;
     // Touched only on this worker's thread.
@@ -116,7 +119,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
   }
 
   void Cancel() override {
-    asio::post(worker_->ioc, [self = shared_from_this()] {
+    asio::post(*worker_->ioc, [self = shared_from_this()] {
       self->Finish(absl::CancelledError("cancelled by the caller"), self->stage_);
     });
   }
@@ -135,11 +138,11 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
   void Connect() {
     stage_ = CallStage::kConnect;
     reused_ = false;
-    stream_ = std::make_unique<beast::tcp_stream>(worker_->ioc);
+    stream_ = std::make_unique<beast::tcp_stream>(*worker_->ioc);
     beast::error_code ec;
     // Numeric hosts resolve without a lookup; names go through the system resolver once per
     // connection (the pool makes that rare).
-    tcp::resolver resolver(worker_->ioc);
+    tcp::resolver resolver(*worker_->ioc);
     auto endpoints = resolver.resolve(req_.server.host, std::to_string(req_.server.port),
                                       tcp::resolver::numeric_service, ec);
     if (ec) return Fail(ec, "resolve");
@@ -285,29 +288,50 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
 
 AsyncHttpClient::AsyncHttpClient(AsyncHttpClientOptions options)
     : impl_(std::make_unique<Impl>(options)) {
+  if (options.shared_io_context != nullptr) {
+    auto w = std::make_unique<Impl::Worker>();
+    w->ioc = options.shared_io_context;
+    impl_->workers.push_back(std::move(w));
+    return;
+  }
   const int n = std::max(1, options.threads);
   for (int i = 0; i < n; ++i) {
     auto w = std::make_unique<Impl::Worker>();
-    w->work.emplace(w->ioc.get_executor());
+    w->own.emplace(1);
+    w->ioc = &*w->own;
+    w->work.emplace(w->ioc->get_executor());
     Impl::Worker* raw = w.get();
-    w->thread = std::thread([raw] { raw->ioc.run(); });
+    w->thread = std::thread([raw] { raw->ioc->run(); });
     impl_->workers.push_back(std::move(w));
   }
 }
 
 AsyncHttpClient::~AsyncHttpClient() {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t pending = impl_->workers.size();
   for (auto& w : impl_->workers) {
     Impl::Worker* raw = w.get();
-    asio::post(raw->ioc, [raw] {
+    asio::post(*raw->ioc, [raw, &mu, &cv, &pending] {
       raw->stopping = true;
       std::vector<std::shared_ptr<CallImpl>> live;
       for (CallImpl* c : raw->live) live.push_back(c->shared_from_this());
       for (auto& c : live) c->Shutdown();
       raw->pool.clear();
+      std::lock_guard l(mu);
+      if (--pending == 0) cv.notify_all();
     });
     raw->work.reset();
   }
-  for (auto& w : impl_->workers) w->thread.join();
+  // Own threads run out of work and end; a shared io_context's thread goes on, so wait for the
+  // shutdown to have run there (the calls' sockets are closed before this returns).
+  {
+    std::unique_lock l(mu);
+    cv.wait(l, [&] { return pending == 0; });
+  }
+  for (auto& w : impl_->workers) {
+    if (w->thread.joinable()) w->thread.join();
+  }
 }
 
 std::shared_ptr<Call> AsyncHttpClient::Start(CallRequest request, CallCallbacks callbacks) {
@@ -316,7 +340,7 @@ std::shared_ptr<Call> AsyncHttpClient::Start(CallRequest request, CallCallbacks 
           .get();
   impl_->calls++;
   auto call = std::make_shared<CallImpl>(impl_.get(), w, std::move(request), std::move(callbacks));
-  asio::post(w->ioc, [call] { call->Begin(); });
+  asio::post(*w->ioc, [call] { call->Begin(); });
   return call;
 }
 

@@ -16,6 +16,10 @@
 #include "core/time.h"
 #include "net/http.h"
 
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
 namespace myriad::net {
 
 struct CallTimeouts {
@@ -70,6 +74,10 @@ class Call {
 
 struct AsyncHttpClientOptions {
   int threads = 1;
+  // Run every call on this io_context instead of threads of the client's own: it must be run by
+  // exactly one thread (e.g. a one-thread HttpServer's), which then does both sides of a proxy
+  // with no hand-off. The client must be destroyed while that thread still runs, not on it.
+  boost::asio::io_context* shared_io_context = nullptr;
   size_t max_idle_per_server = 64;  // pooled connections per server and io thread
   Nanos idle_keep = 30 * kSecond;   // pooled connections unused this long are closed
 };

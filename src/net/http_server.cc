@@ -704,6 +704,8 @@ void HttpServer::Stop() {
 
 uint16_t HttpServer::port() const { return impl_->port.load(); }
 
+boost::asio::io_context& HttpServer::io_context() { return impl_->ioc; }
+
 size_t HttpServer::connections() const {
   std::lock_guard lock(impl_->mu);
   return impl_->sessions.size();

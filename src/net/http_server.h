@@ -24,6 +24,10 @@
 #include "core/time.h"
 #include "net/http.h"
 
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
 namespace myriad::net {
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
@@ -111,6 +115,11 @@ class HttpServer {
   // Connections open now (for tests and metrics).
   size_t connections() const;
   HttpServerStats stats() const;
+
+  // The server's io_context, for work that should run on its io threads (a proxy's upstream
+  // calls on a one-thread server: no hand-off between threads per chunk). Valid until the
+  // server is destroyed.
+  boost::asio::io_context& io_context();
 
  private:
   friend class Session;  // http_server.cc's per-connection state

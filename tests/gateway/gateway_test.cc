@@ -775,3 +775,51 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
 
 }  // namespace
 }  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+// threads: 1, upstream_threads: 0: the upstream calls run on the HTTP thread itself. The same
+// behaviour as with separate threads: streaming, retry on another backend, P/D, client cancel.
+TEST(GatewaySharedThreadTest, StreamsRetriesAndCancelsOnOneThread) {
+  GatewayConfig c;
+  c.threads = 1;
+  c.upstream_threads = 0;
+  c.policy = "round-robin";
+  Harness h(2, c);
+  auto e0 = net::HttpClient(net::HostPort{"127.0.0.1", h.emus[0]->port()});
+  ASSERT_EQ(e0.Post("/admin/fault", R"({"kind":"error","status":503})")->status, 200);
+  auto cl = h.Client();
+  for (int i = 0; i < 4; ++i) {
+    auto r = cl.Post("/v1/completions", Completion(fmt::format("one thread {}", i), 5, true));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos);
+  }
+  EXPECT_GE(h.gw->stats().retries, 1u);
+  net::AsyncHttpClient ac;
+  std::atomic<bool> got{false};
+  net::CallRequest req;
+  req.server = net::HostPort{"127.0.0.1", h.gw->port()};
+  req.target = "/v1/completions";
+  req.body = Completion("long", 100000, true);
+  auto call = ac.Start(req, {.on_header = nullptr, .on_data = [&](std::string_view) { got = true; },
+                             .on_done = nullptr});
+  for (int i = 0; i < 500 && !got; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(got);
+  call->Cancel();
+  for (int i = 0; i < 400 && h.emus[1]->engine().stats().finished_abort == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(h.emus[1]->engine().stats().finished_abort, 1u);
+}
+
+TEST(GatewaySharedThreadTest, SharingNeedsOneHttpThread) {
+  auto bad = ParseGatewayConfig("threads: 2\nupstream_threads: 0\n", "gw.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("upstream_threads"), std::string::npos) << bad.status();
+  EXPECT_TRUE(ParseGatewayConfig("threads: 1\nupstream_threads: 0\n", "gw.yaml").ok());
+}
+
+}  // namespace
+}  // namespace myriad::gateway
