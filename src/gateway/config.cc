@@ -74,9 +74,6 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "upstream_threads", "", &c.upstream_threads));
   MYRIAD_RETURN_IF_ERROR(r.Check(root, "upstream_threads", "", c.upstream_threads >= 0,
                                  "must be >= 0", c.upstream_threads));
-  MYRIAD_RETURN_IF_ERROR(r.Check(root, "upstream_threads", "", c.upstream_threads > 0 || c.threads == 1,
-                                 "0 (upstream calls on the HTTP thread) needs threads: 1",
-                                 c.upstream_threads));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "max_body_bytes", "", &c.max_body_bytes));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "admin_token", "", &c.admin_token));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "access_log", "", &c.access_log));

@@ -140,14 +140,18 @@ absl::Status Gateway::Start() {
   o.server_name = "myriad-gateway";
   o.stop_grace = 2 * kSecond;
   o.write_timeout = config_.client_write_timeout;
+  o.context_per_thread = config_.upstream_threads == 0;
   http_ = std::make_unique<net::HttpServer>(
       o, [this](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
         Handle(std::move(req), std::move(r));
       });
   net::AsyncHttpClientOptions uo{.threads = std::max(1, config_.upstream_threads)};
-  // upstream_threads 0: the upstream calls run on the (single) HTTP thread itself, so a chunk
-  // goes from the engine's socket to the client's without changing threads.
-  if (config_.upstream_threads == 0) uo.shared_io_context = &http_->io_context();
+  // upstream_threads 0: each upstream call runs on the HTTP thread of its client's connection
+  // (one io_context per thread), so a chunk goes from the engine's socket to the client's
+  // without changing threads.
+  if (config_.upstream_threads == 0) {
+    for (int i = 0; i < http_->io_contexts(); ++i) uo.shared_io_contexts.push_back(&http_->io_context(i));
+  }
   upstream_ = std::make_unique<net::AsyncHttpClient>(uo);
   // KV events: one subscriber thread for every backend that publishes them.
   net::KvEventSubscriberOptions so;

@@ -288,10 +288,14 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
 
 AsyncHttpClient::AsyncHttpClient(AsyncHttpClientOptions options)
     : impl_(std::make_unique<Impl>(options)) {
-  if (options.shared_io_context != nullptr) {
-    auto w = std::make_unique<Impl::Worker>();
-    w->ioc = options.shared_io_context;
-    impl_->workers.push_back(std::move(w));
+  std::vector<asio::io_context*> shared = options.shared_io_contexts;
+  if (options.shared_io_context != nullptr) shared.push_back(options.shared_io_context);
+  if (!shared.empty()) {
+    for (asio::io_context* c : shared) {
+      auto w = std::make_unique<Impl::Worker>();
+      w->ioc = c;
+      impl_->workers.push_back(std::move(w));
+    }
     return;
   }
   const int n = std::max(1, options.threads);
@@ -335,9 +339,20 @@ AsyncHttpClient::~AsyncHttpClient() {
 }
 
 std::shared_ptr<Call> AsyncHttpClient::Start(CallRequest request, CallCallbacks callbacks) {
-  Impl::Worker* w =
-      impl_->workers[impl_->next.fetch_add(1, std::memory_order_relaxed) % impl_->workers.size()]
-          .get();
+  Impl::Worker* w = nullptr;
+  // On a thread that runs one of the workers' contexts, stay there: no hand-off.
+  if (impl_->workers.size() > 1) {
+    for (auto& candidate : impl_->workers) {
+      if (candidate->ioc->get_executor().running_in_this_thread()) {
+        w = candidate.get();
+        break;
+      }
+    }
+  }
+  if (w == nullptr) {
+    w = impl_->workers[impl_->next.fetch_add(1, std::memory_order_relaxed) % impl_->workers.size()]
+            .get();
+  }
   impl_->calls++;
   auto call = std::make_shared<CallImpl>(impl_.get(), w, std::move(request), std::move(callbacks));
   asio::post(*w->ioc, [call] { call->Begin(); });

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/time.h"
@@ -78,6 +79,9 @@ struct AsyncHttpClientOptions {
   // exactly one thread (e.g. a one-thread HttpServer's), which then does both sides of a proxy
   // with no hand-off. The client must be destroyed while that thread still runs, not on it.
   boost::asio::io_context* shared_io_context = nullptr;
+  // Or several, each run by exactly one thread (an HttpServer with context_per_thread): a call
+  // started on one of those threads runs on it, others round-robin.
+  std::vector<boost::asio::io_context*> shared_io_contexts{};
   size_t max_idle_per_server = 64;  // pooled connections per server and io thread
   Nanos idle_keep = 30 * kSecond;   // pooled connections unused this long are closed
 };

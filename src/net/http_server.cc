@@ -50,9 +50,21 @@ bool IsParseError(const beast::error_code& ec) {
 class Session;
 
 struct HttpServer::Impl {
-  Impl(HttpServerOptions o, HttpHandler h) : options(std::move(o)), handler(std::move(h)) {}
+  Impl(HttpServerOptions o, HttpHandler h)
+      : options(std::move(o)), handler(std::move(h)), iocs(MakeContexts(options)) {}
   Impl(HttpServerOptions o, AsyncHttpHandler h)
-      : options(std::move(o)), async_handler(std::move(h)) {}
+      : options(std::move(o)), async_handler(std::move(h)), iocs(MakeContexts(options)) {}
+
+  static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(const HttpServerOptions& o) {
+    const int n = o.context_per_thread ? std::max(1, o.threads) : 1;
+    std::vector<std::unique_ptr<asio::io_context>> v;
+    for (int i = 0; i < n; ++i) v.push_back(std::make_unique<asio::io_context>(o.context_per_thread ? 1 : o.threads));
+    return v;
+  }
+  // The context of the next connection: round-robin when there is one per thread.
+  asio::io_context& NextContext() {
+    return *iocs[next_context.fetch_add(1, std::memory_order_relaxed) % iocs.size()];
+  }
 
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
@@ -76,9 +88,12 @@ struct HttpServer::Impl {
         clients_gone{0};
   } counters;
 
-  asio::io_context ioc;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{asio::make_strand(ioc)};
+  // One io_context run by every thread, or (context_per_thread) one per thread, each connection
+  // on one of them for its whole life.
+  std::vector<std::unique_ptr<asio::io_context>> iocs;
+  std::atomic<size_t> next_context{0};
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor acceptor{asio::make_strand(*iocs[0])};
   asio::steady_timer accept_retry{acceptor.get_executor()};
   std::vector<std::thread> threads;
   std::atomic<uint16_t> port{0};
@@ -566,7 +581,7 @@ void Responder::OnClientGone(std::function<void()> callback) {
 }
 
 void HttpServer::Impl::DoAccept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+  acceptor.async_accept(asio::make_strand(NextContext()), [this](beast::error_code ec, tcp::socket s) {
     OnAccept(ec, std::move(s));
   });
 }
@@ -638,7 +653,7 @@ absl::Status HttpServer::Start() {
   }
   const std::string where = fmt::format("{}:{}", s.options.address, s.options.port);
   beast::error_code ec;
-  tcp::resolver resolver(s.ioc);
+  tcp::resolver resolver(*s.iocs[0]);
   auto endpoints = resolver.resolve(s.options.address, std::to_string(s.options.port),
                                     tcp::resolver::passive | tcp::resolver::numeric_service, ec);
   if (ec || endpoints.empty()) {
@@ -661,10 +676,11 @@ absl::Status HttpServer::Start() {
     std::lock_guard lock(s.mu);
     s.accepting = true;
   }
-  s.work.emplace(s.ioc.get_executor());
+  for (auto& c : s.iocs) s.work.push_back(asio::make_work_guard(*c));
   asio::dispatch(s.acceptor.get_executor(), [&s] { s.DoAccept(); });
   for (int i = 0; i < s.options.threads; ++i) {
-    s.threads.emplace_back([&s] { s.ioc.run(); });
+    asio::io_context* c = s.iocs[static_cast<size_t>(i) % s.iocs.size()].get();
+    s.threads.emplace_back([c] { c->run(); });
   }
   return absl::OkStatus();
 }
@@ -692,8 +708,8 @@ void HttpServer::Stop() {
     std::unique_lock lock(s.mu);
     s.cv.wait_for(lock, Dur(s.options.stop_grace), [&s] { return s.sessions.empty(); });
   }
-  s.work.reset();
-  s.ioc.stop();
+  s.work.clear();
+  for (auto& c : s.iocs) c->stop();
   for (auto& t : s.threads) t.join();
   s.threads.clear();
   // The posted close may not have run before ioc.stop(): a listening socket left open would
@@ -704,7 +720,11 @@ void HttpServer::Stop() {
 
 uint16_t HttpServer::port() const { return impl_->port.load(); }
 
-boost::asio::io_context& HttpServer::io_context() { return impl_->ioc; }
+boost::asio::io_context& HttpServer::io_context(int i) {
+  return *impl_->iocs[static_cast<size_t>(i) % impl_->iocs.size()];
+}
+
+int HttpServer::io_contexts() const { return static_cast<int>(impl_->iocs.size()); }
 
 size_t HttpServer::connections() const {
   std::lock_guard lock(impl_->mu);

@@ -67,6 +67,9 @@ struct HttpServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0: an ephemeral port, see HttpServer::port()
   int threads = 1;
+  // One io_context per thread (each connection stays on one thread) instead of one shared by
+  // all: what a proxy wants, so that work it starts from a handler can stay on that thread.
+  bool context_per_thread = false;
   size_t max_body_bytes = size_t{1} << 20;
   size_t max_header_bytes = size_t{16} << 10;
   Nanos idle_timeout = 60 * kSecond;
@@ -116,10 +119,11 @@ class HttpServer {
   size_t connections() const;
   HttpServerStats stats() const;
 
-  // The server's io_context, for work that should run on its io threads (a proxy's upstream
-  // calls on a one-thread server: no hand-off between threads per chunk). Valid until the
-  // server is destroyed.
-  boost::asio::io_context& io_context();
+  // The server's io_contexts (one, or one per thread with context_per_thread), for work that
+  // should run on its io threads: a proxy's upstream calls on the thread of their client's
+  // connection, with no hand-off between threads per chunk. Valid until the server is destroyed.
+  boost::asio::io_context& io_context(int i = 0);
+  int io_contexts() const;
 
  private:
   friend class Session;  // http_server.cc's per-connection state
