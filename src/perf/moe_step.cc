@@ -87,7 +87,10 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
   }
   const double pairs = moe_tokens_sum * m.top_k;
   const bool ep = base_.layout().ep > 1 && m.is_moe();
-  const auto [inter_copies, intra_copies] = base_.AllToAllCopies(prefill > decode);
+  // Plain names (not a structured binding): the lambda below captures them, which Clang 14
+  // does not allow for bindings.
+  const std::pair<double, double> copies = base_.AllToAllCopies(prefill > decode);
+  const double inter_copies = copies.first, intra_copies = copies.second;
   const double latency = NanosToSeconds(cal.comm_latency);
 
   // Dispatch (1 B per value) and combine (2 B) of a fraction f of the batch in layer l: the

@@ -84,7 +84,8 @@ std::pair<double, double> StepModel::AllToAllCopies(bool dedup_per_node) const {
 
 std::pair<double, double> StepModel::DispatchCombineSeconds(double tokens_per_gpu, bool dedup_per_node) const {
   const double hidden = model_.hidden;
-  const auto [inter_copies, intra_copies] = AllToAllCopies(dedup_per_node);
+  const std::pair<double, double> copies = AllToAllCopies(dedup_per_node);  // captured below
+  const double inter_copies = copies.first, intra_copies = copies.second;
   const double nic = fabric_.nic_bytes_per_s() * cal_.comm_efficiency;
   const double nvl = gpu_.nvlink_usable_bytes_per_s();
   // Dispatch in FP8 (1 byte per value), combine in BF16 (2 bytes): DeepSeek's choice.
