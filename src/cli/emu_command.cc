@@ -1,5 +1,7 @@
 #include "cli/emu_command.h"
 
+#include "cli/stop_signals.h"
+
 #include <fmt/format.h>
 #include <pthread.h>
 
@@ -39,11 +41,7 @@ int EmuCommand::Run() {
     fmt::print(stderr, "myriad emu: --listen: {}\n", std::string(hp.status().message()));
     return 2;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals signals;  // before any thread starts
 
   emu::EmuOptions o;
   o.http.address = hp->host;
@@ -85,8 +83,7 @@ int EmuCommand::Run() {
   fmt::print("myriad emu: serving {} ({} on {} x{}) as {} on http://{}:{}\n", served_, model_,
              gpu_, tp_, role_, hp->host, (*server)->port());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.Wait();
   (*server)->Stop();
   return 0;
 }

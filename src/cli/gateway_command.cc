@@ -1,5 +1,7 @@
 #include "cli/gateway_command.h"
 
+#include "cli/stop_signals.h"
+
 #include <fmt/format.h>
 #include <pthread.h>
 
@@ -31,11 +33,7 @@ int GatewayCommand::Run() {
     }
     return 0;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals signals;  // before any thread starts
   auto gw = gateway::Gateway::Create(*config);
   if (!gw.ok()) {
     fmt::print(stderr, "myriad gateway: {}\n", std::string(gw.status().message()));
@@ -47,8 +45,7 @@ int GatewayCommand::Run() {
   }
   fmt::print(stderr, "myriad gateway: listening on {} (port {}), {} backends, policy {}\n",
              config->listen, (*gw)->port(), config->backends.size(), config->policy);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.Wait();
   (*gw)->Stop();
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "cli/kvstore_command.h"
 
+#include "cli/stop_signals.h"
+
 #include <fmt/format.h>
 
 #include <csignal>
@@ -110,13 +112,7 @@ int KvstoreCommand::RunMaster() {
                  std::string(listen.status().message()).c_str());
     return 2;
   }
-  // Blocked before any thread starts, so every thread inherits the mask and the signals are
-  // only ever taken by the sigwait below: no handler runs in a random thread mid-request.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals signals;  // before any thread starts
 
   kvstore::MasterServerOptions options;
   options.http.address = listen->host;
@@ -134,8 +130,7 @@ int KvstoreCommand::RunMaster() {
   std::printf("myriad kvstore master: listening on http://%s:%u\n", host.c_str(),
               static_cast<unsigned>(server.port()));
   std::fflush(stdout);
-  int signal = 0;
-  sigwait(&signals, &signal);
+  const int signal = signals.Wait();
   std::printf("myriad kvstore master: %s, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   server.Stop();

@@ -1,5 +1,7 @@
 #include "cli/up_command.h"
 
+#include "cli/stop_signals.h"
+
 #include <fmt/format.h>
 #include <pthread.h>
 
@@ -34,11 +36,7 @@ int UpCommand::Run() {
     fmt::print(stderr, "myriad up: --prefill and --decode go together\n");
     return 2;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals signals;  // before any thread starts
 
   struct Engine {
     std::unique_ptr<emu::EmuServer> server;
@@ -115,8 +113,7 @@ int UpCommand::Run() {
              "  curl -N http://127.0.0.1:{}/v1/completions -d '{{\"model\":\"{}\",\"prompt\":\"hello\",\"max_tokens\":8,\"stream\":true}}'\n",
              (*gw)->port(), engines.size(), policy_, (*gw)->port(), model_);
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.Wait();
   (*gw)->Stop();
   for (auto& e : engines) e.server->Stop();
   return 0;

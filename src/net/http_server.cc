@@ -229,9 +229,8 @@ class Session : public std::enable_shared_from_this<Session> {
     Close();
   }
 
-  void OnRequest() {
-    if (server_->async_handler) return OnAsyncRequest();
-    auto req = parser_->release();
+  // The parsed request as the handler sees it (the body moved out); counts it.
+  HttpRequest ToRequest(http::request<http::string_body>& req) {
     HttpRequest request;
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
@@ -241,6 +240,13 @@ class Session : public std::enable_shared_from_this<Session> {
       request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
     Count().requests++;
+    return request;
+  }
+
+  void OnRequest() {
+    if (server_->async_handler) return OnAsyncRequest();
+    auto req = parser_->release();
+    HttpRequest request = ToRequest(req);
     HttpResponse response;
     try {
       response = server_->handler(request);
@@ -260,15 +266,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnAsyncRequest() {
     auto req = parser_->release();
-    HttpRequest request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    request.body = std::move(req.body());
-    request.headers.reserve(8);
-    for (const auto& field : req) {
-      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-    }
-    Count().requests++;
+    HttpRequest request = ToRequest(req);
     stream_.expires_never();  // the read deadline is over; the handler may take its time
     keep_alive_ = req.keep_alive();
     version_ = req.version();

@@ -531,20 +531,13 @@ TEST(GatewayMetricsParseTest, ReadsVllmAndSglangGauges) {
 namespace myriad::gateway {
 namespace {
 
-// Exact routing: the engines publish vLLM KV events, the gateway indexes them, and requests
-// given as token ids go where their prefix is cached. The gateway's own provisional entries
-// expire at once here, so only the events can explain the choice.
-TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne) {
-  std::vector<std::unique_ptr<emu::EmuServer>> emus;
-  GatewayConfig c;
-  c.listen = "127.0.0.1:0";
-  c.access_log = "";
-  c.approx_ttl = 1;  // provisional entries expire at once
-  c.health_interval = 10 * kSecond;
-  c.scrape_interval = 0;
-  for (int i = 0; i < 3; ++i) {
+// `n` emulated engines publishing KV events (with replay), added to `c` as backends b0..b<n-1>.
+void StartEventEmus(int n, std::shared_ptr<const tokenizer::PromptEncoder> encoder, GatewayConfig* c,
+                    std::vector<std::unique_ptr<emu::EmuServer>>* emus) {
+  for (int i = 0; i < n; ++i) {
     emu::EmuOptions o;
     o.engine.speed = 50;
+    o.encoder = encoder;
     o.kv_events = "tcp://127.0.0.1:*";
     o.kv_replay = "tcp://127.0.0.1:*";
     auto e = emu::EmuServer::Create(o);
@@ -556,9 +549,23 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
     b.model = "emu-model";
     b.kv_events = (*e)->kv_events_endpoint();
     b.kv_replay = (*e)->kv_replay_endpoint();
-    c.backends.push_back(b);
-    emus.push_back(*std::move(e));
+    c->backends.push_back(b);
+    emus->push_back(*std::move(e));
   }
+}
+
+// Exact routing: the engines publish vLLM KV events, the gateway indexes them, and requests
+// given as token ids go where their prefix is cached. The gateway's own provisional entries
+// expire at once here, so only the events can explain the choice.
+TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;  // provisional entries expire at once
+  c.health_interval = 10 * kSecond;
+  c.scrape_interval = 0;
+  StartEventEmus(3, nullptr, &c, &emus);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
   std::mutex mu;
@@ -709,24 +716,7 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
   c.approx_ttl = 1;
   c.scrape_interval = 0;
   c.tokenizer = Qwen3Dir();
-  for (int i = 0; i < 3; ++i) {
-    emu::EmuOptions o;
-    o.engine.speed = 50;
-    o.encoder = shared;
-    o.kv_events = "tcp://127.0.0.1:*";
-    o.kv_replay = "tcp://127.0.0.1:*";
-    auto e = emu::EmuServer::Create(o);
-    ASSERT_TRUE(e.ok());
-    ASSERT_TRUE((*e)->Start().ok());
-    BackendConfig b;
-    b.name = fmt::format("b{}", i);
-    b.url = fmt::format("http://127.0.0.1:{}", (*e)->port());
-    b.model = "emu-model";
-    b.kv_events = (*e)->kv_events_endpoint();
-    b.kv_replay = (*e)->kv_replay_endpoint();
-    c.backends.push_back(b);
-    emus.push_back(*std::move(e));
-  }
+  StartEventEmus(3, shared, &c, &emus);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
   std::mutex mu;
