@@ -132,7 +132,18 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     auto d = Dur(stage_timeout);
     if (deadline_) d = std::min(d, std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        *deadline_ - Clock::now()));
-    stream_->expires_after(std::max(d, std::chrono::nanoseconds(1)));
+    d = std::max(d, std::chrono::nanoseconds(1));
+    stream_->expires_after(d);
+    armed_until_ = Clock::now() + d;
+  }
+
+  // The body's reads share one deadline, renewed once less than half of the idle timeout is
+  // left, instead of a timer operation per read (a streamed token is one small read): a stalled
+  // stream is caught after between half and all of `idle`.
+  void ExpireForBody() {
+    const auto left = armed_until_ - Clock::now();
+    const auto idle = Dur(req_.timeouts.idle);
+    if (left < idle / 2 || left > idle) Expire(req_.timeouts.idle);
   }
 
   void Connect() {
@@ -198,7 +209,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     auto& body = parser_->get().body();
     body.data = chunk_;
     body.size = sizeof(chunk_);
-    Expire(req_.timeouts.idle);
+    ExpireForBody();
     http::async_read_some(*stream_, buffer_, *parser_,
                           [self = shared_from_this()](beast::error_code ec, size_t) {
                             if (self->done_) return;
@@ -278,6 +289,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
   beast::flat_buffer buffer_;
   char chunk_[16384];
   std::optional<Clock::time_point> deadline_;
+  Clock::time_point armed_until_{};
   CallStage stage_ = CallStage::kConnect;
   bool reused_ = false;
   bool retried_ = false;

@@ -336,7 +336,8 @@ class Session : public std::enable_shared_from_this<Session> {
     head_->chunked(true);
     head_serializer_.emplace(*head_);
     writing_ = true;
-    stream_.expires_after(Dur(options().write_timeout));
+    write_deadline_ = {};
+    ArmChunkWrite();
     http::async_write_header(stream_, *head_serializer_,
                              [self = shared_from_this()](beast::error_code ec, size_t) {
                                self->writing_ = false;
@@ -384,7 +385,7 @@ class Session : public std::enable_shared_from_this<Session> {
         chunks_.push_back(std::move(merged));
       }
       writing_ = true;
-      stream_.expires_after(Dur(options().write_timeout));
+      ArmChunkWrite();
       asio::async_write(stream_, http::make_chunk(asio::buffer(chunks_.front())),
                         [self = shared_from_this()](beast::error_code ec, size_t) {
                           self->writing_ = false;
@@ -395,10 +396,7 @@ class Session : public std::enable_shared_from_this<Session> {
                         });
       return;
     }
-    if (!ending_) {
-      stream_.expires_never();  // waiting for the handler's next chunk, however long
-      return;
-    }
+    if (!ending_) return;  // waiting for the handler's next chunk, however long
     writing_ = true;
     stream_.expires_after(Dur(options().write_timeout));
     asio::async_write(stream_, http::make_chunk_last(),
@@ -411,6 +409,19 @@ class Session : public std::enable_shared_from_this<Session> {
                         self->streaming_ = false;
                         self->FinishExchange(keep);
                       });
+  }
+
+  // A stream's chunks share one write deadline, renewed once less than half of write_timeout
+  // is left, rather than a timer operation per chunk (a token's chunk is a few hundred bytes):
+  // each chunk write gets between half and all of write_timeout.
+  void ArmChunkWrite() {
+    const auto now = std::chrono::steady_clock::now();
+    const auto timeout = Dur(options().write_timeout);
+    const auto left = write_deadline_ - now;
+    if (left < timeout / 2 || left > timeout) {
+      stream_.expires_after(timeout);
+      write_deadline_ = now + timeout;
+    }
   }
 
   void StreamFailed(beast::error_code ec) {
@@ -519,6 +530,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<std::atomic<size_t>> buffered_;
   std::function<void()> gone_callback_;
   std::deque<std::string> chunks_;
+  std::chrono::steady_clock::time_point write_deadline_{};
   std::optional<http::response<http::empty_body>> head_;
   std::optional<http::response_serializer<http::empty_body>> head_serializer_;
 };
