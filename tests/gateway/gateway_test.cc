@@ -806,3 +806,63 @@ TEST(GatewaySharedThreadTest, StreamsRetriesAndCancelsOnTheConnectionsThread) {
 
 }  // namespace
 }  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+// An engine restarts on the same ports: its event sequence starts again at 0, the gateway
+// takes that for a restart and forgets everything the old process held.
+TEST(GatewayKvEventsTest, EngineRestartClearsWhatItHeld) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;
+  c.scrape_interval = 0;
+  c.health_interval = 10 * kSecond;
+  StartEventEmus(1, nullptr, &c, &emus);
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  auto send = [&](int seed) {
+    json ids = json::array();
+    for (int i = 0; i < 160; ++i) ids.push_back(7000 + seed * 1000 + i);
+    auto r = cl.Post("/v1/completions", json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump());
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+  };
+  auto wait = [&](auto pred, int rounds = 600) {
+    for (int i = 0; i < rounds && !pred(); ++i) std::this_thread::sleep_for(5ms);
+    return pred();
+  };
+  send(1);
+  send(2);
+  ASSERT_TRUE(wait([&] { return (*gw)->kv_event_stats().blocks_stored >= 20; }));
+  // The same engine comes back on the same HTTP and event ports, empty.
+  const uint16_t port = emus[0]->port();
+  const std::string events = emus[0]->kv_events_endpoint(), replay = emus[0]->kv_replay_endpoint();
+  emus[0]->Stop();
+  emus[0].reset();
+  emu::EmuOptions o;
+  o.engine.speed = 50;
+  o.http.port = port;
+  o.kv_events = events;
+  o.kv_replay = replay;
+  auto e = emu::EmuServer::Create(o);
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE((*e)->Start().ok()) << "port " << port << " or " << events << " not free again";
+  emus[0] = *std::move(e);
+  // Its batches are numbered from 0 again. The first may be lost while the subscription
+  // reconnects (PUB/SUB), as with a real engine; the next ones show the sequence went back.
+  for (int k = 0; k < 10 && (*gw)->kv_event_stats().restarts == 0; ++k) {
+    send(3 + k);
+    wait([&] { return (*gw)->kv_event_stats().restarts >= 1; }, 60);
+  }
+  EXPECT_EQ((*gw)->kv_event_stats().restarts, 1u);
+  (*gw)->Stop();
+  for (auto& x : emus) x->Stop();
+}
+
+}  // namespace
+}  // namespace myriad::gateway
