@@ -153,42 +153,17 @@ absl::Status Gateway::Start() {
     for (int i = 0; i < http_->io_contexts(); ++i) uo.shared_io_contexts.push_back(&http_->io_context(i));
   }
   upstream_ = std::make_unique<net::AsyncHttpClient>(uo);
-  // KV events: one subscriber thread for every backend that publishes them.
-  net::KvEventSubscriberOptions so;
+  // KV events: one subscriber thread for the backends configured now; backends added later
+  // (etcd, admin) get one each.
+  std::vector<std::shared_ptr<Backend>> initial;
   {
     std::lock_guard l(mu_);
-    for (const auto& b : backends_) {
-      if (b->config.kv_events.empty()) continue;
-      // vLLM's DP ranks publish on consecutive ports from the configured one; the engine's API
-      // server balances over its ranks itself, so they all count for the one backend.
-      for (int rank = 0; rank < b->config.dp_ranks; ++rank) {
-        auto events = OffsetPort(b->config.kv_events, rank);
-        auto replay = b->config.kv_replay.empty() ? std::string() : OffsetPort(b->config.kv_replay, rank).value_or("");
-        if (!events) {
-          return absl::InvalidArgumentError(fmt::format(
-              "backend '{}': kv_events '{}' needs a numeric port for dp_ranks > 1", b->config.name,
-              b->config.kv_events));
-        }
-        const auto publisher = static_cast<policy::PublisherId>(so.sources.size());
-        so.sources.push_back(net::KvEventSource{fmt::format("{}/dp{}", b->config.name, rank),
-                                                *events, replay, ""});
-        if (absl::Status st = indexer_->AddPublisher(publisher, KvPublisherHolders{{{"GPU", b->holder}}});
-            !st.ok()) {
-          return st;
-        }
-      }
-    }
+    initial = backends_;
   }
-  if (!so.sources.empty()) {
-    auto sub = net::KvEventSubscriber::Start(so, [this](const net::KvEventDelivery& d) {
-      std::lock_guard l(mu_);
-      absl::Status st =
-          indexer_->Apply(static_cast<policy::PublisherId>(d.source), d.seq, d.batch, NowNanos());
-      (void)st;  // counted in the indexer's stats
-    });
-    if (!sub.ok()) return sub.status();
-    subscriber_ = *std::move(sub);
-  }
+  auto sub = SubscribeEvents(initial);
+  if (!sub.ok()) return sub.status();
+  subscriber_ = *std::move(sub);
+  events_started_ = true;  // from now on each added backend gets its own subscriber
   if (!config_.etcd_endpoint.empty()) {
     // Registrations come and go while serving; an unreachable etcd is retried, and the static
     // backends serve meanwhile.
@@ -227,12 +202,106 @@ void Gateway::Stop() {
   health_cv_.notify_all();
   if (health_.joinable()) health_.join();
   if (subscriber_) subscriber_->Stop();
+  {
+    std::map<std::string, std::unique_ptr<net::KvEventSubscriber>> late;
+    {
+      std::lock_guard l(sub_mu_);
+      late.swap(late_subscribers_);
+    }
+    for (auto& [name, sub] : late) {
+      if (sub) sub->Stop();
+    }
+  }
   if (discovery_) discovery_->Stop();
   upstream_.reset();  // every call in flight ends (cancelled) and answers its client
   http_->Stop();
 }
 
+absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> Gateway::SubscribeEvents(
+    const std::vector<std::shared_ptr<Backend>>& backends) {
+  net::KvEventSubscriberOptions so;
+  policy::PublisherId first = 0;
+  {
+    std::lock_guard l(mu_);
+    first = next_publisher_;
+    for (const auto& b : backends) {
+      if (b->config.kv_events.empty()) continue;
+      // vLLM's DP ranks publish on consecutive ports from the configured one; the engine's API
+      // server balances over its ranks itself, so they all count for the one backend.
+      for (int rank = 0; rank < b->config.dp_ranks; ++rank) {
+        auto events = OffsetPort(b->config.kv_events, rank);
+        auto replay = b->config.kv_replay.empty() ? std::string()
+                                                  : OffsetPort(b->config.kv_replay, rank).value_or("");
+        if (!events) {
+          return absl::InvalidArgumentError(fmt::format(
+              "backend '{}': kv_events '{}' needs a numeric port for dp_ranks > 1", b->config.name,
+              b->config.kv_events));
+        }
+        const policy::PublisherId publisher = first + static_cast<policy::PublisherId>(so.sources.size());
+        so.sources.push_back(net::KvEventSource{fmt::format("{}/dp{}", b->config.name, rank),
+                                                *events, replay, ""});
+        if (absl::Status st = indexer_->AddPublisher(publisher, KvPublisherHolders{{{"GPU", b->holder}}});
+            !st.ok()) {
+          return st;
+        }
+      }
+    }
+    next_publisher_ += static_cast<policy::PublisherId>(so.sources.size());
+  }
+  if (so.sources.empty()) return std::unique_ptr<net::KvEventSubscriber>();
+  return net::KvEventSubscriber::Start(so, [this, first](const net::KvEventDelivery& d) {
+    std::lock_guard l(mu_);
+    absl::Status st = indexer_->Apply(first + static_cast<policy::PublisherId>(d.source), d.seq,
+                                      d.batch, NowNanos());
+    (void)st;  // counted in the indexer's stats
+  });
+}
+
+void Gateway::SubscribeLater(const std::string& name) {
+  if (!events_started_) return;  // Start subscribes to every backend there is then
+  std::vector<std::shared_ptr<Backend>> one;
+  {
+    std::lock_guard l(mu_);
+    for (const auto& b : backends_) {
+      if (b->config.name == name && !b->config.kv_events.empty()) one.push_back(b);
+    }
+  }
+  if (one.empty()) return;
+  auto sub = SubscribeEvents(one);
+  if (!sub.ok()) {
+    Log(json({{"event", "kv_events_subscribe_failed"}, {"backend", name},
+              {"error", std::string(sub.status().message())}})
+            .dump());
+    return;
+  }
+  std::unique_ptr<net::KvEventSubscriber> old;
+  {
+    std::lock_guard l(sub_mu_);
+    old = std::exchange(late_subscribers_[name], *std::move(sub));
+  }
+  if (old) old->Stop();  // outside the locks: its callback takes mu_
+}
+
+void Gateway::Unsubscribe(const std::string& name) {
+  std::unique_ptr<net::KvEventSubscriber> old;
+  {
+    std::lock_guard l(sub_mu_);
+    auto it = late_subscribers_.find(name);
+    if (it == late_subscribers_.end()) return;
+    old = std::move(it->second);
+    late_subscribers_.erase(it);
+  }
+  if (old) old->Stop();
+}
+
 absl::Status Gateway::AddBackend(BackendConfig config, bool from_etcd) {
+  const std::string name = config.name;
+  absl::Status st = AddBackendLocked(std::move(config), from_etcd);
+  if (st.ok()) SubscribeLater(name);
+  return st;
+}
+
+absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
   if (absl::Status st = ValidateBackend(config, fmt::format("backend '{}'", config.name)); !st.ok()) {
     return st;
   }
@@ -258,6 +327,12 @@ absl::Status Gateway::AddBackend(BackendConfig config, bool from_etcd) {
 }
 
 bool Gateway::RemoveBackend(const std::string& name, bool only_from_etcd) {
+  const bool removed = RemoveBackendLocked(name, only_from_etcd);
+  if (removed) Unsubscribe(name);
+  return removed;
+}
+
+bool Gateway::RemoveBackendLocked(const std::string& name, bool only_from_etcd) {
   std::lock_guard l(mu_);
   for (auto it = backends_.begin(); it != backends_.end(); ++it) {
     if ((*it)->config.name == name && !(*it)->removed && (!only_from_etcd || (*it)->from_etcd)) {

@@ -99,6 +99,13 @@ class Gateway {
     double estimated_ttft_s = 0;
   };
   Route Pick(Exchange& ex);
+  absl::Status AddBackendLocked(BackendConfig config, bool from_etcd);
+  bool RemoveBackendLocked(const std::string& name, bool only_from_etcd);
+  // Starts a subscriber for these backends' KV events (null when none publishes).
+  absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> SubscribeEvents(
+      const std::vector<std::shared_ptr<Backend>>& backends);
+  void SubscribeLater(const std::string& name);
+  void Unsubscribe(const std::string& name);
   bool SpendRetry();
   void Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens, bool first_byte_seen);
 
@@ -115,7 +122,11 @@ class Gateway {
   std::unique_ptr<policy::Router> router_;         // text-chunk keys (approximate)
   std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
   std::unique_ptr<KvEventIndexer> indexer_;
-  std::unique_ptr<net::KvEventSubscriber> subscriber_;
+  std::unique_ptr<net::KvEventSubscriber> subscriber_;  // backends configured at Start
+  std::mutex sub_mu_;  // guards late_subscribers_; never held with mu_ while stopping one
+  std::map<std::string, std::unique_ptr<net::KvEventSubscriber>> late_subscribers_;  // added later
+  policy::PublisherId next_publisher_ = 0;  // under mu_
+  std::atomic<bool> events_started_{false};
   std::unique_ptr<EtcdDiscovery> discovery_;
   policy::TenantPolicy tenants_;
   std::unordered_map<std::string, uint32_t> tenant_by_key_;

@@ -867,3 +867,35 @@ TEST(GatewayKvEventsTest, EngineRestartClearsWhatItHeld) {
 
 }  // namespace
 }  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+// A backend added while serving (as etcd discovery or the admin API do) is subscribed to too.
+TEST(GatewayKvEventsTest, BackendAddedLaterIsSubscribedToo) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig spare;
+  StartEventEmus(1, nullptr, &spare, &emus);
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.scrape_interval = 0;
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok());
+  ASSERT_TRUE((*gw)->Start().ok());
+  ASSERT_TRUE((*gw)->AddBackend(spare.backends[0]).ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  json ids = json::array();
+  for (int i = 0; i < 64; ++i) ids.push_back(900 + i);
+  auto r = cl.Post("/v1/completions", json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < 4; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ((*gw)->kv_event_stats().blocks_stored, 4u);
+  EXPECT_TRUE((*gw)->RemoveBackend("b0"));
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
+}
+
+}  // namespace
+}  // namespace myriad::gateway
