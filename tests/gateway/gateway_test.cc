@@ -371,6 +371,7 @@ TEST(GatewayTest, TenantQuotaAnswers429WithRetryAfterAndUnknownKeys401) {
     req.target = "/v1/completions";
     req.body = Completion("one two three four five six seven eight", 4);
     req.headers.emplace_back("Authorization", "Bearer " + key);
+    bool done = false;
     ac.Start(req, {.on_header = [&](int s, const net::Headers& x) {
                      std::lock_guard l(mu);
                      status = s;
@@ -380,10 +381,12 @@ TEST(GatewayTest, TenantQuotaAnswers429WithRetryAfterAndUnknownKeys401) {
                    .on_done = [&](absl::Status, net::CallStage) {
                      std::lock_guard l(mu);
                      if (status == 0) status = -1;
+                     done = true;
                      cv.notify_all();
                    }});
+    // Until on_done: the callbacks use this frame's variables.
     std::unique_lock l(mu);
-    cv.wait_for(l, 10s, [&] { return status != 0; });
+    cv.wait(l, [&] { return done; });
     return std::make_pair(status, hd);
   };
   EXPECT_EQ(send("key-bad").first, 401);
@@ -453,15 +456,26 @@ TEST(GatewayTest, AdminDrainAndUndrainNeedTheToken) {
     req.method = method;
     req.target = target;
     if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
-    ac.Start(req, {.on_header = [&](int s, const net::Headers&) { status = s; },
-                   .on_data = [&](std::string_view d) { body.append(d); },
+    bool done = false;
+    ac.Start(req, {.on_header =
+                       [&](int s, const net::Headers&) {
+                         std::lock_guard l(mu);
+                         status = s;
+                       },
+                   .on_data =
+                       [&](std::string_view d) {
+                         std::lock_guard l(mu);
+                         body.append(d);
+                       },
                    .on_done = [&](absl::Status, net::CallStage) {
                      std::lock_guard l(mu);
                      if (status == 0) status = -1;
+                     done = true;
                      cv.notify_all();
                    }});
+    // Until on_done: the callbacks use this frame's variables.
     std::unique_lock l(mu);
-    cv.wait_for(l, 10s, [&] { return status != 0; });
+    cv.wait(l, [&] { return done; });
     return std::make_pair(status, body);
   };
   EXPECT_EQ(admin("GET", "/admin/backends", "").first, 401);
