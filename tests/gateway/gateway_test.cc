@@ -107,6 +107,40 @@ std::string Words(int n, int seed) {
   return s;
 }
 
+// One call through the async client (which can send any header), waited for to its end.
+struct CallResult {
+  int status = 0;  // -1: no response
+  net::Headers headers;
+  std::string body;
+};
+CallResult CallAndWait(net::AsyncHttpClient& client, const net::CallRequest& req) {
+  std::mutex mu;
+  std::condition_variable cv;
+  CallResult out;
+  bool done = false;
+  client.Start(req, {.on_header =
+                         [&](int s, const net::Headers& h) {
+                           std::lock_guard l(mu);
+                           out.status = s;
+                           out.headers = h;
+                         },
+                     .on_data =
+                         [&](std::string_view d) {
+                           std::lock_guard l(mu);
+                           out.body.append(d);
+                         },
+                     .on_done = [&](absl::Status, net::CallStage) {
+                       std::lock_guard l(mu);
+                       if (out.status == 0) out.status = -1;
+                       done = true;
+                       cv.notify_all();
+                     }});
+  // Until on_done: the callbacks use this frame's variables.
+  std::unique_lock l(mu);
+  cv.wait(l, [&] { return done; });
+  return out;
+}
+
 TEST(GatewayTest, ProxiesCompletionsAndChatAndListsModels) {
   Harness h(2);
   auto c = h.Client();
@@ -362,32 +396,13 @@ TEST(GatewayTest, TenantQuotaAnswers429WithRetryAfterAndUnknownKeys401) {
   // async client.
   net::AsyncHttpClient ac;
   auto send = [&](const std::string& key) {
-    std::mutex mu;
-    std::condition_variable cv;
-    int status = 0;
-    net::Headers hd;
     net::CallRequest req;
     req.server = net::HostPort{"127.0.0.1", h.gw->port()};
     req.target = "/v1/completions";
     req.body = Completion("one two three four five six seven eight", 4);
     req.headers.emplace_back("Authorization", "Bearer " + key);
-    bool done = false;
-    ac.Start(req, {.on_header = [&](int s, const net::Headers& x) {
-                     std::lock_guard l(mu);
-                     status = s;
-                     hd = x;
-                   },
-                   .on_data = nullptr,
-                   .on_done = [&](absl::Status, net::CallStage) {
-                     std::lock_guard l(mu);
-                     if (status == 0) status = -1;
-                     done = true;
-                     cv.notify_all();
-                   }});
-    // Until on_done: the callbacks use this frame's variables.
-    std::unique_lock l(mu);
-    cv.wait(l, [&] { return done; });
-    return std::make_pair(status, hd);
+    CallResult r = CallAndWait(ac, req);
+    return std::make_pair(r.status, r.headers);
   };
   EXPECT_EQ(send("key-bad").first, 401);
   int ok = 0, limited = 0;
@@ -447,36 +462,13 @@ TEST(GatewayTest, AdminDrainAndUndrainNeedTheToken) {
   Harness h(2, c);
   net::AsyncHttpClient ac;
   auto admin = [&](std::string method, std::string target, std::string token) {
-    std::mutex mu;
-    std::condition_variable cv;
-    int status = 0;
-    std::string body;
     net::CallRequest req;
     req.server = net::HostPort{"127.0.0.1", h.gw->port()};
     req.method = method;
     req.target = target;
     if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
-    bool done = false;
-    ac.Start(req, {.on_header =
-                       [&](int s, const net::Headers&) {
-                         std::lock_guard l(mu);
-                         status = s;
-                       },
-                   .on_data =
-                       [&](std::string_view d) {
-                         std::lock_guard l(mu);
-                         body.append(d);
-                       },
-                   .on_done = [&](absl::Status, net::CallStage) {
-                     std::lock_guard l(mu);
-                     if (status == 0) status = -1;
-                     done = true;
-                     cv.notify_all();
-                   }});
-    // Until on_done: the callbacks use this frame's variables.
-    std::unique_lock l(mu);
-    cv.wait(l, [&] { return done; });
-    return std::make_pair(status, body);
+    CallResult r = CallAndWait(ac, req);
+    return std::make_pair(r.status, r.body);
   };
   EXPECT_EQ(admin("GET", "/admin/backends", "").first, 401);
   EXPECT_EQ(admin("GET", "/admin/backends", "wrong").first, 401);
@@ -539,11 +531,6 @@ TEST(GatewayMetricsParseTest, ReadsVllmAndSglangGauges) {
   EXPECT_EQ(l.kv_usage, 0.5);
 }
 
-}  // namespace
-}  // namespace myriad::gateway
-
-namespace myriad::gateway {
-namespace {
 
 // `n` emulated engines publishing KV events (with replay), added to `c` as backends b0..b<n-1>.
 void StartEventEmus(int n, std::shared_ptr<const tokenizer::PromptEncoder> encoder, GatewayConfig* c,
@@ -568,6 +555,29 @@ void StartEventEmus(int n, std::shared_ptr<const tokenizer::PromptEncoder> encod
   }
 }
 
+// The gateway's access-log lines, collected; Line(n) waits for the nth (1-based): it is
+// written just after the answer's last byte, so it can trail the client's read.
+struct LogLines {
+  std::mutex mu;
+  std::vector<json> lines;
+  void Attach(Gateway& g) {
+    g.set_access_log([this](const std::string& line) {
+      std::lock_guard l(mu);
+      lines.push_back(json::parse(line));
+    });
+  }
+  json Line(size_t n) {
+    for (int i = 0; i < 400; ++i) {
+      {
+        std::lock_guard l(mu);
+        if (lines.size() >= n) return lines[n - 1];
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return json();
+  }
+};
+
 // Exact routing: the engines publish vLLM KV events, the gateway indexes them, and requests
 // given as token ids go where their prefix is cached. The gateway's own provisional entries
 // expire at once here, so only the events can explain the choice.
@@ -582,27 +592,12 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
   StartEventEmus(3, nullptr, &c, &emus);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
-  std::mutex mu;
-  std::vector<json> log;
-  (*gw)->set_access_log([&](const std::string& line) {
-    std::lock_guard l(mu);
-    log.push_back(json::parse(line));
-  });
+  LogLines log;
+  log.Attach(**gw);
   ASSERT_TRUE((*gw)->Start().ok());
   net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
   size_t sent = 0;
-  // The log line is written just after the answer's last byte: wait for the one of the last
-  // request.
-  auto last_decision = [&] {
-    for (int i = 0; i < 400; ++i) {
-      {
-        std::lock_guard l(mu);
-        if (log.size() >= sent) return log[sent - 1]["decision"].get<std::string>();
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    return std::string("no log line");
-  };
+  auto last_decision = [&] { return log.Line(sent).value("decision", std::string("no log line")); };
   auto request = [&](int prefix_seed, int suffix) {
     json ids = json::array();
     for (int i = 0; i < 320; ++i) ids.push_back(1000 + prefix_seed * 1000 + i);
@@ -642,11 +637,6 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
   for (auto& e : emus) e->Stop();
 }
 
-}  // namespace
-}  // namespace myriad::gateway
-
-namespace myriad::gateway {
-namespace {
 
 // A client that asks for a long stream and never reads it is dropped once its backlog passes
 // the limit, and its engine request is aborted: it holds neither memory nor a batch slot.
@@ -699,11 +689,6 @@ TEST(GatewaySlowClientTest, ReaderThatNeverReadsIsDroppedAndItsUpstreamCancelled
   (*e)->Stop();
 }
 
-}  // namespace
-}  // namespace myriad::gateway
-
-namespace myriad::gateway {
-namespace {
 
 std::string Qwen3Dir() {
   const char* env = std::getenv("MYRIAD_TESTDATA");
@@ -733,12 +718,8 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
   StartEventEmus(3, shared, &c, &emus);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
-  std::mutex mu;
-  std::vector<json> log;
-  (*gw)->set_access_log([&](const std::string& line) {
-    std::lock_guard l(mu);
-    log.push_back(json::parse(line));
-  });
+  LogLines log;
+  log.Attach(**gw);
   ASSERT_TRUE((*gw)->Start().ok());
   net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
   std::string system = "You are a careful assistant for cluster operators. ";
@@ -752,14 +733,7 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
     sent++;
     EXPECT_TRUE(r.ok());
     EXPECT_EQ(r->status, 200) << r->body;
-    for (int i = 0; i < 400; ++i) {
-      {
-        std::lock_guard l(mu);
-        if (log.size() >= sent) return log[sent - 1];
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    return json();
+    return log.Line(sent);
   };
   json first = ask("How many GPUs?");
   // The engine saw the same ids: its prompt-token count equals the gateway's.
@@ -777,11 +751,6 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
   for (auto& e : emus) e->Stop();
 }
 
-}  // namespace
-}  // namespace myriad::gateway
-
-namespace myriad::gateway {
-namespace {
 
 // upstream_threads: 0: each upstream call runs on the HTTP thread of its client's connection.
 // The same behaviour as with separate threads: streaming, retry on another backend, cancel.
@@ -818,11 +787,6 @@ TEST(GatewaySharedThreadTest, StreamsRetriesAndCancelsOnTheConnectionsThread) {
   EXPECT_EQ(h.emus[1]->engine().stats().finished_abort, 1u);
 }
 
-}  // namespace
-}  // namespace myriad::gateway
-
-namespace myriad::gateway {
-namespace {
 
 // An engine restarts on the same ports: its event sequence starts again at 0, the gateway
 // takes that for a restart and forgets everything the old process held.
@@ -879,11 +843,6 @@ TEST(GatewayKvEventsTest, EngineRestartClearsWhatItHeld) {
   for (auto& x : emus) x->Stop();
 }
 
-}  // namespace
-}  // namespace myriad::gateway
-
-namespace myriad::gateway {
-namespace {
 
 // A backend added while serving (as etcd discovery or the admin API do) is subscribed to too.
 TEST(GatewayKvEventsTest, BackendAddedLaterIsSubscribedToo) {
