@@ -59,6 +59,9 @@ std::string TraceContext::Header(uint64_t span_entropy) const {
 void Exchange::Dispatch() {
   std::lock_guard l(mu);
   if (cancelled || finished) return;
+  if (gw->shutting_down_) {
+    return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
+  }
   Gateway::Route route = gw->Pick(*this);
   if (route.rejected) {
     {
@@ -116,6 +119,10 @@ void Exchange::Dispatch() {
 }
 
 void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {
+  if (gw->shutting_down_) {
+    gw->Finished(b, true, queued, false);  // give back the load Pick or AfterPrefill charged
+    return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
+  }
   backend = b;
   tried.push_back(b->config.name);
   net::CallRequest c;

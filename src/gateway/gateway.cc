@@ -195,6 +195,9 @@ absl::Status Gateway::Start() {
 
 void Gateway::Stop() {
   if (!started_.exchange(false)) return;
+  // Requests whose upstream call ends from here on (cancelled below) are answered 503, not
+  // retried on a client that is going away.
+  shutting_down_ = true;
   {
     std::lock_guard l(health_mu_);
     stopping_ = true;

@@ -149,6 +149,7 @@ class Gateway {
   std::condition_variable health_cv_;
   bool stopping_ = false;
   std::atomic<bool> started_{false};
+  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace myriad::gateway

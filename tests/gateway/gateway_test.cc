@@ -872,3 +872,43 @@ TEST(GatewayKvEventsTest, BackendAddedLaterIsSubscribedToo) {
 
 }  // namespace
 }  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+// Stopping the gateway with requests in flight (one stuck on a hung engine, its retry budget
+// intact) answers or closes them; nothing is retried onto the client being torn down.
+TEST(GatewayStopTest, StopWithRequestsInFlightIsClean) {
+  GatewayConfig c;
+  c.first_byte_timeout = 30 * kSecond;
+  Harness h(2, c);
+  for (auto& e : h.emus) {
+    net::HttpClient ec(net::HostPort{"127.0.0.1", e->port()});
+    ASSERT_EQ(ec.Post("/admin/fault", R"({"kind":"hang"})")->status, 200);
+  }
+  net::AsyncHttpClient ac;
+  std::vector<std::thread> clients;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      net::CallRequest req;
+      req.server = net::HostPort{"127.0.0.1", h.gw->port()};
+      req.target = "/v1/completions";
+      req.body = Completion(fmt::format("stuck {}", i), 4, i % 2 == 0);
+      CallResult r = CallAndWait(ac, req);
+      if (r.status == 503 || r.status == -1) answered++;
+    });
+  }
+  for (int i = 0; i < 200 && h.gw->stats().requests < 4; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(h.gw->stats().requests, 4u);
+  h.gw->Stop();
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(answered.load(), 4);
+  for (auto& e : h.emus) {
+    net::HttpClient ec(net::HostPort{"127.0.0.1", e->port()});
+    (void)ec.Post("/admin/fault", R"({"kind":"none"})");
+  }
+}
+
+}  // namespace
+}  // namespace myriad::gateway
