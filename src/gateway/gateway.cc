@@ -204,6 +204,9 @@ void Gateway::Stop() {
   }
   health_cv_.notify_all();
   if (health_.joinable()) health_.join();
+  // Discovery first: a registration arriving later would start a subscriber after the others
+  // were stopped.
+  if (discovery_) discovery_->Stop();
   if (subscriber_) subscriber_->Stop();
   {
     std::map<std::string, std::unique_ptr<net::KvEventSubscriber>> late;
@@ -215,7 +218,6 @@ void Gateway::Stop() {
       if (sub) sub->Stop();
     }
   }
-  if (discovery_) discovery_->Stop();
   upstream_.reset();  // every call in flight ends (cancelled) and answers its client
   http_->Stop();
 }
