@@ -243,8 +243,6 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
   if (completions || chat) {
     if (req.method != "POST") return r->Respond(net::JsonError(405, "MethodNotAllowed", "use POST"));
     if (fault.kind == Fault::Kind::kError) {
-      std::lock_guard l(mu_);
-      errors_injected_++;
       return r->Respond(net::JsonError(fault.status, "InternalServerError", "injected fault"));
     }
     return Generate(req, chat, std::move(r));

@@ -99,7 +99,6 @@ class EmuServer {
   std::vector<std::shared_ptr<net::HttpResponder>> parked_;  // hung /health and requests
   std::unordered_map<uint64_t, std::shared_ptr<Live>> live_;
   net::HistogramCounts ttft_, itl_, e2e_, queue_;
-  uint64_t errors_injected_ = 0;
 };
 
 }  // namespace myriad::emu

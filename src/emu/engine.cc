@@ -311,7 +311,6 @@ void Engine::Loop() {
         for (size_t i = static_cast<size_t>(r->held_cached); i < r->hashes.size(); ++i) {
           auto [it, fresh] = cache_.try_emplace(r->hashes[i]);
           if (!fresh && it->second.refs == 0) lru_.erase(it->second.lru);
-          it->second.hash = r->hashes[i];
           it->second.refs++;
           r->private_blocks--;
           used_blocks_--;

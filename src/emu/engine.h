@@ -97,7 +97,6 @@ class Engine {
  private:
   struct Req;
   struct Block {
-    uint64_t hash = 0;
     int refs = 0;
     std::list<uint64_t>::iterator lru;  // valid when refs == 0
   };

@@ -34,7 +34,6 @@ struct Backend {
   int64_t queued_prefill_tokens = 0;
 
   // From the engine's /metrics (vllm:num_requests_running, _waiting, kv_cache_usage_perc).
-  bool scraped = false;
   double running = 0, waiting = 0, kv_usage = 0;
 
   uint64_t requests = 0, failures = 0;

@@ -120,7 +120,7 @@ void Exchange::Dispatch() {
 
 void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {
   if (gw->shutting_down_) {
-    gw->Finished(b, true, queued, false);  // give back the load Pick or AfterPrefill charged
+    gw->Finished(b, true, queued);  // give back the load Pick or AfterPrefill charged
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
   backend = b;
@@ -142,7 +142,7 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
   cb.on_header = [self, prefill_phase](int status, const net::Headers& h) {
     self->OnHeader(status, h, prefill_phase);
   };
-  cb.on_data = [self, prefill_phase](std::string_view d) { self->OnData(d, prefill_phase); };
+  cb.on_data = [self](std::string_view d) { self->OnData(d); };
   cb.on_done = [self, prefill_phase](absl::Status st, net::CallStage stage) {
     self->OnDone(std::move(st), stage, prefill_phase);
   };
@@ -169,14 +169,13 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
   status_sent = status;
 }
 
-void Exchange::OnData(std::string_view data, bool prefill_phase) {
+void Exchange::OnData(std::string_view data) {
   std::lock_guard l(mu);
   if (finished) return;
   if (!header_sent) {
     if (held.size() < (size_t{1} << 20)) held.append(data);
     return;
   }
-  (void)prefill_phase;
   if (r->buffered_bytes() + data.size() > gw->config_.max_client_backlog_bytes) {
     // The client does not keep up: drop it rather than buffer without bound.
     {
@@ -199,11 +198,11 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   std::shared_ptr<Backend> b = backend;
   const bool call_ok = st.ok() && !Retryable(upstream_status);
   if (cancelled) {
-    gw->Finished(b, true, queued, first_byte);
+    gw->Finished(b, true, queued);
     status_sent = 499;  // nginx's "client closed request"
     return Finish(499);
   }
-  gw->Finished(b, call_ok, queued, first_byte);
+  gw->Finished(b, call_ok, queued);
   if (call_ok && prefill_phase) {
     if (upstream_status == 200) {
       l.unlock();
@@ -293,7 +292,7 @@ void Exchange::Finish(int status) {
   const auto now = Clock::now();
   {
     std::lock_guard g(gw->mu_);
-    gw->responses_[{route_name, status}]++;
+    gw->responses_[{req.chat, status}]++;
     if (status == 499) gw->stats_.client_cancels++;
     if (status < 400) {
       if (first_byte) gw->ttft_.Observe(std::chrono::duration<double>(first - start).count());
@@ -306,7 +305,7 @@ void Exchange::Finish(int status) {
     return;
   }
   json line = {{"trace_id", trace.trace_id},
-               {"route", route_name},
+               {"route", RouteName(req.chat)},
                {"model", req.model},
                {"tenant", tenant_name},
                {"stream", req.stream},

@@ -34,7 +34,6 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   std::shared_ptr<net::HttpResponder> r;
   GenerateRequest req;
   std::string raw_body;  // the client's body, as sent
-  std::string route_name;  // "completions" or "chat.completions"
   uint32_t tenant = 0;
   std::string tenant_name;
   std::vector<BlockKey> keys;
@@ -70,7 +69,7 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
  private:
   void StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase);
   void OnHeader(int status, const net::Headers& headers, bool prefill_phase);
-  void OnData(std::string_view data, bool prefill_phase);
+  void OnData(std::string_view data);
   void OnDone(absl::Status st, net::CallStage stage, bool prefill_phase);
   void AfterPrefill(std::shared_ptr<Backend> prefill);
   // Answers with an error unless the answer has started; logs. Caller holds mu.

@@ -400,12 +400,10 @@ bool Gateway::SpendRetry() {
   return true;
 }
 
-void Gateway::Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens,
-                       bool first_byte_seen) {
+void Gateway::Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens) {
   if (!b) return;
   std::lock_guard l(mu_);
   b->inflight = std::max<int64_t>(0, b->inflight - 1);
-  (void)first_byte_seen;
   b->queued_prefill_tokens = std::max<int64_t>(0, b->queued_prefill_tokens - queued_tokens);
   if (RecordOutcome(*b, ok, config_.eject_after_errors)) stats_.ejections++;
   if (!ok) stats_.upstream_failures++;
@@ -460,17 +458,19 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
     return out;
   }
   out.entry = entries[static_cast<size_t>(d.entry)];
+  // Without a decode pick (the router skipped disaggregation) a prefill engine serves it whole.
   if (d.decode >= 0 && out.entry->config.role == BackendRole::kPrefill) {
     out.decode = decodes[static_cast<size_t>(d.decode)];
-  } else if (out.entry->config.role == BackendRole::kPrefill && !decodes.empty()) {
-    // The router chose to skip disaggregation: the prefill engine serves it whole.
   }
   out.cached_tokens = d.expected_cached_tokens;
-  out.reason = fmt::format("{}: {} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
-                           policy::FormatPolicyName(router_->options(), config_.fairness),
-                           out.entry->config.name, d.expected_cached_tokens, ex.input_tokens,
-                           d.estimated_ttft_s, out.decode ? ", decode on " + out.decode->config.name : "",
-                           d.hot_spot ? ", hot prefix spread" : "");
+  if (LogEnabled()) {  // the reason is for the access log only: not formatted when it is off
+    out.reason = fmt::format("{}: {} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
+                             policy::FormatPolicyName(router_->options(), config_.fairness),
+                             out.entry->config.name, d.expected_cached_tokens, ex.input_tokens,
+                             d.estimated_ttft_s,
+                             out.decode ? ", decode on " + out.decode->config.name : "",
+                             d.hot_spot ? ", hot prefix spread" : "");
+  }
   // The gateway's own prediction, until (or instead of) the engine's events.
   if (!ex.keys.empty()) {
     index_.AddProvisional(out.entry->holder, 0, ex.keys, rr.now);
@@ -506,7 +506,6 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   auto ex = std::make_shared<Exchange>();
   ex->gw = this;
   ex->r = r;
-  ex->route_name = chat ? "chat.completions" : "completions";
   uint64_t entropy;
   {
     std::lock_guard l(mu_);
@@ -579,7 +578,7 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
                                                    load_signal_, NowNanos());
     if (!reject.empty()) {
       stats_.rejected++;
-      responses_[{ex->route_name, 429}]++;
+      responses_[{chat, 429}]++;
       net::HttpResponse resp = net::JsonError(
           429, "rate_limit_exceeded", fmt::format("tenant '{}': {}", ex->tenant_name, reject));
       resp.headers.emplace_back("Retry-After", "1");
@@ -671,7 +670,8 @@ net::HttpResponse Gateway::Metrics() const {
   w.Family("myriad_gateway_responses", "Responses by route and HTTP status.", net::MetricType::kCounter);
   for (const auto& [k, v] : responses_) {
     const std::string code = std::to_string(k.second);
-    w.Sample("myriad_gateway_responses_total", {{"route", k.first}, {"code", code}}, v);
+    w.Sample("myriad_gateway_responses_total",
+             {{"route", RouteName(k.first)}, {"code", code}}, v);
   }
   w.Counter("myriad_gateway_retries_total", "Upstream attempts after the first.", stats_.retries);
   w.Counter("myriad_gateway_rejections_total", "Requests refused by tenant policy, SLO or lack of backends.",
@@ -721,7 +721,6 @@ void Gateway::CheckHealthNow() {
       std::lock_guard l(mu_);
       change = RecordHealth(*b, ok, config_);
       if (load.any) {
-        b->scraped = true;
         b->running = load.running;
         b->waiting = load.waiting;
         b->kv_usage = load.kv_usage;

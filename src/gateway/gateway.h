@@ -107,7 +107,7 @@ class Gateway {
   void SubscribeLater(const std::string& name);
   void Unsubscribe(const std::string& name);
   bool SpendRetry();
-  void Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens, bool first_byte_seen);
+  void Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens);
 
   GatewayConfig config_;
   std::unique_ptr<net::HttpServer> http_;
@@ -137,7 +137,7 @@ class Gateway {
   double retry_tokens_ = 10;
   double load_signal_ = 0;  // smoothed estimated TTFT / SLO: the tenant policy's contention input
   GatewayStats stats_;
-  std::map<std::pair<std::string, int>, uint64_t> responses_;  // (route, status) -> count
+  std::map<std::pair<bool, int>, uint64_t> responses_;  // (chat route, status) -> count
   net::HistogramCounts ttft_, e2e_;
 
   std::function<void(const std::string&)> log_;

@@ -23,6 +23,9 @@ struct GenerateRequest {
   std::vector<uint32_t> token_ids;  // when the client sent token ids
 };
 
+// The route's name in metrics and logs.
+inline std::string_view RouteName(bool chat) { return chat ? "chat.completions" : "completions"; }
+
 struct RequestError {
   int status = 400;
   std::string message;

@@ -77,8 +77,8 @@ void PrometheusWriter::Family(std::string_view name, std::string_view help, Metr
   }
 }
 
-void PrometheusWriter::Labels(std::initializer_list<Label> labels) {
-  if (labels.size() == 0) return;
+void PrometheusWriter::Labels(std::span<const Label> labels) {
+  if (labels.empty()) return;
   out_ += '{';
   bool first = true;
   for (const auto& [k, v] : labels) {
@@ -95,7 +95,7 @@ void PrometheusWriter::Labels(std::initializer_list<Label> labels) {
 void PrometheusWriter::Sample(std::string_view name, std::initializer_list<Label> labels,
                               double value) {
   Name(name, false);
-  Labels(labels);
+  Labels({labels.begin(), labels.size()});
   out_ += ' ';
   out_ += FormatValue(value);
   out_ += '\n';
@@ -105,14 +105,14 @@ void PrometheusWriter::Sample(std::string_view name, std::initializer_list<Label
                               uint64_t value) {
   // Exact integers: a double would round counters above 2^53.
   Name(name, false);
-  Labels(labels);
+  Labels({labels.begin(), labels.size()});
   fmt::format_to(std::back_inserter(out_), " {}\n", value);
 }
 
 void PrometheusWriter::Sample(std::string_view name, std::initializer_list<Label> labels,
                               int64_t value) {
   Name(name, false);
-  Labels(labels);
+  Labels({labels.begin(), labels.size()});
   fmt::format_to(std::back_inserter(out_), " {}\n", value);
 }
 
@@ -132,21 +132,15 @@ void PrometheusWriter::Histogram(std::string_view name, std::string_view help,
   Family(name, help, MetricType::kHistogram);
   const std::string bucket = std::string(name) + "_bucket";
   uint64_t cumulative = 0;
+  std::vector<Label> all(labels);
+  all.emplace_back("le", "");
   for (size_t i = 0; i <= h.bounds.size(); ++i) {
     cumulative += i < h.counts.size() ? h.counts[i] : 0;
     const std::string le = i < h.bounds.size() ? FormatValue(h.bounds[i]) : "+Inf";
-    std::vector<Label> all(labels);
-    all.emplace_back("le", le);
-    out_ += bucket;
-    out_ += '{';
-    for (size_t j = 0; j < all.size(); ++j) {
-      if (j > 0) out_ += ',';
-      out_ += all[j].first;
-      out_ += "=\"";
-      out_ += EscapeLabelValue(all[j].second);
-      out_ += '"';
-    }
-    out_ += "} ";
+    all.back().second = le;
+    Name(bucket, false);
+    Labels(all);
+    out_ += ' ';
     out_ += std::to_string(cumulative);
     out_ += '\n';
   }

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -61,7 +62,7 @@ class PrometheusWriter {
 
  private:
   void Name(std::string_view name, bool label);
-  void Labels(std::initializer_list<Label> labels);
+  void Labels(std::span<const Label> labels);
 
   std::string out_;
 };
