@@ -10,6 +10,7 @@
 
 #include "gateway/config.h"
 #include "net/http.h"
+#include "net/http_client.h"
 #include "policy/load_balancer.h"
 #include "policy/prefix_index.h"
 
@@ -37,6 +38,9 @@ struct Backend {
   double running = 0, waiting = 0, kv_usage = 0;
 
   uint64_t requests = 0, failures = 0;
+
+  // The health checker's kept-alive connection (its thread only: under the round's lock).
+  std::unique_ptr<net::HttpClient> health_client;
 
   bool available() const { return healthy && !ejected && !draining && !removed; }
   policy::UnitLoad Load() const;

@@ -702,13 +702,19 @@ net::HttpResponse Gateway::Metrics() const {
 }
 
 void Gateway::CheckHealthNow() {
+  // One round at a time: the rounds share each backend's kept-alive health connection.
+  std::lock_guard round(health_round_mu_);
   std::vector<std::shared_ptr<Backend>> list;
   {
     std::lock_guard l(mu_);
     list = backends_;
   }
   for (auto& b : list) {
-    net::HttpClient client(b->address, net::HttpClientOptions{.timeout = config_.health_timeout});
+    if (!b->health_client) {
+      b->health_client = std::make_unique<net::HttpClient>(
+          b->address, net::HttpClientOptions{.timeout = config_.health_timeout});
+    }
+    net::HttpClient& client = *b->health_client;
     auto health = client.Get("/health");
     const bool ok = health.ok() && health->status == 200;
     ScrapedLoad load;

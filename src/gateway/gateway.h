@@ -145,6 +145,7 @@ class Gateway {
   std::FILE* log_file_ = nullptr;
 
   std::thread health_;
+  std::mutex health_round_mu_;  // serializes CheckHealthNow (the loop's and callers')
   std::mutex health_mu_;
   std::condition_variable health_cv_;
   bool stopping_ = false;
