@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 namespace myriad::policy {
 
 absl::StatusOr<ElasticVerdict> CheckElasticEp(const EplbPlacement& placement, std::span<const int> failed_gpus) {
@@ -38,6 +42,101 @@ absl::StatusOr<ElasticVerdict> CheckElasticEp(const EplbPlacement& placement, st
   }
   v.survives = v.orphaned.empty() && v.live_gpus > 0;
   return v;
+}
+
+namespace {
+
+// log2phy and logcnt from phy2log, copies in physical order.
+void RebuildLog2Phy(EplbPlacement* p) {
+  const auto layers = static_cast<size_t>(p->layers), logical = static_cast<size_t>(p->logical_experts);
+  const auto physical = static_cast<size_t>(p->physical_experts);
+  p->logcnt.assign(layers * logical, 0);
+  for (size_t l = 0; l < layers; ++l) {
+    for (size_t q = 0; q < physical; ++q) {
+      const int32_t e = p->phy2log[l * physical + q];
+      if (e >= 0) ++p->logcnt[l * logical + static_cast<size_t>(e)];
+    }
+  }
+  p->max_replicas = p->logcnt.empty() ? 0 : *std::max_element(p->logcnt.begin(), p->logcnt.end());
+  const auto maxr = static_cast<size_t>(p->max_replicas);
+  p->log2phy.assign(layers * logical * maxr, -1);
+  std::vector<size_t> next(logical);
+  for (size_t l = 0; l < layers; ++l) {
+    std::fill(next.begin(), next.end(), 0);
+    for (size_t q = 0; q < physical; ++q) {
+      const int32_t e = p->phy2log[l * physical + q];
+      if (e < 0) continue;
+      p->log2phy[(l * logical + static_cast<size_t>(e)) * maxr + next[static_cast<size_t>(e)]++] =
+          static_cast<int32_t>(q);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<int> SpreadReplicas(std::span<const double> weight, int gpus_per_domain,
+                                   EplbPlacement* placement) {
+  EplbPlacement& p = *placement;
+  const int per_gpu = p.experts_per_gpu();
+  if (p.num_gpus < 1 || per_gpu < 1 || p.physical_experts != per_gpu * p.num_gpus ||
+      p.phy2log.size() != static_cast<size_t>(p.layers) * static_cast<size_t>(p.physical_experts)) {
+    return absl::InvalidArgumentError("spread replicas: the placement is empty or inconsistent");
+  }
+  if (gpus_per_domain < 1 || p.num_gpus % gpus_per_domain != 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "spread replicas: gpus_per_domain {} must be positive and divide the {} GPUs", gpus_per_domain, p.num_gpus));
+  }
+  const auto logical = static_cast<size_t>(p.logical_experts);
+  if (weight.size() != static_cast<size_t>(p.layers) * logical) {
+    return absl::InvalidArgumentError(fmt::format("spread replicas: {} loads for {} layers x {} experts",
+                                                  weight.size(), p.layers, p.logical_experts));
+  }
+  const int domains = p.num_gpus / gpus_per_domain;
+  const auto physical = static_cast<size_t>(p.physical_experts);
+  const auto domain_of = [&](size_t q) { return static_cast<int>(q) / per_gpu / gpus_per_domain; };
+  std::vector<int> count(logical * static_cast<size_t>(domains));  // copies of e in domain d
+  std::vector<int> copies(logical);
+  int swaps = 0;
+  for (size_t l = 0; l < static_cast<size_t>(p.layers); ++l) {
+    int32_t* row = &p.phy2log[l * physical];
+    std::fill(count.begin(), count.end(), 0);
+    std::fill(copies.begin(), copies.end(), 0);
+    for (size_t q = 0; q < physical; ++q) {
+      if (row[q] < 0 || static_cast<size_t>(row[q]) >= logical) {
+        return absl::InvalidArgumentError(
+            fmt::format("spread replicas: layer {} slot {} holds expert {}", l, q, row[q]));
+      }
+      ++count[static_cast<size_t>(row[q]) * domains + static_cast<size_t>(domain_of(q))];
+      ++copies[static_cast<size_t>(row[q])];
+    }
+    const auto load = [&](int32_t e) { return weight[l * logical + static_cast<size_t>(e)] / copies[static_cast<size_t>(e)]; };
+    const auto at = [&](int32_t e, int d) -> int& { return count[static_cast<size_t>(e) * domains + static_cast<size_t>(d)]; };
+    // An expert's fair share of one domain: its copies spread as evenly as the domains allow.
+    const auto cap = [&](int32_t e) { return (copies[static_cast<size_t>(e)] + domains - 1) / domains; };
+    for (size_t q = 0; q < physical; ++q) {
+      const int32_t e = row[q];
+      const int d = domain_of(q);
+      if (at(e, d) <= cap(e)) continue;
+      size_t best = physical;
+      double best_gap = std::numeric_limits<double>::infinity();
+      for (size_t r = 0; r < physical; ++r) {
+        const int32_t f = row[r];
+        const int d2 = domain_of(r);
+        if (d2 == d || f == e || at(e, d2) >= cap(e) || at(f, d) >= cap(f)) continue;
+        const double gap = std::fabs(load(e) - load(f));
+        if (gap < best_gap) best_gap = gap, best = r;
+      }
+      if (best == physical) continue;
+      const int32_t f = row[best];
+      const int d2 = domain_of(best);
+      --at(e, d), ++at(e, d2), --at(f, d2), ++at(f, d);
+      row[q] = f;
+      row[best] = e;
+      ++swaps;
+    }
+  }
+  RebuildLog2Phy(&p);
+  return swaps;
 }
 
 }  // namespace myriad::policy

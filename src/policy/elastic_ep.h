@@ -24,4 +24,16 @@ struct ElasticVerdict {
 // `failed_gpus` are GPU indices in [0, placement.num_gpus); duplicates are allowed.
 absl::StatusOr<ElasticVerdict> CheckElasticEp(const EplbPlacement& placement, std::span<const int> failed_gpus);
 
+// Anti-affinity for elastic EP. EPLB places replicas for load alone and may put two copies of
+// an expert in one failure domain (with even loads it puts both on one GPU), where they die
+// together. This moves such a copy to another domain by swapping it with a replica there,
+// chosen so that neither expert then has more copies in a domain than an even spread over the
+// domains gives, and so that the two replicas' loads
+// (weight / copies, `weight` being the layers x logical_experts loads EPLB was fed) differ the
+// least, so the GPUs' loads barely move. Every GPU keeps its slot count and every layer its
+// multiset of replicas; log2phy is rebuilt. A domain is `gpus_per_domain` consecutive GPUs (a
+// node). Returns the swaps made (best effort: a copy stays put when no partner qualifies).
+absl::StatusOr<int> SpreadReplicas(std::span<const double> weight, int gpus_per_domain,
+                                   EplbPlacement* placement);
+
 }  // namespace myriad::policy

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/rng.h"
@@ -84,6 +85,102 @@ TEST(ElasticEp, DegradedUnitCarriesTheLostLoadOnSurvivingCopies) {
   double sum = 0;
   for (int g = 0; g < 16; ++g) sum += degraded->share(0, g);
   EXPECT_NEAR(sum, 1.0, 1e-9);
+}
+
+// Single-node losses (nodes of `per_node` GPUs) the placement survives.
+int SurvivableNodes(const EplbPlacement& p, int per_node) {
+  int ok = 0;
+  for (int n = 0; n < p.num_gpus / per_node; ++n) {
+    std::vector<int> dead;
+    for (int g = 0; g < per_node; ++g) dead.push_back(n * per_node + g);
+    auto v = CheckElasticEp(p, dead);
+    EXPECT_TRUE(v.ok());
+    ok += v->survives ? 1 : 0;
+  }
+  return ok;
+}
+
+// Each layer's replicas as a sorted list, and log2phy agreeing with phy2log.
+void ExpectSameReplicas(const EplbPlacement& a, const EplbPlacement& b) {
+  ASSERT_EQ(a.phy2log.size(), b.phy2log.size());
+  const auto phys = static_cast<size_t>(a.physical_experts);
+  for (size_t l = 0; l < static_cast<size_t>(a.layers); ++l) {
+    std::vector<int32_t> x(a.phy2log.begin() + l * phys, a.phy2log.begin() + (l + 1) * phys);
+    std::vector<int32_t> y(b.phy2log.begin() + l * phys, b.phy2log.begin() + (l + 1) * phys);
+    std::sort(x.begin(), x.end());
+    std::sort(y.begin(), y.end());
+    EXPECT_EQ(x, y) << "layer " << l;
+  }
+  EXPECT_EQ(a.logcnt, b.logcnt);
+  const auto maxr = static_cast<size_t>(b.max_replicas);
+  for (size_t l = 0; l < static_cast<size_t>(b.layers); ++l) {
+    for (size_t e = 0; e < static_cast<size_t>(b.logical_experts); ++e) {
+      for (size_t k = 0; k < maxr; ++k) {
+        const int32_t q = b.log2phy[(l * b.logical_experts + e) * maxr + k];
+        EXPECT_EQ(q >= 0, k < static_cast<size_t>(b.logcnt[l * b.logical_experts + e]));
+        if (q >= 0) {
+          EXPECT_EQ(b.Phy2Log(static_cast<int>(l), q), static_cast<int32_t>(e));
+        }
+      }
+    }
+  }
+}
+
+TEST(ElasticEp, SpreadingCopiesOverNodesLetsTheUnitSurviveANodeLoss) {
+  // Even loads, two copies of each of 64 experts over 16 GPUs in 4 nodes: EPLB puts both copies
+  // of an expert on one GPU, so no node can be lost; spread over nodes, any one can.
+  const auto pop = perf::ExpertPopularity::Zipf(4, 64, 0.0, 1);
+  std::vector<double> w(pop.p.begin(), pop.p.end());
+  auto eplb = RebalanceExperts(w, 4, 64, 128, 8, 4, 16);
+  ASSERT_TRUE(eplb.ok()) << eplb.status();
+  EXPECT_EQ(SurvivableNodes(*eplb, 4), 0);
+  EplbPlacement spread = *eplb;
+  auto swaps = SpreadReplicas(w, 4, &spread);
+  ASSERT_TRUE(swaps.ok()) << swaps.status();
+  EXPECT_GT(*swaps, 0);
+  ExpectSameReplicas(*eplb, spread);
+  EXPECT_EQ(SurvivableNodes(spread, 4), 4);
+  auto before = MeasureImbalance(w, *eplb), after = MeasureImbalance(w, spread);
+  ASSERT_TRUE(before.ok() && after.ok());
+  EXPECT_NEAR(after->max_after, before->max_after, 1e-9) << "equal loads: swaps change nothing";
+  // Spreading again finds nothing to do; the same input gives the same placement.
+  EplbPlacement again = spread;
+  EXPECT_EQ(*SpreadReplicas(w, 4, &again), 0);
+  EplbPlacement twice = *eplb;
+  ASSERT_TRUE(SpreadReplicas(w, 4, &twice).ok());
+  EXPECT_EQ(twice.phy2log, spread.phy2log);
+}
+
+TEST(ElasticEp, SpreadingSkewedLoadsKeepsTheBalance) {
+  // Zipf 0.8 over 64 experts, 64 redundant copies: the hot experts get several copies, the cold
+  // ones one. Spreading never adds a same-node pair, keeps every GPU's slots, and moves little
+  // load because it swaps replicas of similar load.
+  const auto pop = perf::ExpertPopularity::Zipf(6, 64, 0.8, 5);
+  std::vector<double> w(pop.p.begin(), pop.p.end());
+  for (double& x : w) x *= 1e6;
+  auto eplb = RebalanceExperts(w, 6, 64, 128, 8, 4, 16);
+  ASSERT_TRUE(eplb.ok());
+  EplbPlacement spread = *eplb;
+  ASSERT_TRUE(SpreadReplicas(w, 4, &spread).ok());
+  ExpectSameReplicas(*eplb, spread);
+  for (int l = 0; l < 6; ++l) {
+    for (int n = 0; n < 4; ++n) {
+      std::vector<int> seen(64);
+      for (int q = n * 32; q < (n + 1) * 32; ++q) ++seen[static_cast<size_t>(spread.Phy2Log(l, q))];
+      for (int e = 0; e < 64; ++e) {
+        EXPECT_LE(seen[static_cast<size_t>(e)], std::max(1, (spread.logcnt[l * 64 + e] + 3) / 4))
+            << "layer " << l << " node " << n << " expert " << e;
+      }
+    }
+  }
+  auto before = MeasureImbalance(w, *eplb), after = MeasureImbalance(w, spread);
+  ASSERT_TRUE(before.ok() && after.ok());
+  EXPECT_LE(after->max_after, before->max_after * 1.15);
+  EXPECT_GE(SurvivableNodes(spread, 4), SurvivableNodes(*eplb, 4));
+  // Bad input is named.
+  EplbPlacement bad = *eplb;
+  EXPECT_FALSE(SpreadReplicas(w, 3, &bad).ok());
+  EXPECT_FALSE(SpreadReplicas(std::span<const double>(w).first(10), 4, &bad).ok());
 }
 
 TEST(EplbRebalancer, RebalancesWhenLoadsShiftAndChargesTheMove) {
