@@ -164,19 +164,25 @@ void BalancedPacking(std::span<const float> load, int num_packs, std::span<int32
 
 // eplb.py's replicate_experts for one row: experts 0..m-1 keep physical slots 0..m-1, and each
 // further slot replicates the expert with the highest load per replica (float32 quotient), the
-// lowest-indexed one among equals.
-void ReplicateExperts(std::span<const float> load, size_t num_phy, Workspace& ws) {
+// lowest-indexed one among equals. With min_copies > 1 (not in eplb.py: elastic EP's fault
+// tolerance) every expert first gets that many copies, slots k*m..k*m+m-1 holding copy k.
+void ReplicateExperts(std::span<const float> load, size_t num_phy, Workspace& ws, int min_copies = 1) {
   const size_t m = load.size();
   ws.phy2mlog.resize(num_phy);
   ws.phy_rank.resize(num_phy);
-  ws.mlog_count.assign(m, 1);
-  for (size_t i = 0; i < m; ++i) ws.phy2mlog[i] = static_cast<int32_t>(i), ws.phy_rank[i] = 0;
-  if (num_phy == m) return;
+  const size_t base = m * static_cast<size_t>(min_copies);
+  ws.mlog_count.assign(m, min_copies);
+  for (size_t i = 0; i < base; ++i) {
+    ws.phy2mlog[i] = static_cast<int32_t>(i % m), ws.phy_rank[i] = static_cast<int32_t>(i / m);
+  }
+  if (num_phy == base) return;
   ws.heap.resize(m);
-  for (size_t i = 0; i < m; ++i) ws.heap[i] = Key(~Bits(load[i]), i);
-  if (num_phy - m <= kScanLimit) {
+  for (size_t i = 0; i < m; ++i) {
+    ws.heap[i] = Key(~Bits(min_copies == 1 ? load[i] : load[i] / static_cast<float>(min_copies)), i);
+  }
+  if (num_phy - base <= kScanLimit) {
     // Few replicas to add: scan for the heaviest, as eplb.py does.
-    for (size_t i = m; i < num_phy; ++i) {
+    for (size_t i = base; i < num_phy; ++i) {
       const size_t e = Index(MinKey(ws.heap));
       ws.phy2mlog[i] = static_cast<int32_t>(e);
       ws.phy_rank[i] = ws.mlog_count[e]++;
@@ -185,7 +191,7 @@ void ReplicateExperts(std::span<const float> load, size_t num_phy, Workspace& ws
     return;
   }
   for (size_t i = m / 2; i-- > 0;) SiftDown(ws.heap, m, i);
-  for (size_t i = m; i < num_phy; ++i) {
+  for (size_t i = base; i < num_phy; ++i) {
     const size_t e = Index(ws.heap[0]);
     ws.phy2mlog[i] = static_cast<int32_t>(e);
     ws.phy_rank[i] = ws.mlog_count[e]++;
@@ -196,6 +202,7 @@ void ReplicateExperts(std::span<const float> load, size_t num_phy, Workspace& ws
 
 struct Shape {
   int logical, physical, groups, nodes, gpus;
+  int min_copies = 1;
 };
 
 // eplb.py's rebalance_experts_hierarchical for one layer (the global policy is this with one group
@@ -246,7 +253,7 @@ void RebalanceLayer(std::span<const float> w, const Shape& s, EplbTies ties,
     for (size_t k = 0; k < log_per_node; ++k) {
       ws.mlog_load[k] = w[static_cast<size_t>(ws.mlog2log[mlog0 + k])];
     }
-    ReplicateExperts(ws.mlog_load, phy_per_node, ws);
+    ReplicateExperts(ws.mlog_load, phy_per_node, ws, s.min_copies);
     for (size_t k = 0; k < log_per_node; ++k) ws.node_mlog_count[mlog0 + k] = ws.mlog_count[k];
     // Step 3: pack the node's replicas onto its GPUs by load per replica.
     for (size_t i = 0; i < phy_per_node; ++i) {
@@ -309,11 +316,16 @@ absl::Status Validate(size_t weight_size, int layers, int logical_experts, int n
 absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, int layers,
                                                int logical_experts, int num_replicas,
                                                int num_groups, int num_nodes, int num_gpus,
-                                               EplbTies ties) {
+                                               EplbTies ties, int min_copies) {
   if (absl::Status st = Validate(weight.size(), layers, logical_experts, num_replicas, num_groups,
                                  num_nodes, num_gpus);
       !st.ok()) {
     return st;
+  }
+  if (min_copies < 1 || static_cast<int64_t>(min_copies) * logical_experts > num_replicas) {
+    return Invalid(fmt::format("min_copies ({}) must be at least 1 and leave num_replicas ({}) room for "
+                               "that many copies of each of the {} logical experts",
+                               min_copies, num_replicas, logical_experts));
   }
   // eplb.py works on weight.float(): so do we, to meet the same ties and roundings.
   // eplb.py works on weight.float(): so do we, to meet the same ties and roundings. A layer's
@@ -349,8 +361,8 @@ absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, i
   out.num_gpus = num_gpus;
   out.hierarchical = num_groups % num_nodes == 0;
   const Shape shape = out.hierarchical
-                          ? Shape{logical_experts, num_replicas, num_groups, num_nodes, num_gpus}
-                          : Shape{logical_experts, num_replicas, 1, 1, num_gpus};
+                          ? Shape{logical_experts, num_replicas, num_groups, num_nodes, num_gpus, min_copies}
+                          : Shape{logical_experts, num_replicas, 1, 1, num_gpus, min_copies};
   const auto psz = static_cast<size_t>(num_replicas);
   const auto nl = static_cast<size_t>(layers);
   out.phy2log.resize(nl * psz);

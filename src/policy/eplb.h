@@ -54,11 +54,13 @@ struct EplbPlacement {
 // weight: [layers x logical_experts] loads (finite, >= 0; row-major). Uses the hierarchical policy
 // (groups packed onto nodes, replicas chosen within each node, then packed onto its GPUs) when
 // num_groups % num_nodes == 0, else the global policy. Returns InvalidArgument naming the
-// parameter when a size or divisibility requirement does not hold.
+// parameter when a size or divisibility requirement does not hold. min_copies > 1 departs from
+// DeepSeek's algorithm on purpose: every logical expert gets that many replicas before the rest
+// go by load, which elastic EP needs (a lone copy dies with its GPU); 1 is DeepSeek's EPLB.
 absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, int layers,
                                                int logical_experts, int num_replicas,
                                                int num_groups, int num_nodes, int num_gpus,
-                                               EplbTies ties = EplbTies::kStable);
+                                               EplbTies ties = EplbTies::kStable, int min_copies = 1);
 
 // Load imbalance, max/mean of the per-GPU load, of a placement ("after": a replica carries
 // weight / logcnt of its expert) and of no rebalancing at all ("before": logical expert e of L on

@@ -183,6 +183,35 @@ TEST(ElasticEp, SpreadingSkewedLoadsKeepsTheBalance) {
   EXPECT_FALSE(SpreadReplicas(std::span<const double>(w).first(10), 4, &bad).ok());
 }
 
+TEST(ElasticEp, TwoCopiesOfEveryExpertSpreadOverNodesSurviveAnyNodeLoss) {
+  // Skewed loads: DeepSeek's EPLB gives the hot experts the redundant slots and leaves cold ones
+  // a single copy, so some node's loss always orphans an expert. With two copies of each first
+  // (min_copies) and the copies spread over nodes, every single-node loss is survivable.
+  const auto pop = perf::ExpertPopularity::Zipf(4, 64, 0.8, 7);
+  std::vector<double> w(pop.p.begin(), pop.p.end());
+  for (double& x : w) x *= 1e6;
+  auto plain = RebalanceExperts(w, 4, 64, 160, 8, 4, 16);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_LT(SurvivableNodes(*plain, 4), 4);
+  auto two = RebalanceExperts(w, 4, 64, 160, 8, 4, 16, EplbTies::kStable, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  for (int32_t c : two->logcnt) EXPECT_GE(c, 2);
+  int total = 0;
+  for (int e = 0; e < 64; ++e) total += two->logcnt[static_cast<size_t>(e)];
+  EXPECT_EQ(total, 160);
+  ASSERT_TRUE(SpreadReplicas(w, 4, &*two).ok());
+  EXPECT_EQ(SurvivableNodes(*two, 4), 4);
+  // The global policy too (4 groups over 16 nodes cannot be hierarchical).
+  auto global = RebalanceExperts(w, 4, 64, 128, 4, 16, 16, EplbTies::kStable, 2);
+  ASSERT_TRUE(global.ok()) << global.status();
+  EXPECT_FALSE(global->hierarchical);
+  for (int32_t c : global->logcnt) EXPECT_EQ(c, 2);
+  // Asking for more copies than there are slots is an error naming min_copies.
+  auto bad = RebalanceExperts(w, 4, 64, 128, 8, 4, 16, EplbTies::kStable, 3);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("min_copies"), std::string::npos);
+}
+
 TEST(EplbRebalancer, RebalancesWhenLoadsShiftAndChargesTheMove) {
   EplbLayout layout{.layers = 2, .logical_experts = 12, .physical_experts = 16, .groups = 4, .nodes = 2, .gpus = 8};
   auto r = EplbRebalancer::Create(layout, RebalancerOptions{.interval = 10 * kMinute, .ema_weight = 1.0,
