@@ -88,6 +88,7 @@ absl::StatusOr<std::unique_ptr<FailureModel>> FailureModel::Create(const Scenari
     // Probes are staggered over the interval so that they do not all land at once.
     st.probe_phase = c.detection.probe_interval * static_cast<Nanos>(u) / std::max<Nanos>(n, 1);
   }
+  if (absl::Status st = m->BuildElastic(); !st.ok()) return st;
   return m;
 }
 
@@ -121,11 +122,11 @@ void FailureModel::Start(Nanos horizon) {
       f.kind = static_cast<FaultKind>(k);
       const int gpu = static_cast<int>(r.Below(static_cast<uint64_t>(gpus)));
       f.unit = UnitOfGpu(gpu);
+      if (f.unit >= 0) f.rank = gpu - placements_[static_cast<size_t>(f.unit)].first_gpu;
       if (f.kind == FaultKind::kSwitch) f.rack = static_cast<int>(r.Below(static_cast<uint64_t>(racks)));
       if (f.kind == FaultKind::kStraggler) {
         f.factor = r.Uniform(cfg_.straggler_factor_min, cfg_.straggler_factor_max);
         f.duration = static_cast<Nanos>(r.Exponential(1.0 / static_cast<double>(cfg_.straggler_duration)));
-        if (f.unit >= 0) f.rank = gpu - placements_[static_cast<size_t>(f.unit)].first_gpu;
       }
       if (ClusterWide(f.kind)) f.unit = -1;  // not tied to the GPU drawn
       if (f.kind == FaultKind::kCacheLoss) f.fraction = 1.0;
@@ -254,7 +255,7 @@ void FailureModel::Inject(int fi) {
     st.slow_rank = f.rank;
     st.slow = f.factor;
     st.slow_since = events_.now();
-    units_[static_cast<size_t>(u)]->set_slowdown(f.factor);
+    ApplySlowdown(u);
     return;
   }
   if (k == FaultKind::kMaintenance) {
@@ -274,6 +275,22 @@ void FailureModel::Inject(int fi) {
 void FailureModel::HitUnit(int u, int fi, bool needs_node) {
   UnitState& st = state_[static_cast<size_t>(u)];
   FaultRecord& f = faults_[static_cast<size_t>(fi)];
+  if (st.elastic) {
+    // A second fault while the unit is (or is about to be) serving degraded: it stops as a
+    // whole after all, and the rebuild under way brings it back.
+    Unit& unit = *units_[static_cast<size_t>(u)];
+    const bool serving = st.degraded;
+    EndDegraded(u);
+    f.absorbed = true;
+    if (needs_node) ++st.nodes_needed;
+    if (serving) {
+      MarkDown(u);
+      unit.Halt();
+      unit.set_routable(false);
+      host_.EvacuateUnit(u);
+    }
+    return;
+  }
   if (st.phase == Phase::kFailed || st.phase == Phase::kRecovering) {
     // Already down: this fault is repaired with the rebuild under way.
     f.absorbed = true;
@@ -326,6 +343,7 @@ void FailureModel::Eject(int u) {
   MarkDown(u);
   units_[static_cast<size_t>(u)]->set_routable(false);
   host_.EvacuateUnit(u);
+  if (st.fault >= 0) MaybeDegrade(u, NeedsNode(faults_[static_cast<size_t>(st.fault)].kind));
   events_.After(cfg_.recovery.stop, [this, u] { TakeSpares(u); });
 }
 
@@ -397,6 +415,21 @@ void FailureModel::ServeSpareQueue() {
 void FailureModel::LoadWeights(int u) {
   const Unit& unit = *units_[static_cast<size_t>(u)];
   const Placement& pl = placements_[static_cast<size_t>(u)];
+  const UnitState& st = state_[static_cast<size_t>(u)];
+  if (st.elastic) {
+    // Only the replaced node (or the restarted rank) loads; the rest of the unit is serving.
+    const int gpus = st.elastic_node ? pl.gpus / pl.nodes : 1;
+    const double part = unit.model().WeightBytesPerGpu() * gpus;
+    const policy::RecoveryOptions& r = cfg_.recovery;
+    const Nanos warm = r.warmup + r.readiness;
+    if (r.weights_from_peers) {
+      events_.After(policy::PeerLoadTime(part, r) + warm, [this, u] { Readmit(u); });
+    } else {
+      storage_.Start(part, 1, r.storage_per_node_bytes_per_s,
+                     [this, u, warm] { events_.After(warm, [this, u] { Readmit(u); }); });
+    }
+    return;
+  }
   const double bytes = unit.model().WeightBytesPerGpu() * pl.gpus;
   const policy::RecoveryOptions& r = cfg_.recovery;
   const Nanos after_load = r.comm_init + r.warmup + r.readiness;
@@ -418,13 +451,19 @@ void FailureModel::ClearSlow(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
   st.slow_fault = st.slow_rank = -1;
   st.slow = 1;
-  units_[static_cast<size_t>(u)]->set_slowdown(1);
+  ApplySlowdown(u);
 }
 
 void FailureModel::Readmit(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
   Unit& unit = *units_[static_cast<size_t>(u)];
   const Nanos now = events_.now();
+  if (st.elastic) {
+    // The new node joins a serving unit: the communicator is rebuilt with it, a pause.
+    const bool serving = st.degraded;
+    EndDegraded(u);
+    if (serving) unit.PauseUntil(now + cfg_.elastic_ep.reconfigure);
+  }
   if (st.fault >= 0 && st.fault == st.slow_fault) ClearSlow(u);
   if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].recovered = now;
   for (FaultRecord& f : faults_) {
@@ -514,7 +553,9 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
     auto& d = by_kind[kind];
     if (!f.absorbed && f.detected >= 0) d[0].Add(NanosToSeconds(f.detected - f.at));
     if (!f.absorbed && f.detected >= 0 && f.recovered >= 0) d[1].Add(NanosToSeconds(f.recovered - f.detected));
-    if (!f.absorbed && f.recovered >= 0) d[2].Add(NanosToSeconds(f.recovered - f.at));
+    // The outage lasts until the unit serves again: degraded, under elastic EP.
+    const Nanos back = f.resumed >= 0 ? f.resumed : f.recovered;
+    if (!f.absorbed && back >= 0) d[2].Add(NanosToSeconds(back - f.at));
     if (list.size() < 500) {
       list.push_back({{"at_s", NanosToSeconds(f.at)},
                       {"kind", kind},
@@ -524,6 +565,7 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
                       {"recovered_s", f.recovered >= 0 ? ordered_json(NanosToSeconds(f.recovered)) : ordered_json()},
                       {"detected_by", f.detected_by},
                       {"absorbed", f.absorbed}});
+      if (f.resumed >= 0) list.back()["resumed_degraded_s"] = NanosToSeconds(f.resumed);
       if (f.kind == FaultKind::kStraggler) {
         list.back()["factor"] = f.factor;
         list.back()["rank"] = f.rank;
@@ -574,6 +616,7 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
           {"spares", {{"initial", spares_initial_}, {"min", spares_min_},
                       {"at_end", spares_}, {"waits", spare_waits_}}},
           {"peak_concurrent_storage_loads", storage_.peak_flows()},
+          {"elastic_ep", ElasticReport(end)},
           {"slow_node_radar", radar_json},
           {"events", list}};
 }

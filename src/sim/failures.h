@@ -41,7 +41,8 @@ struct FaultRecord {
   std::string detected_by;
   bool absorbed = false;  // hit a unit already down: recovered with it
   double factor = 1;      // stragglers
-  int rank = -1;
+  int rank = -1;          // the unit's GPU it hit (-1: not tied to one)
+  Nanos resumed = -1;     // elastic EP: serving again, degraded, before the rebuild ends
 };
 
 class FailureModel {
@@ -86,6 +87,13 @@ class FailureModel {
     uint64_t steps_seen = 0;
     int errors = 0;         // refused requests in a row (passive ejection)
     std::vector<std::pair<Nanos, Nanos>> down;  // intervals not serving correctly; -1: open
+    bool elastic = false;      // elastic EP: will serve degraded while rebuilt
+    bool elastic_node = false; // it lost a node (else one GPU's rank)
+    bool degraded = false;     // serving with fewer ranks now
+    double elastic_slow = 1;   // its step-time factor from the lost ranks' experts
+    double elastic_live = 1;   // the fraction of its ranks left
+    Nanos degraded_since = 0;
+    Nanos degraded_total = 0;
     std::unique_ptr<policy::StragglerDetector> detector;
   };
 
@@ -106,6 +114,24 @@ class FailureModel {
   void ClearSlow(int unit);
   void Telemetry();
   void ReturnNodes(int n, Nanos after);
+  // Elastic EP (failures_elastic.cc): per pool, which lost node or GPU leaves every expert a
+  // live copy, and the degraded unit's step-time factor then.
+  struct ElasticPool {
+    bool applies = false;
+    int gpus_per_node = 1;
+    std::vector<uint8_t> node_ok, gpu_ok;
+    std::vector<double> node_slow, gpu_slow;
+    int swaps = 0;  // anti-affinity swaps made in the pool's placement
+  };
+  absl::Status BuildElastic();
+  // After ejection: whether the unit's fault leaves it able to serve degraded; if so, it
+  // resumes after the reconfiguration while its rebuild goes on.
+  bool MaybeDegrade(int unit, bool node_lost);
+  void ResumeDegraded(int unit, int fault);
+  // The degraded unit is whole again (rebuilt), or stops after all (a second fault).
+  void EndDegraded(int unit);
+  void ApplySlowdown(int unit);
+  nlohmann::ordered_json ElasticReport(Nanos end) const;
   int UnitOfGpu(int gpu) const;
   int PoolOf(int unit) const { return units_[static_cast<size_t>(unit)]->config().pool; }
 
@@ -126,6 +152,9 @@ class FailureModel {
   SharedBandwidth storage_;
   std::vector<double> weight_bytes_per_node_;  // per pool
   std::vector<double> scratch_;
+  std::vector<ElasticPool> elastic_;  // per pool; empty when elastic EP is off
+  int64_t elastic_kept_ = 0;          // faults a unit rode out degraded
+  int64_t elastic_stopped_ = 0;       // eligible faults whose placement left an expert orphaned
   Nanos horizon_ = 0;
 };
 

@@ -116,7 +116,7 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
   const std::string p = "faults";
   MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"rates", "rate_scale", "scripted", "straggler", "maintenance", "detection",
                                        "straggler_detection", "recovery", "retries", "recompute_limit",
-                                       "timeline_bucket"}));
+                                       "timeline_bucket", "elastic_ep"}));
   c->enabled = true;
   c->rates = DefaultFaultRates();
   if (const YAML::Node r = n["rates"]) {
@@ -194,6 +194,19 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
   MYRIAD_RETURN_IF_ERROR(
       rd.Check(n, "recompute_limit", p, c->recompute_limit >= 0, "must not be negative", c->recompute_limit));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "timeline_bucket", p, &c->timeline_bucket));
+  if (const YAML::Node e = n["elastic_ep"]) {
+    const std::string q = "faults.elastic_ep";
+    ElasticEpConfig& o = c->elastic_ep;
+    MYRIAD_RETURN_IF_ERROR(rd.Map(e, q, {"enabled", "min_copies", "spread", "reconfigure"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "enabled", q, &o.enabled));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "min_copies", q, &o.min_copies));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(e, "min_copies", q, o.min_copies >= 1, "must be at least 1", o.min_copies));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "spread", q, &o.spread));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(e, "reconfigure", q, &o.reconfigure));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(e, "reconfigure", q, o.reconfigure >= 0 || !e["reconfigure"], "must not be negative",
+                                    FormatDuration(o.reconfigure)));
+  }
+  if (c->elastic_ep.reconfigure < 0) c->elastic_ep.reconfigure = c->recovery.comm_init;
   return absl::OkStatus();
 }
 

@@ -65,6 +65,22 @@ struct StragglerDetection {
   policy::StragglerOptions options;
 };
 
+// Elastic EP: a unit whose lost rank (a node, for faults that take one) leaves every expert a
+// live copy keeps serving with fewer ranks while the node is replaced, instead of stopping.
+// Applies to pools with expert parallelism and redundant experts, stepped by the evenly-loaded
+// model (not to pools with a `moe:` section); other units stop as a whole.
+struct ElasticEpConfig {
+  bool enabled = false;
+  // Copies of every expert before the redundant slots go by load (as far as the slots allow):
+  // with one, a GPU's loss orphans whatever it alone holds.
+  int min_copies = 2;
+  // Place the redundant copies on distinct nodes after EPLB (policy::SpreadReplicas).
+  bool spread = true;
+  // Rebuilding the communicator without the lost ranks, and again with the new node; -1: the
+  // recovery's comm_init.
+  Nanos reconfigure = -1;
+};
+
 struct FaultConfig {
   bool enabled = false;  // a `faults:` section was given
   std::array<double, kFaultKinds> rates{};  // see DefaultFaultRates for the units
@@ -84,6 +100,7 @@ struct FaultConfig {
   // prefill throughput; 0 disables the limiter.
   double recompute_limit = 1.0;
   Nanos timeline_bucket = 0;  // 0: duration / 48
+  ElasticEpConfig elastic_ep;
 };
 
 // Parses the `faults:` mapping; errors name the file, line and key.

@@ -267,6 +267,16 @@ void Unit::DropCache() {
   if (published_ != nullptr) *published_ = Load();
 }
 
+void Unit::set_capacity_fraction(double f) {
+  f = std::clamp(f, 0.0, 1.0);
+  const auto scale = [f](int64_t full) { return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(full) * f)); };
+  kv_capacity_ = scale(model_.KvCapacityTokens());
+  max_running_ = scale(int64_t{cfg_.max_seqs_per_rank} * model_.layout().dp);
+  step_budget_ = scale(int64_t{cfg_.max_batch_tokens_per_rank} * model_.layout().dp);
+  if (published_ != nullptr) *published_ = Load();
+  Kick();
+}
+
 void Unit::Resume() {
   halted_ = false;
   Kick();

@@ -84,6 +84,10 @@ class Unit {
   bool halted() const { return halted_; }
   // Bumped by Halt and Evacuate: KV reservations made before it are void.
   uint32_t incarnation() const { return incarnation_; }
+  // Elastic EP: the unit serves with this fraction of its ranks (1: all), its KV capacity,
+  // running sequences and step token budget scaled alike. Set on an empty unit when it
+  // shrinks (after Evacuate); growing back may happen at any time.
+  void set_capacity_fraction(double f);
   // A slow rank stretches every synchronous step by this factor (1: healthy).
   void set_slowdown(double f) { slowdown_ = f; }
   double slowdown() const { return slowdown_; }
