@@ -18,6 +18,9 @@ rows=(
   "weights from shared storage|--set faults.recovery.weights=storage"
   "no recompute limiter|--set faults.recompute_limit=0"
   "decode units of 9 nodes (DP72) instead of 18|--set pools.1.layout.dp=72 --set pools.1.layout.ep=72 --set pools.1.layout.nodes=9 --set pools.1.count=DOUBLE"
+  "elastic EP on, 32 redundant experts (DeepSeek's layout)|--set faults.elastic_ep.enabled=true"
+  "320 / 256 redundant experts (decode / prefill), elastic EP off|--set pools.1.layout.redundant_experts=320 --set pools.0.layout.redundant_experts=256"
+  "320 / 256 redundant experts, elastic EP on|--set pools.1.layout.redundant_experts=320 --set pools.0.layout.redundant_experts=256 --set faults.elastic_ep.enabled=true"
 )
 decode_count=$("$bin" sim "$scenario" "$@" --set duration=1s --set drain=1s --json --no-progress 2>/dev/null |
   python3 -c 'import json,sys; j=json.load(sys.stdin); print([p["units"] for p in j["pools"] if p["name"]=="decode"][0])')
