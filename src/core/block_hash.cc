@@ -27,13 +27,13 @@ BlockKey HashContentBlock(BlockKey parent, uint64_t content_id, uint64_t extra) 
 }
 
 std::vector<BlockKey> HashTokenBlocks(std::span<const uint32_t> tokens, size_t block_size,
-                                      uint64_t extra) {
+                                      uint64_t extra, uint64_t first_extra) {
   std::vector<BlockKey> keys;
   if (block_size == 0) return keys;
   keys.reserve(tokens.size() / block_size);
   BlockKey parent = kRootBlockKey;
   for (size_t i = 0; i + block_size <= tokens.size(); i += block_size) {
-    parent = HashTokenBlock(parent, tokens.subspan(i, block_size), extra);
+    parent = HashTokenBlock(parent, tokens.subspan(i, block_size), i == 0 ? extra ^ first_extra : extra);
     keys.push_back(parent);
   }
   return keys;

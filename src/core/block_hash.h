@@ -25,8 +25,9 @@ uint64_t ExtraKeyOf(std::string_view name);
 BlockKey HashContentBlock(BlockKey parent, uint64_t content_id, uint64_t extra = 0);
 
 // Keys of every full block of `tokens`; a trailing partial block is not keyed (engines only
-// cache full blocks).
+// cache full blocks). The first block is seeded with extra ^ first_extra (a cache salt's
+// digest: engines salt only a request's first block, the chain carries it on).
 std::vector<BlockKey> HashTokenBlocks(std::span<const uint32_t> tokens, size_t block_size,
-                                      uint64_t extra = 0);
+                                      uint64_t extra = 0, uint64_t first_extra = 0);
 
 }  // namespace myriad

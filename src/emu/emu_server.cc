@@ -109,6 +109,11 @@ net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size)
         s.token_ids = e.tokens;
         s.block_size = static_cast<uint32_t>(block_size);
         s.medium = "GPU";
+        if (!e.salt.empty()) {
+          // vLLM's extra keys: the salt on the request's first block only.
+          s.extra_keys.emplace(e.hashes.size());
+          (*s.extra_keys)[0] = std::vector<net::ExtraKey>{{.kind = net::ExtraKey::Kind::kString, .str = e.salt}};
+        }
         b.events.emplace_back(std::move(s));
         break;
       }
@@ -341,6 +346,13 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     live->include_usage = body["stream_options"].value("include_usage", false);
   }
   GenRequest g;
+  if (body.contains("cache_salt") && !body["cache_salt"].is_null()) {
+    const json& salt = body["cache_salt"];
+    if (!salt.is_string() || salt.get_ref<const std::string&>().empty()) {
+      return r->Respond(BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt"));
+    }
+    g.cache_salt = salt.get<std::string>();
+  }
   if (body.contains("kv_transfer_params") && body["kv_transfer_params"].is_object()) {
     const json& kv = body["kv_transfer_params"];
     live->remote_decode = kv.value("do_remote_decode", false);

@@ -79,8 +79,9 @@ uint64_t Engine::Submit(GenRequest request) {
   r->in.max_tokens = std::max(1, r->in.max_tokens);
   const size_t bs = static_cast<size_t>(options_.block_size);
   uint64_t parent = kRootBlockKey;
+  const uint64_t salt = ExtraKeyOf(r->in.cache_salt);
   for (size_t i = 0; i + bs <= r->in.prompt.size(); i += bs) {
-    parent = HashTokenBlock(parent, std::span(r->in.prompt).subspan(i, bs), kEngineSalt);
+    parent = HashTokenBlock(parent, std::span(r->in.prompt).subspan(i, bs), i == 0 ? kEngineSalt ^ salt : kEngineSalt);
     r->hashes.push_back(parent);
   }
   {
@@ -144,7 +145,7 @@ void Engine::ClearCache() {
     lru_.clear();
     sink = sink_;
   }
-  if (sink) sink({CacheEvent{CacheEvent::Kind::kCleared, {}, std::nullopt, {}}});
+  if (sink) sink({CacheEvent{CacheEvent::Kind::kCleared, {}, std::nullopt, {}, {}}});
 }
 
 void Engine::set_event_sink(std::function<void(std::vector<CacheEvent>)> sink) {
@@ -170,7 +171,7 @@ bool Engine::EvictOne(std::vector<CacheEvent>* events) {
   if (!events->empty() && events->back().kind == CacheEvent::Kind::kRemoved) {
     events->back().hashes.push_back(h);
   } else {
-    events->push_back(CacheEvent{CacheEvent::Kind::kRemoved, {h}, std::nullopt, {}});
+    events->push_back(CacheEvent{CacheEvent::Kind::kRemoved, {h}, std::nullopt, {}, {}});
   }
   return true;
 }
@@ -318,8 +319,9 @@ void Engine::Loop() {
           const bool extends = !stored.empty() && i > 0 && !stored.back().hashes.empty() &&
                                stored.back().hashes.back() == r->hashes[i - 1];
           if (!extends) {
-            CacheEvent ev{CacheEvent::Kind::kStored, {}, std::nullopt, {}};
+            CacheEvent ev{CacheEvent::Kind::kStored, {}, std::nullopt, {}, {}};
             if (i > 0) ev.parent = r->hashes[i - 1];
+            if (i == 0) ev.salt = r->in.cache_salt;
             stored.push_back(std::move(ev));
           }
           stored.back().hashes.push_back(r->hashes[i]);

@@ -43,6 +43,7 @@ struct CacheEvent {
   std::vector<uint64_t> hashes;
   std::optional<uint64_t> parent;  // kStored: the block before the first, if any
   std::vector<uint32_t> tokens;    // kStored: hashes.size() * block_size token ids
+  std::string salt;                // kStored from position 0: the request's cache_salt, if any
 };
 
 struct Usage {
@@ -57,6 +58,8 @@ struct GenRequest {
   // P/D: the prompt's KV arrives from a prefill engine; the engine waits for the transfer
   // instead of computing it.
   bool remote_prefill = false;
+  // vLLM's cache_salt: seeds the first block's hash, so only equally salted prompts share KV.
+  std::string cache_salt;
   // Called from the engine thread, outside its lock: each output token, then once at the end
   // with "length" or "abort".
   std::function<void(int index, uint32_t token)> on_token;

@@ -10,6 +10,7 @@
 #include "core/block_hash.h"
 #include "gateway/exchange.h"
 #include "net/http_client.h"
+#include "net/kv_events.h"
 #include "perf/step_model.h"
 
 #define XXH_INLINE_ALL
@@ -560,12 +561,20 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   if (!ex->req.token_ids.empty()) {
     ex->token_keys = true;
     ex->input_tokens = static_cast<int64_t>(ex->req.token_ids.size());
-    ex->keys = HashTokenBlocks(ex->req.token_ids, static_cast<size_t>(config_.kv_block_size));
+    // A salted request's first block carries the salt in its extra keys, as the engine's
+    // KV events report it (the indexer seeds that block with the same digest).
+    const uint64_t salt =
+        ex->req.cache_salt.empty()
+            ? 0
+            : net::DigestExtraKeys(std::vector<net::ExtraKey>{{.kind = net::ExtraKey::Kind::kString,
+                                                              .str = ex->req.cache_salt}});
+    ex->keys = HashTokenBlocks(ex->req.token_ids, static_cast<size_t>(config_.kv_block_size), 0, salt);
   } else {
     const std::string& t = ex->req.text;
     ex->input_tokens = std::max<int64_t>(1, static_cast<int64_t>(t.size() / 4));
     const size_t chunk = static_cast<size_t>(config_.approx_chunk_bytes);
-    BlockKey parent = kRootBlockKey;
+    // The salt seeds the chain: differently salted prompts never share an approximate prefix.
+    BlockKey parent = ex->req.cache_salt.empty() ? kRootBlockKey : ExtraKeyOf(ex->req.cache_salt);
     for (size_t i = 0; i + chunk <= t.size(); i += chunk) {
       parent = HashContentBlock(parent, XXH3_64bits(t.data() + i, chunk));
       ex->keys.push_back(parent);

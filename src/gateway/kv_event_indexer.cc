@@ -218,7 +218,11 @@ absl::Status KvEventIndexer::ApplyStored(Publisher& p, const net::BlockStored& e
   keys.reserve(e.block_hashes.size());
   const std::span<const uint32_t> tokens(e.token_ids);
   for (size_t b = 0; b < e.block_hashes.size(); ++b) {
-    parent = HashTokenBlock(parent, tokens.subspan(b * bs, bs), extra);
+    // Extra keys (a request's cache salt on its first block, multimodal inputs) seed the block
+    // as they seed the engine's hash; requests key a salted first block the same way.
+    uint64_t seed = extra;
+    if (e.extra_keys && (*e.extra_keys)[b]) seed ^= net::DigestExtraKeys(*(*e.extra_keys)[b]);
+    parent = HashTokenBlock(parent, tokens.subspan(b * bs, bs), seed);
     keys.push_back(parent);
     holder->Remember(e.block_hashes[b], parent, position + static_cast<uint32_t>(b),
                      options_.max_hashes_per_holder);

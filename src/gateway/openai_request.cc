@@ -62,6 +62,13 @@ bool ParseGenerateRequest(std::string_view body, bool chat, GenerateRequest* out
     }
     out->max_tokens = m->get<int64_t>();
   }
+  // vLLM's prefix-cache isolation: only requests with the same salt share cached KV.
+  if (auto salt = b.find("cache_salt"); salt != b.end() && !salt->is_null()) {
+    if (!salt->is_string() || salt->get_ref<const std::string&>().empty()) {
+      return Fail(error, "'cache_salt' must be a non-empty string if provided", "cache_salt");
+    }
+    out->cache_salt = salt->get<std::string>();
+  }
   if (auto so = b.find("stream_options"); so != b.end() && !so->is_null() && !so->is_object()) {
     return Fail(error, "'stream_options' must be an object", "stream_options");
   }

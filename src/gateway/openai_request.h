@@ -21,6 +21,7 @@ struct GenerateRequest {
   int64_t max_tokens = 16;          // the engine's default when absent
   std::string text;                 // the prompt text, messages flattened (role + content)
   std::vector<uint32_t> token_ids;  // when the client sent token ids
+  std::string cache_salt;           // vLLM's cache_salt; empty: none
 };
 
 // The route's name in metrics and logs.

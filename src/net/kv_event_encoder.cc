@@ -210,7 +210,24 @@ class BatchEncoder {
     s.Field("lora_id", false, [&] { w_.Nil(); });
     s.Field("medium", false, [&] { OptionalString(e.medium); });
     s.Field("lora_name", false, [&] { OptionalString(e.lora_name); });
-    s.Field("extra_keys", true, [&] { w_.Nil(); });
+    s.Field("extra_keys", !e.extra_keys.has_value(), [&] {
+      if (!e.extra_keys) return w_.Nil();  // an array before a group_idx
+      w_.Array(e.extra_keys->size());
+      for (const BlockExtraKeys& keys : *e.extra_keys) {
+        if (!keys) {
+          w_.Nil();
+          continue;
+        }
+        w_.Array(keys->size());
+        for (const ExtraKey& k : *keys) {
+          if (k.kind == ExtraKey::Kind::kString) {
+            w_.Str(k.str);
+          } else {
+            w_.Int(k.num);  // kOther: only its digest is known
+          }
+        }
+      }
+    });
     s.Field("group_idx", !e.group_idx.has_value(), [&] { w_.Int(*e.group_idx); });
     s.Finish("BlockStored");
   }

@@ -13,6 +13,9 @@
 
 #include "net/msgpack_tape.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace myriad::net {
 namespace {
 
@@ -137,6 +140,83 @@ absl::Status ReadOptionalInt(std::optional<Value> v, const Where& where,
   return absl::OkStatus();
 }
 
+// A digest of a value's structure, for extra keys that are neither strings nor integers.
+void DigestValue(Value v, XXH3_state_t* st) {
+  const auto kind = static_cast<uint8_t>(v.kind());
+  XXH3_64bits_update(st, &kind, 1);
+  if (v.is_string()) {
+    const std::string_view s = v.str();
+    const uint64_t n = s.size();
+    XXH3_64bits_update(st, &n, sizeof n);
+    XXH3_64bits_update(st, s.data(), s.size());
+  } else if (v.is_binary()) {
+    const auto b = v.bytes();
+    const uint64_t n = b.size();
+    XXH3_64bits_update(st, &n, sizeof n);
+    XXH3_64bits_update(st, b.data(), b.size());
+  } else if (v.is_array() || v.is_map()) {
+    const uint64_t n = v.size();
+    XXH3_64bits_update(st, &n, sizeof n);
+    Value c = v.first_child();
+    const uint64_t children = v.is_map() ? 2 * n : n;
+    for (uint64_t i = 0; i < children; ++i, c = c.next_sibling()) DigestValue(c, st);
+  } else if (v.is_number()) {
+    int64_t i = 0;
+    uint64_t u = 0;
+    double d = 0;
+    if (v.AsInt(&i)) {
+      XXH3_64bits_update(st, &i, sizeof i);
+    } else if (v.AsUint(&u)) {
+      XXH3_64bits_update(st, &u, sizeof u);
+    } else {
+      d = v.AsDouble();
+      XXH3_64bits_update(st, &d, sizeof d);
+    }
+  }
+}
+
+absl::Status ReadExtraKeys(std::optional<Value> v, const Where& where, size_t blocks,
+                           std::optional<std::vector<BlockExtraKeys>>* out) {
+  if (!v || v->is_null()) return absl::OkStatus();
+  if (!v->is_array()) return Error(where, "expected an array (one entry per block) or nil");
+  if (v->size() != blocks) {
+    return Error(where, fmt::format("{} entries for {} blocks", v->size(), blocks));
+  }
+  out->emplace();
+  (*out)->reserve(blocks);
+  Value b = v->first_child();
+  for (size_t i = 0; i < blocks; ++i, b = b.next_sibling()) {
+    if (b.is_null()) {
+      (*out)->emplace_back();
+      continue;
+    }
+    if (!b.is_array()) return Error(where.Element(i), "expected an array of keys or nil");
+    std::vector<ExtraKey> keys;
+    keys.reserve(b.size());
+    Value k = b.first_child();
+    for (uint32_t j = 0; j < b.size(); ++j, k = k.next_sibling()) {
+      ExtraKey key;
+      uint64_t u = 0;
+      if (k.is_string()) {
+        key.str = std::string(k.str());
+      } else if (k.is_integer() && (k.AsInt(&key.num) || k.AsUint(&u))) {
+        key.kind = ExtraKey::Kind::kInt;
+        if (u != 0) key.num = static_cast<int64_t>(u);
+      } else {
+        key.kind = ExtraKey::Kind::kOther;
+        XXH3_state_t st;
+        XXH3_INITSTATE(&st);
+        XXH3_64bits_reset(&st);
+        DigestValue(k, &st);
+        key.num = static_cast<int64_t>(XXH3_64bits_digest(&st));
+      }
+      keys.push_back(std::move(key));
+    }
+    (*out)->emplace_back(std::move(keys));
+  }
+  return absl::OkStatus();
+}
+
 #define MYRIAD_RETURN_IF_ERROR(expr)        \
   do {                                      \
     if (absl::Status s_ = (expr); !s_.ok()) \
@@ -174,7 +254,8 @@ absl::StatusOr<KvEvent> DecodeBlockStored(const Fields& f, const Where& w) {
   MYRIAD_RETURN_IF_ERROR(ReadOptionalString(f.Get(5, "medium"), w.Field("medium"), &e.medium));
   MYRIAD_RETURN_IF_ERROR(
       ReadOptionalString(f.Get(6, "lora_name"), w.Field("lora_name"), &e.lora_name));
-  // 7: extra_keys (multimodal ids, cache salt): Myriad keys blocks by tokens and LoRA only.
+  MYRIAD_RETURN_IF_ERROR(ReadExtraKeys(f.Get(7, "extra_keys"), w.Field("extra_keys"),
+                                       e.block_hashes.size(), &e.extra_keys));
   MYRIAD_RETURN_IF_ERROR(
       ReadOptionalInt(f.Get(8, "group_idx"), w.Field("group_idx"), &e.group_idx));
   return e;
@@ -255,6 +336,25 @@ absl::StatusOr<KvEventBatch> DecodeBatch(Value j) {
 }
 
 }  // namespace
+
+uint64_t DigestExtraKeys(std::span<const ExtraKey> keys) {
+  if (keys.empty()) return 0;
+  XXH3_state_t st;
+  XXH3_INITSTATE(&st);
+  XXH3_64bits_reset_withSeed(&st, 0x6d79726961640003ULL);
+  for (const ExtraKey& k : keys) {
+    const auto kind = static_cast<uint8_t>(k.kind);
+    XXH3_64bits_update(&st, &kind, 1);
+    if (k.kind == ExtraKey::Kind::kString) {
+      const uint64_t n = k.str.size();
+      XXH3_64bits_update(&st, &n, sizeof n);
+      XXH3_64bits_update(&st, k.str.data(), k.str.size());
+    } else {
+      XXH3_64bits_update(&st, &k.num, sizeof k.num);
+    }
+  }
+  return XXH3_64bits_digest(&st);
+}
 
 uint64_t EngineHashFromBytes(std::span<const uint8_t> digest) {
   const size_t n = digest.size() < 8 ? digest.size() : 8;

@@ -36,6 +36,24 @@ using EngineBlockHash = uint64_t;
 
 uint64_t EngineHashFromBytes(std::span<const uint8_t> digest);
 
+// One element of a block's extra keys, which vLLM hashes with the block's tokens: the LoRA
+// name, multimodal input hashes, and a request's cache_salt (first block only). Strings and
+// integers are kept as such; anything else (a nested tuple, a float) is kept as a digest of its
+// structure, which names it consistently but no request can reproduce.
+struct ExtraKey {
+  enum class Kind : uint8_t { kString, kInt, kOther };
+  Kind kind = Kind::kString;
+  std::string str{};  // kString
+  int64_t num = 0;    // kInt (an unsigned value above INT64_MAX wraps), kOther: the digest
+  bool operator==(const ExtraKey&) const = default;
+};
+using BlockExtraKeys = std::optional<std::vector<ExtraKey>>;  // nil: the block has none
+
+// A 64-bit digest of a block's extra keys (0 for none), the same for the same keys however they
+// were encoded; Myriad seeds the block's key with it, so the gateway keys a salted request's
+// first block with DigestExtraKeys({cache_salt}) to meet what the engine reported.
+uint64_t DigestExtraKeys(std::span<const ExtraKey> keys);
+
 struct BlockStored {
   std::vector<EngineBlockHash> block_hashes{};
   std::optional<EngineBlockHash> parent_block_hash{};
@@ -44,6 +62,8 @@ struct BlockStored {
   uint32_t block_size = 0;
   std::optional<std::string> medium{};  // "GPU", "CPU", ...; nil in older releases
   std::optional<std::string> lora_name{};
+  // One entry per block when present (vLLM's list[tuple | None] | None).
+  std::optional<std::vector<BlockExtraKeys>> extra_keys{};
   std::optional<int64_t> group_idx{};  // the KV-cache group (hybrid models)
   bool operator==(const BlockStored&) const = default;
 };

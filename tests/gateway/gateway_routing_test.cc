@@ -70,6 +70,66 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
 
 
 
+// vLLM's cache_salt isolates prefix caches: the engine salts a request's first block and
+// reports the salt in its KV event's extra keys, and the gateway keys salted requests alike,
+// so a prefix cached under one salt is a hit for that salt only.
+TEST(GatewayKvEventsTest, CacheSaltSeparatesPrefixes) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;  // provisional entries expire at once: only events explain a choice
+  c.health_interval = 10 * kSecond;
+  c.scrape_interval = 0;
+  StartEventEmus(2, nullptr, &c, &emus);
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  LogLines log;
+  log.Attach(**gw);
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  size_t sent = 0;
+  auto last_decision = [&] { return log.Line(sent).value("decision", std::string("no log line")); };
+  auto request = [&](const char* salt, int suffix) {
+    json ids = json::array();
+    for (int i = 0; i < 320; ++i) ids.push_back(7000 + i);
+    for (int i = 0; i < 16; ++i) ids.push_back(60000 + suffix * 100 + i);
+    json body = {{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}};
+    if (salt != nullptr) body["cache_salt"] = salt;
+    auto r = cl.Post("/v1/completions", body.dump());
+    sent++;
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    const std::string* backend = r.ok() ? net::FindHeader(r->headers, "X-Myriad-Backend") : nullptr;
+    return backend != nullptr ? *backend : std::string();
+  };
+  auto wait_stored = [&](uint64_t blocks) {
+    for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < blocks; ++i) {
+      std::this_thread::sleep_for(5ms);
+    }
+    return (*gw)->kv_event_stats().blocks_stored;
+  };
+  request("tenant-a", 0);
+  ASSERT_GE(wait_stored(21), 21u);
+  EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
+  // Same salt: the 20 shared blocks are known from the salted events.
+  request("tenant-a", 1);
+  EXPECT_NE(last_decision().find("cached ~320 of"), std::string::npos) << last_decision();
+  // Another salt, or none: the same tokens are a different prefix, cached nowhere.
+  request("tenant-b", 2);
+  EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
+  request(nullptr, 3);
+  EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
+  // A salt that is not a non-empty string is refused, naming the field, as vLLM does.
+  auto bad = cl.Post("/v1/completions", json({{"model", "emu-model"}, {"prompt", "hi"}, {"cache_salt", ""}}).dump());
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "cache_salt");
+  EXPECT_EQ((*gw)->kv_event_stats().invalid_events, 0u);
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
+}
+
 std::string Qwen3Dir() {
   const char* env = std::getenv("MYRIAD_TESTDATA");
   const std::string root = env != nullptr && *env != '\0' ? env : "/var/cache/myriad/testdata";

@@ -156,6 +156,13 @@ TEST(KvEventsEncode, EveryEncodingRoundTrips) {
                                      .block_size = 16,
                                      .medium = "GPU",
                                      .lora_name = std::string(40, 'x'),
+                                     .extra_keys = std::vector<BlockExtraKeys>{
+                                         std::vector<ExtraKey>{{.str = "salt"}},
+                                         std::nullopt,
+                                         std::vector<ExtraKey>{{.kind = ExtraKey::Kind::kInt, .num = -3},
+                                                               {.str = std::string(300, 'm')}},
+                                         std::vector<ExtraKey>{},
+                                         std::nullopt},
                                      .group_idx = 2});
   batch.events.push_back(BlockRemoved{.block_hashes = {kBig}, .medium = std::nullopt});
   batch.events.push_back(AllBlocksCleared{});
@@ -169,6 +176,49 @@ TEST(KvEventsEncode, EveryEncodingRoundTrips) {
   }
   const auto bytes = EncodeKvEventBatch(batch, KvEventEncoding::kArray);
   EXPECT_EQ(bytes[1], 0xcb);  // float64 ts
+}
+
+// extra_keys: one entry per block, nil or an array of keys (python3 encodings of the values in
+// the comments, built by a minimal msgpack writer).
+TEST(KvEventsDecode, ExtraKeysPerBlock) {
+  const std::string head =
+      "92019199ab426c6f636b53746f7265649101c0dc0010000102030405060708090a0b0c0d0e0f10c0a3475055c0";
+  // extra_keys = [[["mm", 3], 7, "x"]]: a nested tuple is kept as a digest of its structure.
+  auto b = Decode(head + "919392a26d6d0307a178");
+  ASSERT_TRUE(b.ok()) << b.status();
+  const auto& s = std::get<BlockStored>(b->events[0]);
+  ASSERT_TRUE(s.extra_keys.has_value());
+  ASSERT_EQ(s.extra_keys->size(), 1u);
+  const std::vector<ExtraKey>& keys = *(*s.extra_keys)[0];
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys[0].kind, ExtraKey::Kind::kOther);
+  EXPECT_EQ(keys[1].kind, ExtraKey::Kind::kInt);
+  EXPECT_EQ(keys[1].num, 7);
+  EXPECT_EQ(keys[2].str, "x");
+  EXPECT_EQ(DigestExtraKeys(keys), DigestExtraKeys(*(*std::get<BlockStored>(Decode(head + "919392a26d6d0307a178")->events[0]).extra_keys)[0]));
+  // [[1.5]]: another structure, another digest.
+  auto f = Decode(head + "9191cb3ff8000000000000");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const ExtraKey& fk = (*(*std::get<BlockStored>(f->events[0]).extra_keys)[0])[0];
+  EXPECT_EQ(fk.kind, ExtraKey::Kind::kOther);
+  EXPECT_NE(fk.num, keys[0].num);
+  // The digest: 0 for no keys; the same keys the same; order, kind and content matter.
+  const ExtraKey salt{.str = "salt"}, seven{.kind = ExtraKey::Kind::kInt, .num = 7};
+  EXPECT_EQ(DigestExtraKeys({}), 0u);
+  EXPECT_EQ(DigestExtraKeys(std::vector{salt}), DigestExtraKeys(std::vector{ExtraKey{.str = "salt"}}));
+  EXPECT_NE(DigestExtraKeys(std::vector{salt, seven}), DigestExtraKeys(std::vector{seven, salt}));
+  EXPECT_NE(DigestExtraKeys(std::vector{ExtraKey{.str = "7"}}), DigestExtraKeys(std::vector{seven}));
+  // Shapes that are not one entry per block are errors naming the field.
+  const std::pair<std::string, std::string> bad[] = {
+      {head + "91a473616c74", "events[0].extra_keys[0]: expected an array of keys or nil"},  // ["salt"]
+      {head + "9291a161c0", "events[0].extra_keys: 2 entries for 1 blocks"},                  // [["a"], None]
+      {head + "05", "events[0].extra_keys: expected an array"},                               // 5
+  };
+  for (const auto& [hex, error] : bad) {
+    auto e = Decode(hex);
+    ASSERT_FALSE(e.ok()) << hex;
+    EXPECT_NE(std::string(e.status().message()).find(error), std::string::npos) << e.status().message();
+  }
 }
 
 struct BadCase {
