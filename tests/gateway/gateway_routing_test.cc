@@ -14,12 +14,7 @@ using namespace gwtest;
 // expire at once here, so only the events can explain the choice.
 TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
-  GatewayConfig c;
-  c.listen = "127.0.0.1:0";
-  c.access_log = "";
-  c.approx_ttl = 1;  // provisional entries expire at once
-  c.health_interval = 10 * kSecond;
-  c.scrape_interval = 0;
+  GatewayConfig c = EventsOnlyConfig();
   StartEventEmus(3, nullptr, &c, &emus);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
@@ -75,12 +70,7 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
 // so a prefix cached under one salt is a hit for that salt only.
 TEST(GatewayKvEventsTest, CacheSaltSeparatesPrefixes) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
-  GatewayConfig c;
-  c.listen = "127.0.0.1:0";
-  c.access_log = "";
-  c.approx_ttl = 1;  // provisional entries expire at once: only events explain a choice
-  c.health_interval = 10 * kSecond;
-  c.scrape_interval = 0;
+  GatewayConfig c = EventsOnlyConfig();
   StartEventEmus(2, nullptr, &c, &emus);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
@@ -196,12 +186,7 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
 // takes that for a restart and forgets everything the old process held.
 TEST(GatewayKvEventsTest, EngineRestartClearsWhatItHeld) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
-  GatewayConfig c;
-  c.listen = "127.0.0.1:0";
-  c.access_log = "";
-  c.approx_ttl = 1;
-  c.scrape_interval = 0;
-  c.health_interval = 10 * kSecond;
+  GatewayConfig c = EventsOnlyConfig();
   StartEventEmus(1, nullptr, &c, &emus);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();

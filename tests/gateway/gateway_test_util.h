@@ -140,6 +140,18 @@ inline CallResult CallAndWait(net::AsyncHttpClient& client, const net::CallReque
 }
 
 // `n` emulated engines publishing KV events (with replay), added to `c` as backends b0..b<n-1>.
+// A gateway on a free port whose routing only the engines' KV events can explain: its own
+// provisional entries expire at once, no access log file, no health probes or scrapes between.
+inline GatewayConfig EventsOnlyConfig() {
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  c.approx_ttl = 1;
+  c.health_interval = 10 * kSecond;
+  c.scrape_interval = 0;
+  return c;
+}
+
 inline void StartEventEmus(int n, std::shared_ptr<const tokenizer::PromptEncoder> encoder, GatewayConfig* c,
                     std::vector<std::unique_ptr<emu::EmuServer>>* emus) {
   for (int i = 0; i < n; ++i) {

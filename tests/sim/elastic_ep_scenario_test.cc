@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "fault_test_util.h"
 #include "sim/runner.h"
 
 namespace myriad::sim {
@@ -37,24 +38,11 @@ faults:
   elastic_ep: )" + elastic + "\n";
 }
 
-nlohmann::ordered_json RunSim(const std::string& yaml) {
-  auto s = ParseScenario(yaml, "inline.yaml");
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  auto r = RunScenario(*s);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : nlohmann::ordered_json{};
-}
+using fault_test::D;
+using fault_test::ExpectNothingLost;
+using fault_test::I;
 
-double D(const nlohmann::ordered_json& j) { return j.get<double>(); }
-int64_t I(const nlohmann::ordered_json& j) { return j.get<int64_t>(); }
-
-void ExpectNothingLost(const nlohmann::ordered_json& r) {
-  const auto& q = r["requests"];
-  ASSERT_GT(I(q["arrived"]), 0);
-  EXPECT_EQ(I(q["arrived"]), I(q["completed"]) + I(q["rejected"]));
-  for (const auto& p : r["pools"]) EXPECT_EQ(I(p["kv_tokens_in_use_at_end"]), 0) << p["name"];
-}
+nlohmann::ordered_json RunSim(const std::string& yaml) { return fault_test::RunFaults(yaml); }
 
 TEST(ElasticEpScenario, AUnitLosingANodeServesDegradedWhileItIsReplaced) {
   const auto r = RunSim(Yaml("{enabled: true}"));

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "fault_test_util.h"
 #include "sim/event_queue.h"
 #include "sim/runner.h"
 #include "sim/shared_bandwidth.h"
@@ -39,17 +40,10 @@ faults:
 )" + faults;
 }
 
-nlohmann::ordered_json RunFaults(const std::string& yaml) {
-  auto s = ParseScenario(yaml, "inline.yaml");
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  auto r = RunScenario(*s);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : nlohmann::ordered_json{};
-}
-
-int64_t I(const nlohmann::ordered_json& j) { return j.get<int64_t>(); }
-double D(const nlohmann::ordered_json& j) { return j.get<double>(); }
+using fault_test::D;
+using fault_test::ExpectNothingLost;
+using fault_test::I;
+using fault_test::RunFaults;
 
 const nlohmann::ordered_json& Event(const nlohmann::ordered_json& r, const std::string& kind, int unit = -2) {
   for (const auto& e : r["failures"]["events"]) {
@@ -58,21 +52,6 @@ const nlohmann::ordered_json& Event(const nlohmann::ordered_json& r, const std::
   static const nlohmann::ordered_json none;
   ADD_FAILURE() << "no " << kind << " event";
   return none;
-}
-
-void ExpectNothingLost(const nlohmann::ordered_json& r) {
-  const auto& q = r["requests"];
-  ASSERT_GT(I(q["arrived"]), 0);
-  EXPECT_EQ(I(q["arrived"]), I(q["completed"]) + I(q["rejected"]));
-  int64_t by_reason = 0;
-  for (const auto& [reason, n] : q["rejected_by_reason"].items()) by_reason += I(n);
-  EXPECT_EQ(by_reason, I(q["rejected"]));
-  const auto& t = r["tokens"];
-  EXPECT_EQ(I(t["decoded"]), I(t["completed_output"]) + I(t["unfinished_output_produced"]));
-  // Capacity accounting: every KV reservation was given back, failed units included.
-  if (I(q["rejected_by_reason"].value("unfinished_at_end", 0)) == 0) {
-    for (const auto& p : r["pools"]) EXPECT_EQ(I(p["kv_tokens_in_use_at_end"]), 0) << p["name"];
-  }
 }
 
 TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
