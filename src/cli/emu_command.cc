@@ -33,6 +33,10 @@ EmuCommand::EmuCommand(CLI::App& app) {
   cmd_->add_option("--tokenizer", tokenizer_,
                    "the model's tokenizer.json, or a folder with it and tokenizer_config.json");
   cmd_->add_option("--seed", seed_, "seed of the generated tokens")->capture_default_str();
+  cmd_->add_option("--data-parallel-size,--dp", dp_,
+                   "DP ranks behind this API (vLLM's --data-parallel-size): an engine each, KV events "
+                   "on consecutive ports, X-data-parallel-rank picks one")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
 }
 
 int EmuCommand::Run() {
@@ -60,6 +64,7 @@ int EmuCommand::Run() {
   o.engine.seed = seed_;
   o.kv_events = kv_events_;
   o.kv_replay = kv_replay_;
+  o.dp_ranks = dp_;
   if (!tokenizer_.empty()) {
     auto enc = tokenizer::PromptEncoder::Load(tokenizer_);
     if (!enc.ok()) {

@@ -28,6 +28,7 @@ class EmuCommand {
   int64_t max_batched_tokens_ = 8192;
   int64_t kv_blocks_ = 0;
   int threads_ = 2;
+  int dp_ = 1;
   uint64_t seed_ = 1;
   std::string kv_events_;
   std::string tokenizer_;

@@ -1,5 +1,7 @@
 #include "emu/emu_server.h"
 
+#include <charconv>
+
 #include <fmt/format.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -68,6 +70,7 @@ TextCodec StandInCodec() {
 struct EmuServer::Live {
   uint64_t id = 0;
   uint64_t engine_id = 0;
+  int rank = 0;  // the DP rank's engine serving it
   std::shared_ptr<net::HttpResponder> r;
   bool stream = false;
   bool chat = false;
@@ -82,13 +85,22 @@ struct EmuServer::Live {
 };
 
 absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options) {
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options.engine);
-  if (!engine.ok()) return engine.status();
-  return std::unique_ptr<EmuServer>(new EmuServer(std::move(options), *std::move(engine)));
+  if (options.dp_ranks < 1 || options.dp_ranks > 1024) {
+    return absl::InvalidArgumentError(fmt::format("dp_ranks: {} is not in [1, 1024]", options.dp_ranks));
+  }
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int rank = 0; rank < options.dp_ranks; ++rank) {
+    EngineOptions eo = options.engine;
+    eo.seed += static_cast<uint64_t>(rank);
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(eo);
+    if (!engine.ok()) return engine.status();
+    engines.push_back(*std::move(engine));
+  }
+  return std::unique_ptr<EmuServer>(new EmuServer(std::move(options), std::move(engines)));
 }
 
-EmuServer::EmuServer(EmuOptions options, std::unique_ptr<Engine> engine)
-    : options_(std::move(options)), engine_(std::move(engine)) {
+EmuServer::EmuServer(EmuOptions options, std::vector<std::unique_ptr<Engine>> engines)
+    : options_(std::move(options)), engines_(std::move(engines)) {
   for (auto* h : {&ttft_, &itl_, &e2e_, &queue_}) h->bounds = LatencyBuckets();
 }
 
@@ -134,19 +146,71 @@ net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size)
 
 }  // namespace
 
+// Rank r publishes on the configured ports + r, as vLLM's DP ranks do. A wildcard port ("*")
+// binds rank 0 anywhere free and the others after it; if one of those is taken, all start over.
+absl::Status EmuServer::StartPublishers() {
+  const int ranks = dp_ranks();
+  absl::Status last;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    publishers_.clear();
+    std::string events = options_.kv_events, replay = options_.kv_replay;
+    for (int rank = 0; rank < ranks; ++rank) {
+      net::KvEventPublisherOptions po;
+      if (rank > 0) {
+        // After rank 0 the ports are known: consecutive from what it bound.
+        auto e = net::OffsetEndpointPort(publishers_[0]->endpoint(), rank);
+        auto r = replay.empty() ? std::optional<std::string>("")
+                                : net::OffsetEndpointPort(publishers_[0]->replay_endpoint(), rank);
+        if (!e || !r) return absl::InvalidArgumentError(fmt::format("kv_events '{}': no port for DP rank {}", events, rank));
+        po.endpoint = *e;
+        po.replay_endpoint = *r;
+      } else {
+        po.endpoint = events;
+        po.replay_endpoint = replay;
+      }
+      auto p = net::KvEventPublisher::Create(po);
+      if (!p.ok()) {
+        last = p.status();
+        break;
+      }
+      publishers_.push_back(*std::move(p));
+    }
+    if (static_cast<int>(publishers_.size()) == ranks) break;
+    if (events.find('*') == std::string::npos) return last;  // fixed ports: no retry helps
+  }
+  if (static_cast<int>(publishers_.size()) != ranks) return last;
+  const int bs = options_.engine.block_size;
+  for (int rank = 0; rank < ranks; ++rank) {
+    net::KvEventPublisher* pub = publishers_[static_cast<size_t>(rank)].get();
+    engines_[static_cast<size_t>(rank)]->set_event_sink([pub, bs, rank](std::vector<CacheEvent> events) {
+      net::KvEventBatch batch = ToBatch(events, bs);
+      batch.dp_rank = rank;
+      (void)pub->Publish(batch);
+    });
+  }
+  return absl::OkStatus();
+}
+
+int EmuServer::PickRank(const net::HttpRequest& req) const {
+  const int ranks = dp_ranks();
+  if (const std::string* h = net::FindHeader(req.headers, "X-data-parallel-rank")) {
+    int rank = -1;
+    const auto [end, ec] = std::from_chars(h->data(), h->data() + h->size(), rank);
+    if (ec != std::errc() || end != h->data() + h->size() || rank < 0 || rank >= ranks) return -1;
+    return rank;
+  }
+  int best = 0;
+  int best_load = INT32_MAX;
+  for (int rank = 0; rank < ranks; ++rank) {
+    const EngineStats s = engines_[static_cast<size_t>(rank)]->stats();
+    if (s.running + s.waiting < best_load) best_load = s.running + s.waiting, best = rank;
+  }
+  return best;
+}
+
 absl::Status EmuServer::Start() {
   if (!options_.kv_events.empty()) {
-    net::KvEventPublisherOptions po;
-    po.endpoint = options_.kv_events;
-    po.replay_endpoint = options_.kv_replay;
-    auto p = net::KvEventPublisher::Create(po);
-    if (!p.ok()) return p.status();
-    publisher_ = *std::move(p);
-    net::KvEventPublisher* pub = publisher_.get();
-    const int bs = options_.engine.block_size;
-    engine_->set_event_sink([pub, bs](std::vector<CacheEvent> events) {
-      (void)pub->Publish(ToBatch(events, bs));
-    });
+    if (absl::Status st = StartPublishers(); !st.ok()) return st;
   }
   if (options_.http.stop_grace > kSecond) options_.http.stop_grace = 200 * kMillisecond;
   http_ = std::make_unique<net::HttpServer>(
@@ -160,8 +224,8 @@ void EmuServer::Stop() {
   if (stopped_.exchange(true)) return;
   Crash();  // cut every open request: nothing is answered once stopping
   if (http_) http_->Stop();
-  engine_.reset();  // the engine's last callbacks only drop their responders now
-  if (publisher_) publisher_->Stop();
+  engines_.clear();  // the engines' last callbacks only drop their responders now
+  for (auto& p : publishers_) p->Stop();
   std::lock_guard l(mu_);
   live_.clear();
 }
@@ -176,15 +240,17 @@ void EmuServer::Crash() {
     parked_.clear();
   }
   for (auto& r : all) r->Abort();
-  if (engine_) engine_->SetHung(true);
+  for (auto& e : engines_) e->SetHung(true);
 }
 
 
 void EmuServer::SetFault(Fault fault) {
   std::lock_guard l(mu_);
   fault_ = fault;
-  engine_->SetSlowdown(fault.kind == Fault::Kind::kSlow ? fault.factor : 1.0);
-  engine_->SetHung(fault.kind == Fault::Kind::kHang);
+  for (auto& e : engines_) {
+    e->SetSlowdown(fault.kind == Fault::Kind::kSlow ? fault.factor : 1.0);
+    e->SetHung(fault.kind == Fault::Kind::kHang);
+  }
   if (fault.kind != Fault::Kind::kHang) {
     // Unhung: the parked health checks are answered now.
     for (auto& r : parked_) r->Respond(net::HttpResponse{200, "text/plain", "", {}});
@@ -279,6 +345,11 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
   }
   auto live = std::make_shared<Live>();
   live->chat = chat;
+  live->rank = PickRank(req);
+  if (live->rank < 0) {
+    return r->Respond(BadRequest(fmt::format("X-data-parallel-rank must be a rank in [0, {})", dp_ranks()),
+                                 "X-data-parallel-rank"));
+  }
   // The prompt's token ids.
   if (chat && options_.encoder) {
     auto ids = options_.encoder->Chat(req.body);
@@ -409,7 +480,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     if (!live->stream) return;
     if (live->drop_after >= 0 && index >= live->drop_after) {
       live->r->Abort();  // the stream is cut mid-way, as a dying engine would
-      if (engine_) engine_->Cancel(live->engine_id);
+      if (!engines_.empty()) engines_[static_cast<size_t>(live->rank)]->Cancel(live->engine_id);
       return;
     }
     if (index == 0 && live->chat) {
@@ -495,47 +566,57 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     std::lock_guard l(mu_);
     live_[live->id] = live;
   }
-  live->engine_id = engine_->Submit(std::move(g));
+  live->engine_id = engines_[static_cast<size_t>(live->rank)]->Submit(std::move(g));
   // A client that leaves aborts its request, as vLLM does.
   r->OnClientGone([this, live] {
-    if (engine_) engine_->Cancel(live->engine_id);
+    if (!engines_.empty()) engines_[static_cast<size_t>(live->rank)]->Cancel(live->engine_id);
   });
 }
 
 net::HttpResponse EmuServer::Metrics() {
-  const EngineStats s = engine_->stats();
+  // One label set per DP rank (engine="<rank>"), as vLLM's API server reports its engines.
+  std::vector<EngineStats> stats;
+  for (const auto& e : engines_) stats.push_back(e->stats());
   net::PrometheusWriter w;
   const std::string& m = options_.served_model_name;
-  std::initializer_list<net::Label> labels = {{"model_name", m}, {"engine", "0"}};
+  std::vector<std::string> engine_ids;
+  for (size_t i = 0; i < stats.size(); ++i) engine_ids.push_back(std::to_string(i));
+  auto each = [&](std::string_view name, auto value) {
+    for (size_t i = 0; i < stats.size(); ++i) w.Sample(name, {{"model_name", m}, {"engine", engine_ids[i]}}, value(stats[i]));
+  };
   w.Family("vllm:num_requests_running", "Requests in the running batch.", net::MetricType::kGauge);
-  w.Sample("vllm:num_requests_running", labels, static_cast<int64_t>(s.running));
+  each("vllm:num_requests_running", [](const EngineStats& s) { return static_cast<int64_t>(s.running); });
   w.Family("vllm:num_requests_waiting", "Requests waiting to be scheduled.", net::MetricType::kGauge);
-  w.Sample("vllm:num_requests_waiting", labels, static_cast<int64_t>(s.waiting));
+  each("vllm:num_requests_waiting", [](const EngineStats& s) { return static_cast<int64_t>(s.waiting); });
   w.Family("vllm:kv_cache_usage_perc", "KV-cache usage, 1 means 100 percent.", net::MetricType::kGauge);
-  w.Sample("vllm:kv_cache_usage_perc", labels, s.kv_usage);
+  each("vllm:kv_cache_usage_perc", [](const EngineStats& s) { return s.kv_usage; });
   w.Family("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
            net::MetricType::kCounter);
-  w.Sample("vllm:prefix_cache_queries_total", labels, s.prefix_queries);
+  each("vllm:prefix_cache_queries_total", [](const EngineStats& s) { return s.prefix_queries; });
   w.Family("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", net::MetricType::kCounter);
-  w.Sample("vllm:prefix_cache_hits_total", labels, s.prefix_hits);
+  each("vllm:prefix_cache_hits_total", [](const EngineStats& s) { return s.prefix_hits; });
   w.Family("vllm:num_preemptions", "Preemptions.", net::MetricType::kCounter);
-  w.Sample("vllm:num_preemptions_total", labels, uint64_t{0});
+  each("vllm:num_preemptions_total", [](const EngineStats&) { return uint64_t{0}; });
   w.Family("vllm:prompt_tokens", "Prompt tokens computed.", net::MetricType::kCounter);
-  w.Sample("vllm:prompt_tokens_total", labels, s.prompt_tokens);
+  each("vllm:prompt_tokens_total", [](const EngineStats& s) { return s.prompt_tokens; });
   w.Family("vllm:generation_tokens", "Tokens generated.", net::MetricType::kCounter);
-  w.Sample("vllm:generation_tokens_total", labels, s.generation_tokens);
+  each("vllm:generation_tokens_total", [](const EngineStats& s) { return s.generation_tokens; });
   w.Family("vllm:request_success", "Requests finished, by reason.", net::MetricType::kCounter);
-  w.Sample("vllm:request_success_total",
-           {{"model_name", m}, {"engine", "0"}, {"finished_reason", "length"}}, s.finished_length);
-  w.Sample("vllm:request_success_total",
-           {{"model_name", m}, {"engine", "0"}, {"finished_reason", "abort"}}, s.finished_abort);
-  const std::string blocks = std::to_string(s.kv_blocks);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    w.Sample("vllm:request_success_total",
+             {{"model_name", m}, {"engine", engine_ids[i]}, {"finished_reason", "length"}}, stats[i].finished_length);
+    w.Sample("vllm:request_success_total",
+             {{"model_name", m}, {"engine", engine_ids[i]}, {"finished_reason", "abort"}}, stats[i].finished_abort);
+  }
   const std::string bs = std::to_string(options_.engine.block_size);
   w.Family("vllm:cache_config_info", "Information of the KV cache.", net::MetricType::kGauge);
-  w.Sample("vllm:cache_config_info",
-           {{"block_size", bs}, {"num_gpu_blocks", blocks}, {"engine", "0"}}, 1.0);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    w.Sample("vllm:cache_config_info",
+             {{"block_size", bs}, {"num_gpu_blocks", std::to_string(stats[i].kv_blocks)}, {"engine", engine_ids[i]}}, 1.0);
+  }
   {
     std::lock_guard l(mu_);
+    std::initializer_list<net::Label> labels = {{"model_name", m}, {"engine", "0"}};
     w.Histogram("vllm:time_to_first_token_seconds", "Time to first token.", labels, ttft_);
     w.Histogram("vllm:inter_token_latency_seconds", "Time between tokens.", labels, itl_);
     w.Histogram("vllm:e2e_request_latency_seconds", "Request latency.", labels, e2e_);

@@ -43,6 +43,10 @@ struct EmuOptions {
   // "tcp://127.0.0.1:*" binds a free port (see kv_events_endpoint()).
   std::string kv_events;
   std::string kv_replay;
+  // vLLM's --data-parallel-size behind one API server: an engine per rank (its own scheduler,
+  // prefix cache and KV-event publisher, rank r on the configured ports + r). A request's
+  // X-data-parallel-rank header picks the rank; without it the least loaded one serves.
+  int dp_ranks = 1;
   int default_max_tokens = 16;
   int max_model_len = 131072;
 };
@@ -68,16 +72,26 @@ class EmuServer {
   void set_on_crash(std::function<void()> f) { on_crash_ = std::move(f); }
 
   uint16_t port() const { return http_ ? http_->port() : 0; }
-  // The bound KV-event endpoints ("" when off).
-  std::string kv_events_endpoint() const { return publisher_ ? publisher_->endpoint() : ""; }
-  std::string kv_replay_endpoint() const { return publisher_ ? publisher_->replay_endpoint() : ""; }
-  Engine& engine() { return *engine_; }
+  // The bound KV-event endpoints of a DP rank ("" when off).
+  std::string kv_events_endpoint(int rank = 0) const {
+    return rank < static_cast<int>(publishers_.size()) ? publishers_[static_cast<size_t>(rank)]->endpoint() : "";
+  }
+  std::string kv_replay_endpoint(int rank = 0) const {
+    return rank < static_cast<int>(publishers_.size()) ? publishers_[static_cast<size_t>(rank)]->replay_endpoint()
+                                                       : "";
+  }
+  Engine& engine(int rank = 0) { return *engines_[static_cast<size_t>(rank)]; }
+  int dp_ranks() const { return static_cast<int>(engines_.size()); }
   // Requests answered, by endpoint kind; for tests.
   uint64_t completions() const { return completions_.load(); }
 
  private:
   struct Live;
-  explicit EmuServer(EmuOptions options, std::unique_ptr<Engine> engine);
+  EmuServer(EmuOptions options, std::vector<std::unique_ptr<Engine>> engines);
+  absl::Status StartPublishers();
+  // The rank a request goes to: its X-data-parallel-rank, else the least loaded; -1 when the
+  // header is not a rank of this server.
+  int PickRank(const net::HttpRequest& req) const;
   void Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r);
   void Generate(const net::HttpRequest& req, bool chat, std::shared_ptr<net::HttpResponder> r);
   net::HttpResponse Metrics();
@@ -86,9 +100,9 @@ class EmuServer {
   std::vector<uint32_t> Encode(std::string_view text) const;
 
   EmuOptions options_;
-  std::unique_ptr<Engine> engine_;
+  std::vector<std::unique_ptr<Engine>> engines_;  // one per DP rank
   std::unique_ptr<net::HttpServer> http_;
-  std::unique_ptr<net::KvEventPublisher> publisher_;
+  std::vector<std::unique_ptr<net::KvEventPublisher>> publishers_;
   std::function<void()> on_crash_;
   std::atomic<bool> crashed_{false};
   std::atomic<bool> stopped_{false};

@@ -16,10 +16,21 @@
 
 namespace myriad::gateway {
 
+// One DP rank of a backend whose ranks the gateway steers itself (vLLM and SGLang honour an
+// X-data-parallel-rank header): each rank has its own KV cache, so its own index holder, and
+// its own load.
+struct RankState {
+  policy::HolderId holder = 0;
+  int64_t inflight = 0;
+  int64_t queued_prefill_tokens = 0;
+  double running = 0, waiting = 0, kv_usage = 0;  // the engine's metrics with engine="<rank>"
+};
+
 struct Backend {
   BackendConfig config;
   net::HostPort address;
-  policy::HolderId holder = 0;  // its entries in the prefix index
+  policy::HolderId holder = 0;  // its entries in the prefix index (ranks empty)
+  std::vector<RankState> ranks;  // dp_ranks > 1: one per DP rank, steered by header
   bool from_etcd = false;
 
   // Health.
@@ -44,6 +55,16 @@ struct Backend {
 
   bool available() const { return healthy && !ejected && !draining && !removed; }
   policy::UnitLoad Load() const;
+  // The load of one DP rank (ranks not empty).
+  policy::UnitLoad RankLoad(size_t rank) const;
+  // The holder of a rank's entries (-1: the backend's own).
+  policy::HolderId HolderOf(int rank) const {
+    return rank >= 0 && static_cast<size_t>(rank) < ranks.size() ? ranks[static_cast<size_t>(rank)].holder : holder;
+  }
+  // Every holder the backend's entries are under.
+  std::vector<policy::HolderId> Holders() const;
+  // Load placed on (rank) or taken off (-) it by the gateway.
+  void Charge(int rank, int64_t requests, int64_t prefill_tokens);
 };
 
 // The engine metrics a router needs, summed over label sets (DP ranks, engines). Unknown lines
@@ -51,6 +72,11 @@ struct Backend {
 struct ScrapedLoad {
   bool any = false;
   double running = 0, waiting = 0, kv_usage = 0;
+  struct Engine {
+    double running = 0, waiting = 0, kv_usage = 0;
+  };
+  // By the `engine` label's value when it is a number (vLLM's DP ranks); others are summed only.
+  std::vector<Engine> by_engine;
 };
 ScrapedLoad ParseEngineMetrics(std::string_view exposition);
 

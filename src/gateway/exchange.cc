@@ -100,6 +100,8 @@ void Exchange::Dispatch() {
   upstream_status = 0;
   held.clear();
   attempts++;
+  rank = route.entry_rank;
+  decode_rank = route.decode_rank;
   if (route.decode && route.entry->config.role == BackendRole::kPrefill) {
     pd = true;
     decode_backend = route.decode;
@@ -120,7 +122,7 @@ void Exchange::Dispatch() {
 
 void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {
   if (gw->shutting_down_) {
-    gw->Finished(b, true, queued);  // give back the load Pick or AfterPrefill charged
+    gw->Finished(b, rank, true, queued);  // give back the load Pick or AfterPrefill charged
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
   backend = b;
@@ -134,6 +136,8 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
                                                      static_cast<uint64_t>(attempts) ^
                                                      (prefill_phase ? 0x5a5a : 0)));
   c.headers.emplace_back("X-Request-Id", trace.trace_id);
+  // The DP rank whose KV cache the router counted on (vLLM and SGLang honour it).
+  if (rank >= 0) c.headers.emplace_back("X-data-parallel-rank", std::to_string(rank));
   c.timeouts.connect = gw->config_.connect_timeout;
   c.timeouts.first_byte = gw->config_.first_byte_timeout;
   c.timeouts.idle = gw->config_.idle_timeout;
@@ -164,6 +168,7 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
   net::Headers out;
   out.emplace_back("traceparent", trace.Header(static_cast<uint64_t>(start.time_since_epoch().count())));
   out.emplace_back("X-Myriad-Backend", backend->config.name);
+  if (rank >= 0) out.emplace_back("X-Myriad-Dp-Rank", std::to_string(rank));
   r->BeginStream(status, content_type, std::move(out));
   header_sent = true;
   status_sent = status;
@@ -198,11 +203,11 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   std::shared_ptr<Backend> b = backend;
   const bool call_ok = st.ok() && !Retryable(upstream_status);
   if (cancelled) {
-    gw->Finished(b, true, queued);
+    gw->Finished(b, rank, true, queued);
     status_sent = 499;  // nginx's "client closed request"
     return Finish(499);
   }
-  gw->Finished(b, call_ok, queued);
+  gw->Finished(b, rank, call_ok, queued);
   if (call_ok && prefill_phase) {
     if (upstream_status == 200) {
       l.unlock();
@@ -270,9 +275,10 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   first_byte = false;
   queued = 0;
   std::shared_ptr<Backend> d = decode_backend;
+  rank = decode_rank;
   {
     std::lock_guard g(gw->mu_);
-    d->inflight++;
+    d->Charge(rank, 1, 0);
     gw->stats_.pd_requests++;
   }
   decision += fmt::format("; prefilled on {}", prefill->config.name);

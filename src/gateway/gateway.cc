@@ -10,6 +10,7 @@
 #include "core/block_hash.h"
 #include "gateway/exchange.h"
 #include "net/http_client.h"
+#include "net/kv_event_publisher.h"
 #include "net/kv_events.h"
 #include "perf/step_model.h"
 
@@ -35,23 +36,6 @@ std::string BearerToken(const net::Headers& headers) {
   std::string_view v = *h;
   if (v.substr(0, 7) != "Bearer " && v.substr(0, 7) != "bearer ") return "";
   return std::string(Trim(v.substr(7)));
-}
-
-// "tcp://host:5557" + 2 -> "tcp://host:5559"; nullopt when the port is not a number (and the
-// offset is not 0).
-std::optional<std::string> OffsetPort(const std::string& endpoint, int offset) {
-  if (offset == 0) return endpoint;
-  const size_t colon = endpoint.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  int port = 0;
-  const std::string digits = endpoint.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5 ||
-      digits.find_first_not_of("0123456789") != std::string::npos) {
-    return std::nullopt;
-  }
-  port = std::stoi(digits) + offset;
-  if (port > 65535) return std::nullopt;
-  return endpoint.substr(0, colon + 1) + std::to_string(port);
 }
 
 std::vector<double> LatencyBuckets() {
@@ -232,12 +216,12 @@ absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> Gateway::SubscribeEvents
     first = next_publisher_;
     for (const auto& b : backends) {
       if (b->config.kv_events.empty()) continue;
-      // vLLM's DP ranks publish on consecutive ports from the configured one; the engine's API
-      // server balances over its ranks itself, so they all count for the one backend.
+      // vLLM's DP ranks publish on consecutive ports from the configured one, each rank's
+      // blocks under that rank's holder (the gateway steers requests to a rank by header).
       for (int rank = 0; rank < b->config.dp_ranks; ++rank) {
-        auto events = OffsetPort(b->config.kv_events, rank);
+        auto events = net::OffsetEndpointPort(b->config.kv_events, rank);
         auto replay = b->config.kv_replay.empty() ? std::string()
-                                                  : OffsetPort(b->config.kv_replay, rank).value_or("");
+                                                  : net::OffsetEndpointPort(b->config.kv_replay, rank).value_or("");
         if (!events) {
           return absl::InvalidArgumentError(fmt::format(
               "backend '{}': kv_events '{}' needs a numeric port for dp_ranks > 1", b->config.name,
@@ -246,7 +230,7 @@ absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> Gateway::SubscribeEvents
         const policy::PublisherId publisher = first + static_cast<policy::PublisherId>(so.sources.size());
         so.sources.push_back(net::KvEventSource{fmt::format("{}/dp{}", b->config.name, rank),
                                                 *events, replay, ""});
-        if (absl::Status st = indexer_->AddPublisher(publisher, KvPublisherHolders{{{"GPU", b->holder}}});
+        if (absl::Status st = indexer_->AddPublisher(publisher, KvPublisherHolders{{{"GPU", b->HolderOf(rank)}}});
             !st.ok()) {
           return st;
         }
@@ -327,6 +311,11 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
   b->config = std::move(config);
   b->address = *hp;
   b->holder = next_holder_++;
+  // DP ranks steered by header: each its own cache, so its own holder in the index.
+  if (b->config.dp_ranks > 1) {
+    b->ranks.resize(static_cast<size_t>(b->config.dp_ranks));
+    for (RankState& r : b->ranks) r.holder = next_holder_++;
+  }
   b->from_etcd = from_etcd;
   backends_.push_back(std::move(b));
   return absl::OkStatus();
@@ -343,7 +332,7 @@ bool Gateway::RemoveBackendLocked(const std::string& name, bool only_from_etcd) 
   for (auto it = backends_.begin(); it != backends_.end(); ++it) {
     if ((*it)->config.name == name && !(*it)->removed && (!only_from_etcd || (*it)->from_etcd)) {
       (*it)->removed = true;  // requests in flight keep their shared_ptr
-      index_.Cleared((*it)->holder);
+      for (policy::HolderId h : (*it)->Holders()) index_.Cleared(h);
       backends_.erase(it);
       return true;
     }
@@ -401,31 +390,34 @@ bool Gateway::SpendRetry() {
   return true;
 }
 
-void Gateway::Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens) {
+void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens) {
   if (!b) return;
   std::lock_guard l(mu_);
-  b->inflight = std::max<int64_t>(0, b->inflight - 1);
-  b->queued_prefill_tokens = std::max<int64_t>(0, b->queued_prefill_tokens - queued_tokens);
+  b->Charge(rank, -1, -queued_tokens);
   if (RecordOutcome(*b, ok, config_.eject_after_errors)) stats_.ejections++;
   if (!ok) stats_.upstream_failures++;
 }
 
 Gateway::Route Gateway::Pick(Exchange& ex) {
   std::lock_guard l(mu_);
-  std::vector<std::shared_ptr<Backend>> entries, decodes;
+  // A candidate is a backend, or one DP rank of it when the gateway steers its ranks.
+  using Target = std::pair<std::shared_ptr<Backend>, int>;
+  std::vector<Target> entries, decodes;
   std::vector<policy::Candidate> entry_c, decode_c;
   auto tried = [&](const Backend& b) {
     return std::find(ex.tried.begin(), ex.tried.end(), b.config.name) != ex.tried.end();
   };
   for (const auto& b : backends_) {
     if (b->config.model != ex.req.model || !b->available() || tried(*b)) continue;
-    policy::Candidate c{b->holder, b->Load(), &cost_};
-    if (b->config.role == BackendRole::kDecode) {
-      decodes.push_back(b);
-      decode_c.push_back(c);
+    const bool decode = b->config.role == BackendRole::kDecode;
+    auto add = [&](int rank, policy::UnitLoad load) {
+      (decode ? decodes : entries).emplace_back(b, rank);
+      (decode ? decode_c : entry_c).push_back(policy::Candidate{b->HolderOf(rank), load, &cost_});
+    };
+    if (b->ranks.empty()) {
+      add(-1, b->Load());
     } else {
-      entries.push_back(b);
-      entry_c.push_back(c);
+      for (size_t r = 0; r < b->ranks.size(); ++r) add(static_cast<int>(r), b->RankLoad(r));
     }
   }
   // Without a prefill or colocated engine left, a decode engine serves the whole request.
@@ -458,27 +450,28 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
     out.reason = d.entry < 0 && !d.rejected ? "no_backend" : std::string(d.reason);
     return out;
   }
-  out.entry = entries[static_cast<size_t>(d.entry)];
+  std::tie(out.entry, out.entry_rank) = entries[static_cast<size_t>(d.entry)];
   // Without a decode pick (the router skipped disaggregation) a prefill engine serves it whole.
   if (d.decode >= 0 && out.entry->config.role == BackendRole::kPrefill) {
-    out.decode = decodes[static_cast<size_t>(d.decode)];
+    std::tie(out.decode, out.decode_rank) = decodes[static_cast<size_t>(d.decode)];
   }
   out.cached_tokens = d.expected_cached_tokens;
   if (LogEnabled()) {  // the reason is for the access log only: not formatted when it is off
-    out.reason = fmt::format("{}: {} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
+    out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
                              policy::FormatPolicyName(router_->options(), config_.fairness),
-                             out.entry->config.name, d.expected_cached_tokens, ex.input_tokens,
+                             out.entry->config.name,
+                             out.entry_rank >= 0 ? fmt::format("/dp{}", out.entry_rank) : std::string(),
+                             d.expected_cached_tokens, ex.input_tokens,
                              d.estimated_ttft_s,
                              out.decode ? ", decode on " + out.decode->config.name : "",
                              d.hot_spot ? ", hot prefix spread" : "");
   }
   // The gateway's own prediction, until (or instead of) the engine's events.
   if (!ex.keys.empty()) {
-    index_.AddProvisional(out.entry->holder, 0, ex.keys, rr.now);
-    if (out.decode) index_.AddProvisional(out.decode->holder, 0, ex.keys, rr.now);
+    index_.AddProvisional(out.entry->HolderOf(out.entry_rank), 0, ex.keys, rr.now);
+    if (out.decode) index_.AddProvisional(out.decode->HolderOf(out.decode_rank), 0, ex.keys, rr.now);
   }
-  out.entry->inflight++;
-  out.entry->queued_prefill_tokens += std::max<int64_t>(0, ex.input_tokens - out.cached_tokens);
+  out.entry->Charge(out.entry_rank, 1, std::max<int64_t>(0, ex.input_tokens - out.cached_tokens));
   // Each routed request earns a fraction of a retry; the bucket is bounded.
   retry_tokens_ = std::min(retry_tokens_ + config_.retry_budget, 10.0 + 100 * config_.retry_budget);
   return out;
@@ -739,8 +732,15 @@ void Gateway::CheckHealthNow() {
         b->running = load.running;
         b->waiting = load.waiting;
         b->kv_usage = load.kv_usage;
+        for (size_t r = 0; r < b->ranks.size() && r < load.by_engine.size(); ++r) {
+          b->ranks[r].running = load.by_engine[r].running;
+          b->ranks[r].waiting = load.by_engine[r].waiting;
+          b->ranks[r].kv_usage = load.by_engine[r].kv_usage;
+        }
       }
-      if (change == "unhealthy") index_.MarkSuspect(b->holder);
+      if (change == "unhealthy") {
+        for (policy::HolderId h : b->Holders()) index_.MarkSuspect(h);
+      }
     }
     if (!change.empty()) {
       Log(json({{"event", "backend_" + std::string(change)}, {"backend", b->config.name},

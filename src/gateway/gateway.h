@@ -93,6 +93,7 @@ class Gateway {
   // Routing, under mu_: the chosen entry (and decode) backends, or a rejection.
   struct Route {
     std::shared_ptr<Backend> entry, decode;
+    int entry_rank = -1, decode_rank = -1;  // DP ranks steered by header; -1: the engine's pick
     bool rejected = false;
     std::string reason;
     int64_t cached_tokens = 0;
@@ -107,7 +108,7 @@ class Gateway {
   void SubscribeLater(const std::string& name);
   void Unsubscribe(const std::string& name);
   bool SpendRetry();
-  void Finished(const std::shared_ptr<Backend>& b, bool ok, int64_t queued_tokens);
+  void Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens);
 
   GatewayConfig config_;
   std::unique_ptr<net::HttpServer> http_;

@@ -72,7 +72,8 @@ absl::StatusOr<HttpResponse> HttpClient::Delete(std::string_view target) {
 }
 
 absl::StatusOr<HttpResponse> HttpClient::Request(std::string_view method, std::string_view target,
-                                                 std::string body, std::string_view content_type) {
+                                                 std::string body, std::string_view content_type,
+                                                 const Headers& headers) {
   Impl& c = *impl_;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::nanoseconds(c.options.timeout);
@@ -97,6 +98,7 @@ absl::StatusOr<HttpResponse> HttpClient::Request(std::string_view method, std::s
   req.set(http::field::host, fmt::format("{}:{}", c.server.host, c.server.port));
   req.set(http::field::user_agent, "myriad");
   if (!content_type.empty()) req.set(http::field::content_type, content_type);
+  for (const auto& [name, value] : headers) req.set(name, value);
   req.body() = std::move(body);
   req.keep_alive(true);
   req.prepare_payload();

@@ -37,7 +37,8 @@ class HttpClient {
   // reached or closes the connection, kInternal for a malformed response. An HTTP error status
   // is a successful call: look at response.status.
   absl::StatusOr<HttpResponse> Request(std::string_view method, std::string_view target,
-                                       std::string body, std::string_view content_type = {});
+                                       std::string body, std::string_view content_type = {},
+                                       const Headers& headers = {});
 
   // Calls made over an already open connection (keep-alive reuse), for tests.
   uint64_t reused() const { return reused_; }

@@ -166,4 +166,17 @@ void KvEventPublisher::Stop() {
   impl_->ctx.close();
 }
 
+std::optional<std::string> OffsetEndpointPort(const std::string& endpoint, int offset) {
+  if (offset == 0) return endpoint;
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const std::string digits = endpoint.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  const int port = std::stoi(digits) + offset;
+  if (port > 65535 || port < 1) return std::nullopt;
+  return fmt::format("{}{}", endpoint.substr(0, colon + 1), port);
+}
+
 }  // namespace myriad::net

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -28,6 +29,10 @@ struct KvEventPublisherOptions {
   std::string topic;
   KvEventEncoding encoding = KvEventEncoding::kMap;
 };
+
+// "tcp://host:5557" + 2 -> "tcp://host:5559": vLLM's DP ranks publish on consecutive ports.
+// nullopt when the port is not a number (and the offset is not 0) or passes 65535.
+std::optional<std::string> OffsetEndpointPort(const std::string& endpoint, int offset);
 
 class KvEventPublisher {
  public:

@@ -120,6 +120,58 @@ TEST(GatewayKvEventsTest, CacheSaltSeparatesPrefixes) {
   for (auto& e : emus) e->Stop();
 }
 
+// A DP engine (vLLM --data-parallel-size) is one API over several ranks, each with its own KV
+// cache and event stream: the gateway indexes each rank apart and pins a request to the rank
+// holding its prefix with X-data-parallel-rank, which the engine honours.
+TEST(GatewayKvEventsTest, RequestsGoToTheDpRankHoldingTheirPrefix) {
+  std::vector<std::unique_ptr<emu::EmuServer>> emus;
+  GatewayConfig c = EventsOnlyConfig();
+  StartEventEmus(1, nullptr, &c, &emus, 4);
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  LogLines log;
+  log.Attach(**gw);
+  ASSERT_TRUE((*gw)->Start().ok());
+  net::HttpClient cl(net::HostPort{"127.0.0.1", (*gw)->port()});
+  net::HttpClient direct(net::HostPort{"127.0.0.1", emus[0]->port()});
+  auto body = [](int prefix, int suffix) {
+    json ids = json::array();
+    for (int i = 0; i < 320; ++i) ids.push_back(3000 + prefix * 1000 + i);
+    for (int i = 0; i < 16; ++i) ids.push_back(60000 + suffix * 100 + i);
+    return json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump();
+  };
+  // Prefix p is computed on rank p + 1 by a client that names the rank itself.
+  for (int p = 0; p < 3; ++p) {
+    auto r = direct.Request("POST", "/v1/completions", body(p, 0), "application/json",
+                            {{"X-data-parallel-rank", std::to_string(p + 1)}});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+  }
+  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < 63; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ((*gw)->kv_event_stats().blocks_stored, 63u);  // 21 blocks on each of ranks 1-3
+  EXPECT_EQ((*gw)->kv_event_stats().orphans, 0u);
+  // Through the gateway each goes to that rank, which finds the 20 shared blocks in its cache;
+  // an engine left to pick (no header) would take the idle rank 0, whose cache has nothing.
+  for (int p = 0; p < 3; ++p) {
+    auto r = cl.Post("/v1/completions", body(p, 1));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+    const std::string* rank = net::FindHeader(r->headers, "X-Myriad-Dp-Rank");
+    ASSERT_NE(rank, nullptr);
+    EXPECT_EQ(*rank, std::to_string(p + 1));
+    const std::string decision = log.Line(static_cast<size_t>(p + 1)).value("decision", std::string());
+    EXPECT_NE(decision.find(fmt::format("/dp{} (cached ~320 of", p + 1)), std::string::npos) << decision;
+  }
+  EXPECT_EQ(emus[0]->engine(0).stats().prompt_tokens, 0u);
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(emus[0]->engine(r).stats().prefix_hits, 320u) << "rank " << r;
+  // A rank the engine does not have is refused by it, naming the header.
+  auto bad = direct.Request("POST", "/v1/completions", body(0, 2), "application/json", {{"X-data-parallel-rank", "4"}});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+  (*gw)->Stop();
+  for (auto& e : emus) e->Stop();
+}
+
 std::string Qwen3Dir() {
   const char* env = std::getenv("MYRIAD_TESTDATA");
   const std::string root = env != nullptr && *env != '\0' ? env : "/var/cache/myriad/testdata";

@@ -152,14 +152,17 @@ inline GatewayConfig EventsOnlyConfig() {
   return c;
 }
 
+// n emulated engines publishing KV events (each with dp_ranks DP ranks behind one API), and a
+// backend for each in the gateway's config.
 inline void StartEventEmus(int n, std::shared_ptr<const tokenizer::PromptEncoder> encoder, GatewayConfig* c,
-                    std::vector<std::unique_ptr<emu::EmuServer>>* emus) {
+                           std::vector<std::unique_ptr<emu::EmuServer>>* emus, int dp_ranks = 1) {
   for (int i = 0; i < n; ++i) {
     emu::EmuOptions o;
     o.engine.speed = 50;
     o.encoder = encoder;
     o.kv_events = "tcp://127.0.0.1:*";
     o.kv_replay = "tcp://127.0.0.1:*";
+    o.dp_ranks = dp_ranks;
     auto e = emu::EmuServer::Create(o);
     ASSERT_TRUE(e.ok());
     ASSERT_TRUE((*e)->Start().ok());
@@ -169,6 +172,7 @@ inline void StartEventEmus(int n, std::shared_ptr<const tokenizer::PromptEncoder
     b.model = "emu-model";
     b.kv_events = (*e)->kv_events_endpoint();
     b.kv_replay = (*e)->kv_replay_endpoint();
+    b.dp_ranks = dp_ranks;
     c->backends.push_back(b);
     emus->push_back(*std::move(e));
   }
