@@ -99,6 +99,7 @@ void MasterServer::TickLoop() {
                             [this] { return tick_stop_; })) {
     lock.unlock();
     Tick();
+    TakeLog();  // nobody replicates a server run alone: drop the records
     lock.lock();
   }
 }
@@ -112,6 +113,32 @@ void MasterServer::Tick() {
   nodes_declared_dead_ += static_cast<uint64_t>(report.nodes_declared_dead);
   puts_expired_ += report.puts_expired;
   namespaces_reclaimed_ += report.namespaces_reclaimed;
+}
+
+std::string MasterServer::TakeLog() {
+  std::lock_guard lock(mu_);
+  return master_.TakeLog();
+}
+
+absl::Status MasterServer::ApplyLog(std::string_view records) {
+  std::lock_guard lock(mu_);
+  return master_.Apply(records);
+}
+
+std::string MasterServer::SnapshotLog() const {
+  std::lock_guard lock(mu_);
+  return master_.SnapshotLog();
+}
+
+void MasterServer::Promote() {
+  const Nanos now = clock_();
+  std::lock_guard lock(mu_);
+  master_.Promote(now);
+}
+
+uint64_t MasterServer::CanonicalHash() const {
+  std::lock_guard lock(mu_);
+  return master_.CanonicalHash();
 }
 
 net::HttpResponse MasterServer::Handle(const net::HttpRequest& request) {

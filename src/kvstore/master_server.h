@@ -89,6 +89,17 @@ class MasterServer {
   // One housekeeping round at the clock's now (the background thread calls it).
   void Tick();
 
+  // Replication (kvstore/ha_server.h drives these; each takes the lock). The operation-log
+  // records written since the last call. A server run by Start() alone (no standbys) discards
+  // them every tick, so its log never grows without bound.
+  std::string TakeLog();
+  // A standby: applies a leader's records, or a snapshot into a fresh server.
+  absl::Status ApplyLog(std::string_view records);
+  std::string SnapshotLog() const;
+  // A standby becomes the leader at the clock's now (leases and heartbeat clocks restart).
+  void Promote();
+  uint64_t CanonicalHash() const;
+
  private:
   net::HttpResponse Route(const net::HttpRequest& request, MasterOp* op);
   net::HttpResponse RegisterNode(const net::HttpRequest& request);
