@@ -74,6 +74,8 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
       ->capture_default_str();
   master_->add_option("--max-body", max_body_bytes_, "Largest request body accepted, bytes")
       ->capture_default_str();
+  ha_.Add(master_);
+  load_.Add(cmd_);
 
   stat_ = cmd_->add_subcommand("stat", "Print the master's statistics");
   AddMasterUrl(stat_, &url_, &timeout_s_);
@@ -102,6 +104,7 @@ int KvstoreCommand::Run() {
   if (stat_->parsed()) return RunStat();
   if (put_->parsed()) return RunPut();
   if (get_->parsed()) return RunGet();
+  if (load_.selected()) return load_.Run();
   return 2;
 }
 
@@ -112,13 +115,14 @@ int KvstoreCommand::RunMaster() {
                  std::string(listen.status().message()).c_str());
     return 2;
   }
-  StopSignals signals;  // before any thread starts
-
   kvstore::MasterServerOptions options;
   options.http.address = listen->host;
   options.http.port = listen->port;
   options.http.threads = threads_;
   options.http.max_body_bytes = max_body_bytes_;
+  if (ha_.enabled()) return RunHaMaster(ha_, std::move(options));
+  StopSignals signals;  // before any thread starts
+
   kvstore::MasterServer server(std::move(options));
   if (absl::Status st = server.Start(); !st.ok()) {
     std::fprintf(stderr, "myriad kvstore master: %s\n", std::string(st.message()).c_str());

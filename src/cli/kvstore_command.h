@@ -14,6 +14,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/kvstore_ha.h"
+
 namespace myriad::cli {
 
 class KvstoreCommand {
@@ -33,6 +35,8 @@ class KvstoreCommand {
   CLI::App* stat_;
   CLI::App* put_;
   CLI::App* get_;
+  KvstoreHaFlags ha_;  // master: the HA group through etcd (cli/kvstore_ha.h)
+  KvstoreLoad load_;
   // master
   std::string listen_ = "127.0.0.1:7480";
   int threads_ = 2;
