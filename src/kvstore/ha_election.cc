@@ -141,6 +141,7 @@ void HaServer::StepDown(std::string why) {
   std::lock_guard lock(info_mu_);
   leader_.clear();
   counters_.step_downs++;
+  counters_.last_step_down = why;
   counters_.last_error = fmt::format("stepped down: {}", why);
 }
 

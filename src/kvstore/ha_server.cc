@@ -257,7 +257,8 @@ net::HttpResponse HaServer::State() const {
                          {"batches_rejected", s.batches_rejected},
                          {"elections_won", s.elections_won},
                          {"step_downs", s.step_downs},
-                         {"last_error", s.last_error}});
+                         {"last_error", s.last_error},
+                         {"last_step_down", s.last_step_down}});
 }
 
 void HaServer::TickLoop() {

@@ -86,6 +86,7 @@ struct HaStatus {
   uint64_t elections_won = 0;
   uint64_t step_downs = 0;
   std::string last_error;
+  std::string last_step_down;  // why this master last stopped leading
 };
 
 class HaServer {

@@ -158,10 +158,10 @@ ReplicationLog::ReadResult ReplicationLog::Read(uint64_t from, uint64_t prev_ter
                                                 std::string* frames) {
   std::unique_lock lock(mu_);
   const uint64_t next = first_seq_ + batches_.size();
-  if (from == 0 || from > next) return ReadResult::kNeedSnapshot;
+  // Ahead of this log, or behind what it still holds (trimmed).
+  if (from == 0 || from > next || from < first_seq_) return ReadResult::kNeedSnapshot;
   // The batch before `from` must be ours, with the standby's term.
   if (from > 1) {
-    if (from - 1 < first_seq_ - 1) return ReadResult::kNeedSnapshot;  // trimmed
     const uint64_t term =
         from - 1 == first_seq_ - 1 ? base_term_ : batches_[from - 1 - first_seq_].term;
     if (term != prev_term) return ReadResult::kNeedSnapshot;
