@@ -8,6 +8,7 @@
 
 #include "kvstore/ha_server.h"
 #include "net/etcd_client.h"
+#include "net/etcd_watch.h"
 #include "net/http_client.h"
 
 namespace myriad::kvstore {
@@ -24,8 +25,26 @@ void Sleep(Nanos d) { std::this_thread::sleep_for(std::chrono::nanoseconds(d)); 
 
 }  // namespace
 
+void HaServer::Wake() {
+  {
+    std::lock_guard lock(wake_mu_);
+    wake_ = true;
+  }
+  wake_cv_.notify_all();
+}
+
+void HaServer::Nap(Nanos d) {
+  std::unique_lock lock(wake_mu_);
+  wake_cv_.wait_for(lock, std::chrono::nanoseconds(std::max<Nanos>(d, 0)),
+                    [&] { return wake_ || stop_.load(); });
+  wake_ = false;
+}
+
 void HaServer::ElectionLoop() {
   std::unique_ptr<net::EtcdClient> etcd;
+  // A standby's watch on the leader key, and the leader key (create revision) it watches.
+  net::EtcdWatch watch;
+  int64_t watched = 0;
   int64_t lease = 0;
   Nanos lease_until = 0;     // steady clock: the lease lives at least until then
   Nanos next_keepalive = 0;
@@ -91,10 +110,22 @@ void HaServer::ElectionLoop() {
           }
         }
         fence_until_ = lease_until - options_.fence_margin;
+        watch.Stop();
+        watched = 0;
         BecomeLeader(term, peers);
       } else if (r->holder) {
-        std::lock_guard lock(info_mu_);
-        leader_ = r->holder->value;
+        {
+          std::lock_guard lock(info_mu_);
+          leader_ = r->holder->value;
+        }
+        if (!watch.active() || watched != r->holder->create_revision) {
+          absl::Status st = watch.Start(
+              options_.etcd, options_.election_key, r->holder->mod_revision + 1,
+              net::EtcdWatchCallbacks{.on_event = [this](const net::EtcdWatchEvent&) { Wake(); },
+                                      .on_end = [this](absl::Status) { Wake(); }},
+              options_.etcd_timeout);
+          watched = st.ok() ? r->holder->create_revision : 0;
+        }
       }
     } else if (now + options_.poll_interval >= next_keepalive) {
       // Once per keepalive round: is the key still ours?
@@ -104,8 +135,10 @@ void HaServer::ElectionLoop() {
         StepDown("the leader key is gone or belongs to another master");
       }
     }
-    Sleep(options_.poll_interval);
+    // A standby watching the key sleeps until it changes or a keepalive is due.
+    Nap(!leading() && watch.active() ? next_keepalive - SteadyNow() : options_.poll_interval);
   }
+  watch.Stop();
   if (resign_.load() && lease != 0 && etcd) {
     // Revoking deletes the leader key bound to the lease: a standby wins at its next look.
     (void)etcd->Revoke(lease);

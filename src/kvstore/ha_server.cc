@@ -99,6 +99,7 @@ void HaServer::Shutdown(bool resign) {
   resign_ = resign;
   fence_until_ = 0;  // no write is acknowledged from now on
   http_.Stop();
+  Wake();
   if (election_.joinable()) election_.join();  // revokes the lease when resigning
   if (puller_.joinable()) puller_.join();
   if (ticker_.joinable()) ticker_.join();

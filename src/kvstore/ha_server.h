@@ -7,8 +7,8 @@
 // every TTL/3) and campaigns by creating election_key = its advertised URL, bound to the lease,
 // in a txn that succeeds only while the key is absent (create_revision == 0). The winner's term
 // is the key's create_revision, unique and increasing across elections. Standbys read the key
-// every poll_interval and campaign again as soon as it is gone (the leader resigned, or its
-// lease expired). Every master also registers election_key + "/members/" + its URL under its
+// through an etcd watch and campaign again as soon as it is deleted (the leader resigned, or
+// its lease expired); while the watch is down they read it every poll_interval instead. Every master also registers election_key + "/members/" + its URL under its
 // lease, so that a new leader knows its peers.
 //
 // Fencing. A leader accepts and acknowledges writes only while it is sure its lease is alive:
@@ -37,6 +37,7 @@
 // serve /health, /metrics, /v1/ha (role, term, log position, metadata hash), /v1/log and
 // /v1/snapshot.
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -63,7 +64,10 @@ struct HaOptions {
   std::string advertise;
   int64_t lease_ttl_seconds = 3;
   Nanos fence_margin = 500 * kMillisecond;
-  Nanos poll_interval = 200 * kMillisecond;  // a standby's look at the leader key
+  // How often the election loop runs: the leader's fence check, and a standby's look at the
+  // leader key while its etcd watch on it is down (with a live watch a standby wakes on the
+  // key's deletion, or at its next keepalive).
+  Nanos poll_interval = 200 * kMillisecond;
   Nanos etcd_timeout = 1 * kSecond;          // one etcd request
   // Standbys that must have applied a write before the leader acknowledges it, and how long
   // the leader waits for them.
@@ -151,6 +155,13 @@ class HaServer {
   mutable std::mutex info_mu_;
   std::string leader_;
   HaStatus counters_;
+
+  // Wakes the election loop early (the watched leader key changed, or its watch ended).
+  void Wake();
+  void Nap(Nanos d);
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool wake_ = false;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> resign_{true};

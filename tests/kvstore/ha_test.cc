@@ -247,6 +247,29 @@ TEST_F(HaTest, KilledLeaderIsReplacedAndNoAcknowledgedWriteIsLost) {
   ASSERT_TRUE(WaitUntil([&] { return Mirrored(); }, 5000ms));
 }
 
+TEST_F(HaTest, ResignedLeaderIsReplacedAsSoonAsItsKeyIsDeleted) {
+  // A 3 s lease: standbys renew every second, so a takeover well under that comes from their
+  // etcd watch on the leader key, not from their periodic look at it.
+  for (int i = 0; i < 3; ++i) {
+    HaOptions o = Options(etcd_->endpoint(), key_);
+    o.lease_ttl_seconds = 3;
+    o.poll_interval = 1 * kSecond;
+    Add(o);
+  }
+  HaServer* leader = WaitLeader();
+  ASSERT_NE(leader, nullptr);
+  std::this_thread::sleep_for(300ms);  // the standbys' watches are up
+  const auto resign_at = Clock::now();
+  leader->Stop();  // revokes its lease: the key goes at once
+  dead_.insert(leader);
+  HaServer* next = WaitLeader(5000ms);
+  ASSERT_NE(next, nullptr);
+  EXPECT_NE(next, leader);
+  const auto took = Clock::now() - resign_at;
+  RecordProperty("takeover_ms", static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_LT(took, 800ms);
+}
+
 TEST_F(HaTest, StandbyTooFarBehindInstallsASnapshot) {
   HaOptions o = Options(etcd_->endpoint(), key_);
   o.sync_standbys = 0;
