@@ -115,32 +115,6 @@ void MasterServer::Tick() {
   namespaces_reclaimed_ += report.namespaces_reclaimed;
 }
 
-std::string MasterServer::TakeLog() {
-  std::lock_guard lock(mu_);
-  return master_.TakeLog();
-}
-
-absl::Status MasterServer::ApplyLog(std::string_view records) {
-  std::lock_guard lock(mu_);
-  return master_.Apply(records);
-}
-
-std::string MasterServer::SnapshotLog() const {
-  std::lock_guard lock(mu_);
-  return master_.SnapshotLog();
-}
-
-void MasterServer::Promote() {
-  const Nanos now = clock_();
-  std::lock_guard lock(mu_);
-  master_.Promote(now);
-}
-
-uint64_t MasterServer::CanonicalHash() const {
-  std::lock_guard lock(mu_);
-  return master_.CanonicalHash();
-}
-
 net::HttpResponse MasterServer::Handle(const net::HttpRequest& request) {
   MasterOp op = MasterOp::kUnknown;
   net::HttpResponse response = Route(request, &op);
@@ -239,6 +213,7 @@ net::HttpResponse MasterServer::RegisterNode(const net::HttpRequest& request) {
   } else {
     addresses_[node] = address;
   }
+  address_log_.emplace_back(node, address);  // replicated with the master's records
   return api::Json(201, {{"id", node}, {"fault_domain", domain}, {"capacity_bytes", capacity}});
 }
 

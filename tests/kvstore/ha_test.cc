@@ -113,7 +113,9 @@ class HaTest : public ::testing::Test {
   // Nodes and a namespace, through a client that follows the leader.
   static void Populate(MasterClient& c) {
     for (NodeId n = 1; n <= 3; ++n) {
-      ASSERT_TRUE(c.RegisterNode(n, fmt::format("rack-{}", n), uint64_t{1} << 40).ok());
+      ASSERT_TRUE(c.RegisterNode(n, fmt::format("rack-{}", n), uint64_t{1} << 40,
+                                 fmt::format("10.0.0.{}:7600", n))
+                      .ok());
     }
     ASSERT_TRUE(c.CreateNamespace("ns").ok());
   }
@@ -243,6 +245,12 @@ TEST_F(HaTest, KilledLeaderIsReplacedAndNoAcknowledgedWriteIsLost) {
   size_t lost = 0;
   for (bool f : *found) lost += f ? 0 : 1;
   EXPECT_EQ(lost, 0u) << "of " << keys.size() << " acknowledged";
+  // The storage nodes' addresses came along: readers can still reach the bytes.
+  auto got = (*admin)->Get("ns", std::span(keys.data(), 1));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE((*got)[0].found);
+  ASSERT_FALSE((*got)[0].replicas.empty());
+  EXPECT_EQ((*got)[0].replicas[0].address, fmt::format("10.0.0.{}:7600", (*got)[0].replicas[0].node));
   EXPECT_EQ((*admin)->current_url(), next->url());
   ASSERT_TRUE(WaitUntil([&] { return Mirrored(); }, 5000ms));
 }
@@ -296,6 +304,19 @@ TEST_F(HaTest, StandbyTooFarBehindInstallsASnapshot) {
   }
   ASSERT_TRUE(WaitUntil([&] { return Mirrored(); }, 5000ms));
   EXPECT_EQ(late->status().snapshots, 1u);
+  // Promoted, it serves what the snapshot brought, node addresses included.
+  const std::string old_url = leader->url();
+  leader->Stop();
+  dead_.insert(leader);
+  ASSERT_EQ(WaitLeader(), late);
+  auto c2 = MasterClient::ConnectAny({old_url, late->url()});
+  ASSERT_TRUE(c2.ok());
+  const auto keys = Chain(7, 2);
+  auto got = (*c2)->Get("ns", keys);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE((*got)[1].found);
+  ASSERT_EQ((*got)[1].replicas.size(), 2u);
+  EXPECT_EQ((*got)[1].replicas[0].address, fmt::format("10.0.0.{}:7600", (*got)[1].replicas[0].node));
 }
 
 TEST_F(HaTest, LeaderThatLosesEtcdStopsAcceptingWrites) {
