@@ -140,13 +140,16 @@ int KvstoreLoad::Run() {
         auto placed = (*c)->PutStart(namespace_, std::span(&key, 1), size_, 1);
         absl::Status st = placed.status();
         if (st.ok()) st = (*c)->PutEnd(namespace_, key);
-        std::lock_guard lock(state.mu);
+        std::unique_lock lock(state.mu);
         if (st.ok()) {
           state.acks.push_back(Clock::now());
           state.acked.push_back(key);
         } else {
           state.errors++;
           state.last_error = std::string(st.message());
+          lock.unlock();
+          // No hot loop against a master that is down (repeatable calls back off by themselves).
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
       }
     });

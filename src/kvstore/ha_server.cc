@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvstore/api_json.h"
+#include "net/prometheus.h"
 
 namespace myriad::kvstore {
 
@@ -159,7 +160,12 @@ net::HttpResponse HaServer::Handle(const net::HttpRequest& request) {
   if (path == "/v1/log") return Log(request);
   if (path == "/v1/snapshot") return Snapshot();
   if (path == "/v1/ha") return State();
-  if (path == "/health" || path == "/metrics") return master()->Handle(request);
+  if (path == "/health") return master()->Handle(request);
+  if (path == "/metrics") {
+    net::HttpResponse r = master()->Handle(request);
+    if (r.status == 200) r.body += Metrics();
+    return r;
+  }
   if (!is_leader()) return NotLeader();
   if (IsRead(request.method, path)) return master()->Handle(request);
   return Write(request);
@@ -180,6 +186,7 @@ net::HttpResponse HaServer::Write(const net::HttpRequest& request) {
   const bool acked =
       log_.WaitAcks(seq, options_.sync_standbys, SteadyNow() + options_.sync_timeout);
   if (!acked) {
+    unconfirmed_++;
     return api::Error(503, api::ErrorType::kUnavailable,
                       fmt::format("the write (log batch {}) is applied on the leader but fewer "
                                   "than {} standby(s) confirmed it within {} ms; it may be lost "
@@ -188,6 +195,7 @@ net::HttpResponse HaServer::Write(const net::HttpRequest& request) {
                                   options_.sync_timeout / kMillisecond));
   }
   if (SteadyNow() >= fence_until_.load()) {
+    unconfirmed_++;
     return api::Error(503, api::ErrorType::kUnavailable,
                       fmt::format("the leader's etcd lease may have expired before the write "
                                   "(log batch {}) was confirmed; its outcome is unknown",
@@ -260,6 +268,30 @@ net::HttpResponse HaServer::State() const {
                          {"step_downs", s.step_downs},
                          {"last_error", s.last_error},
                          {"last_step_down", s.last_step_down}});
+}
+
+std::string HaServer::Metrics() const {
+  const HaStatus s = status();
+  net::PrometheusWriter w;
+  w.Gauge("myriad_kvstore_ha_leader", "1 while this master leads (inside its lease fence)",
+          is_leader() ? 1 : 0);
+  w.Gauge("myriad_kvstore_ha_term", "Term (etcd create revision) of the last log batch",
+          static_cast<double>(s.term));
+  w.Gauge("myriad_kvstore_ha_log_next_seq", "Next replication log batch number",
+          static_cast<double>(s.next_seq));
+  w.Gauge("myriad_kvstore_ha_log_bytes", "Bytes of log batches held in memory",
+          static_cast<double>(log_.bytes()));
+  w.Gauge("myriad_kvstore_ha_standbys", "Standbys that have pulled from this leader",
+          static_cast<double>(log_.standbys().size()));
+  w.Counter("myriad_kvstore_ha_elections_won_total", "Elections this master won", s.elections_won);
+  w.Counter("myriad_kvstore_ha_step_downs_total", "Times this master stopped leading", s.step_downs);
+  w.Counter("myriad_kvstore_ha_snapshots_total", "Snapshots installed from a leader", s.snapshots);
+  w.Counter("myriad_kvstore_ha_batches_rejected_total",
+            "Pulled log batches refused (corrupt, or not applying)", s.batches_rejected);
+  w.Counter("myriad_kvstore_ha_writes_unconfirmed_total",
+            "Writes answered 503: standbys did not confirm in time, or the fence passed",
+            unconfirmed_.load());
+  return w.Take();
 }
 
 void HaServer::TickLoop() {

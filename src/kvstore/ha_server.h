@@ -123,6 +123,7 @@ class HaServer {
   net::HttpResponse Log(const net::HttpRequest& request);
   net::HttpResponse Snapshot();
   net::HttpResponse State() const;
+  std::string Metrics() const;  // the HA families appended to the master's /metrics
   void TickLoop();
 
   // ha_election.cc
@@ -152,6 +153,7 @@ class HaServer {
   std::atomic<Nanos> fence_until_{0};  // steady clock
   std::atomic<uint64_t> term_{0};
   std::atomic<bool> need_snapshot_{false};
+  std::atomic<uint64_t> unconfirmed_{0};
   mutable std::mutex info_mu_;
   std::string leader_;
   HaStatus counters_;

@@ -161,6 +161,12 @@ TEST_F(HaTest, ElectionPicksOneLeaderAndStandbysNameIt) {
       EXPECT_NE(r->body.find("not_leader"), std::string::npos);
     }
   }
+  auto lh = net::HttpClient::FromUrl(leader->url());
+  ASSERT_TRUE(lh.ok());
+  auto metrics = (*lh)->Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->body.find("myriad_kvstore_ha_leader 1"), std::string::npos);
+  EXPECT_NE(metrics->body.find("myriad_kvstore_objects"), std::string::npos);
   // Still one leader a few lease periods later (keepalives hold it).
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(WaitLeader(), leader);
