@@ -133,7 +133,7 @@ absl::StatusOr<json> MasterClient::Call(std::string_view method, std::string_vie
     if (!retry || std::chrono::steady_clock::now() + backoff > give_up) return failure;
     if (!named) {
       std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
     }
   }
 }
