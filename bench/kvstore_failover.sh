@@ -35,10 +35,13 @@ ha_state() { curl -s --max-time 1 "$1/v1/ha" || echo '{}'; }
 
 for run in $(seq 1 "$REPEAT"); do
   pids=()
-  etcd_port=$BASE_PORT
-  peer_port=$((BASE_PORT + 1))
+  # Each run on its own ports: a process of the previous run still closing cannot interfere.
+  BASE=$((BASE_PORT + 20 * (run - 1)))
+  etcd_port=$BASE
+  peer_port=$((BASE + 1))
   rm -rf "$work/etcd"
-  timeout 600 "$ETCD" --name default --data-dir "$work/etcd" \
+  # Not under `timeout` either: its pid must be etcd's own, for the trap's kill.
+  "$ETCD" --name default --data-dir "$work/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "default=http://127.0.0.1:$peer_port" --log-level error \
@@ -53,7 +56,7 @@ for run in $(seq 1 "$REPEAT"); do
   declare -A master_pid=()
   key="/myriad/bench/failover-$run-$$"
   for i in 1 2 3; do
-    port=$((BASE_PORT + 10 + i))
+    port=$((BASE + 10 + i))
     url="http://127.0.0.1:$port"
     # Not under `timeout`: the pid must be the master's own, for the kill -9 below (the trap
     # stops them).
@@ -79,7 +82,22 @@ for run in $(seq 1 "$REPEAT"); do
   load_pid=$!
   sleep "$KILL_AFTER"
   echo "run $run: killing leader $leader (pid ${master_pid[$leader]}) at ${KILL_AFTER}s of ${DURATION}s"
+  killed_ns=$(date +%s%N)
   kill -9 "${master_pid[$leader]}"
+  # The takeover: until a survivor says it leads (polled every 20 ms).
+  takeover_ms=""
+  for _ in $(seq 500); do
+    for u in "${urls[@]}"; do
+      [ "$u" = "$leader" ] && continue
+      if ha_state "$u" | grep -q '"leading":true'; then
+        takeover_ms=$(( ($(date +%s%N) - killed_ns) / 1000000 ))
+        break
+      fi
+    done
+    [ -n "$takeover_ms" ] && break
+    sleep 0.02
+  done
+  echo "run $run: a standby leads ${takeover_ms:-(none within 10 s)} ms after the kill"
   set +e
   wait "$load_pid"
   rc=$?
