@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "kvstore/ha_server.h"
 #include "net/etcd_client.h"
@@ -93,7 +95,14 @@ void HaServer::ElectionLoop() {
         next_keepalive = now + options_.poll_interval;  // retry sooner; the fence runs on
       }
     }
-    if (!leading()) {
+    if (!leading() && !options_.campaign) {
+      // A mirror that never leads: it only follows whoever holds the key.
+      auto g = etcd->Get(options_.election_key);
+      if (g.ok() && g->has_value()) {
+        std::lock_guard lock(info_mu_);
+        leader_ = (*g)->value;
+      }
+    } else if (!leading()) {
       auto r = etcd->CreateIfAbsent(options_.election_key, advertise_, lease);
       if (!r.ok()) {
         SetError(r.status().ToString());
@@ -146,10 +155,40 @@ void HaServer::ElectionLoop() {
 }
 
 void HaServer::BecomeLeader(uint64_t term, const std::vector<std::string>& peers) {
-  // Catch up first: a peer may have applied batches (acknowledged writes) this master has not.
-  for (const std::string& peer : peers) {
-    for (int round = 0; round < 64 && !stop_.load(); ++round) {
-      auto n = PullOnce(peer, /*wait=*/0, /*ack=*/false);
+  // Catch up first: a peer may have applied batches (acknowledged writes) this master has not,
+  // or this master may be far behind (it restarted empty and won the race to the key). Peers
+  // are taken most up to date first, by the (term, next batch) of their logs as Raft compares
+  // logs, and only those ahead of this master: a peer's snapshot replaces this master's state,
+  // so it must never come from a peer that knows less.
+  struct Peer {
+    std::string url;
+    uint64_t term = 0, next = 0;
+  };
+  std::vector<Peer> ahead;
+  for (const std::string& url : peers) {
+    auto c = net::HttpClient::FromUrl(url, net::HttpClientOptions{.timeout = options_.etcd_timeout});
+    if (!c.ok()) continue;
+    auto r = (*c)->Get("/v1/ha");
+    if (!r.ok() || r->status != 200) continue;  // dead or unreachable: nothing to get from it
+    const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+    if (!j.is_object()) continue;
+    ahead.push_back({url, j.value("term", uint64_t{0}), j.value("next_seq", uint64_t{0})});
+  }
+  std::sort(ahead.begin(), ahead.end(), [](const Peer& a, const Peer& b) {
+    return std::tie(a.term, a.next) > std::tie(b.term, b.next);
+  });
+  for (const Peer& peer : ahead) {
+    if (std::tie(peer.term, peer.next) <= std::make_tuple(log_.last_term(), log_.next_seq())) break;
+    for (int round = 0; round < 100'000 && !stop_.load(); ++round) {
+      auto n = PullOnce(peer.url, /*wait=*/0, /*ack=*/false);
+      if (!n.ok() && n.status().code() == absl::StatusCode::kFailedPrecondition) {
+        // Its log does not continue ours (ours is too short, or diverged): take its state.
+        if (absl::Status st = InstallSnapshot(peer.url); !st.ok()) {
+          SetError(fmt::format("catching up from {}: {}", peer.url, std::string(st.message())));
+          break;
+        }
+        continue;
+      }
       if (!n.ok() || *n == 0) break;
     }
   }

@@ -30,8 +30,10 @@
 // metadata as log records, KvMaster::SnapshotLog) into a fresh master.
 //
 // Promotion. The winner of an election first pulls from its peers any batches they applied and
-// it has not (the standby that acknowledged the last writes may not be the one that won), then
-// Promote()s its master and serves. Standbys answer every API request with 421 naming the
+// it has not (the standby that acknowledged the last writes may not be the one that won), or
+// their snapshot when its own log is too short or diverged (a master that restarted empty and
+// won), taking peers whose logs are ahead of its own (by term, then length), most up to date
+// first; then it Promote()s its master and serves. Standbys answer every API request with 421 naming the
 // leader (header X-Myriad-Leader and the JSON error's "leader"), reads included: a standby's
 // state lags the leader's and a read there would grant no lease the leader knows of. They do
 // serve /health, /metrics, /v1/ha (role, term, log position, metadata hash), /v1/log and
@@ -63,6 +65,9 @@ struct HaOptions {
   // The URL the other masters and clients reach this one at; http://address:port when empty.
   std::string advertise;
   int64_t lease_ttl_seconds = 3;
+  // false: a mirror that applies the log and serves catch-ups but never campaigns (a standby in
+  // a far zone, or a test's way of choosing who wins).
+  bool campaign = true;
   Nanos fence_margin = 500 * kMillisecond;
   // How often the election loop runs: the leader's fence check, and a standby's look at the
   // leader key while its etcd watch on it is down (with a live watch a standby wakes on the

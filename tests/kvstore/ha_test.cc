@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -323,6 +324,39 @@ TEST_F(HaTest, StandbyTooFarBehindInstallsASnapshot) {
   ASSERT_TRUE((*got)[1].found);
   ASSERT_EQ((*got)[1].replicas.size(), 2u);
   EXPECT_EQ((*got)[1].replicas[0].address, fmt::format("10.0.0.{}:7600", (*got)[1].replicas[0].node));
+}
+
+TEST_F(HaTest, MasterThatRestartsEmptyAndWinsTakesTheGroupsStateFirst) {
+  HaOptions o = Options(etcd_->endpoint(), key_);
+  o.log.max_bytes = 4096;  // batches trimmed: catching up takes a snapshot
+  HaServer* leader = Add(o);
+  ASSERT_EQ(WaitLeader(), leader);
+  HaOptions mirror_options = o;
+  mirror_options.campaign = false;  // so that the empty master is the one that wins
+  HaServer* mirror = Add(mirror_options);
+  auto c = MasterClient::ConnectAny({leader->url()});
+  ASSERT_TRUE(c.ok());
+  Populate(**c);
+  std::vector<BlockKey> acked;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const auto keys = Chain(i, 2);
+    ASSERT_TRUE((*c)->PutStart("ns", keys, 1000, 1).ok());
+    ASSERT_TRUE((*c)->PutEnd("ns", keys.back()).ok());
+    acked.push_back(keys.back());
+  }
+  const uint64_t hash = leader->CanonicalHash();
+  leader->Kill();
+  dead_.insert(leader);
+  HaServer* fresh = Add(o);  // empty, and the only one campaigning
+  ASSERT_EQ(WaitLeader(8000ms), fresh);
+  EXPECT_EQ(fresh->CanonicalHash(), hash);
+  EXPECT_EQ(mirror->CanonicalHash(), hash);  // not wiped by the newcomer
+  EXPECT_EQ(fresh->status().snapshots, 1u);
+  auto c2 = MasterClient::ConnectAny({mirror->url(), fresh->url()});
+  ASSERT_TRUE(c2.ok());
+  auto found = (*c2)->Exists("ns", acked);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(std::count(found->begin(), found->end(), true), 200);
 }
 
 TEST_F(HaTest, LeaderThatLosesEtcdStopsAcceptingWrites) {
