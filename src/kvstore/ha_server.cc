@@ -75,6 +75,7 @@ absl::Status HaServer::Start() {
   advertise_ = options_.advertise.empty()
                    ? fmt::format("http://{}:{}", options_.master.http.address, http_.port())
                    : options_.advertise;
+  started_.store(true, std::memory_order_release);  // advertise_ is set: Handle may read it
   ticker_ = std::thread([this] { TickLoop(); });
   if (options_.etcd.empty()) {
     // Alone: the leader of a group of one, forever.
@@ -156,6 +157,9 @@ net::HttpResponse HaServer::NotLeader() const {
 }
 
 net::HttpResponse HaServer::Handle(const net::HttpRequest& request) {
+  if (!started_.load(std::memory_order_acquire)) {
+    return api::Error(503, api::ErrorType::kUnavailable, "the master is starting");
+  }
   const std::string_view path = request.path();
   if (path == "/v1/log") return Log(request);
   if (path == "/v1/snapshot") return Snapshot();

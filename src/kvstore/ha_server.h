@@ -170,6 +170,7 @@ class HaServer {
   std::condition_variable wake_cv_;
   bool wake_ = false;
 
+  std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> resign_{true};
   std::thread election_, puller_, ticker_;
