@@ -18,7 +18,10 @@ namespace myriad::cli {
 namespace {
 
 void AddMasterUrl(CLI::App* app, std::string* url, double* timeout_s) {
-  app->add_option("--master", *url, "The master's URL, http://HOST:PORT")->required();
+  app->add_option("--master", *url,
+                  "The master's URL, http://HOST:PORT; or several masters of one group, "
+                  "comma-separated (the leader is found and followed)")
+      ->required();
   app->add_option("--timeout", *timeout_s, "Seconds to wait for each answer")
       ->capture_default_str();
 }
@@ -48,10 +51,10 @@ int Report(const char* what, const absl::StatusOr<net::HttpResponse>& r) {
   return 0;
 }
 
-std::unique_ptr<net::HttpClient> Connect(const char* what, const std::string& url,
-                                         double timeout_s) {
-  absl::StatusOr<std::unique_ptr<net::HttpClient>> client =
-      net::HttpClient::FromUrl(url, {.timeout = SecondsToNanos(timeout_s)});
+std::unique_ptr<LeaderFollowingHttp> Connect(const char* what, const std::string& url,
+                                             double timeout_s) {
+  absl::StatusOr<std::unique_ptr<LeaderFollowingHttp>> client =
+      LeaderFollowingHttp::Create(url, SecondsToNanos(timeout_s));
   if (!client.ok()) {
     std::fprintf(stderr, "myriad kvstore %s: --master: %s\n", what,
                  std::string(client.status().message()).c_str());

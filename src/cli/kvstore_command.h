@@ -1,7 +1,8 @@
 #pragma once
 // `myriad kvstore master --listen HOST:PORT [--threads N]` serves the KV store's metadata API
 // (kvstore/master_server.h) until SIGINT or SIGTERM. The client subcommands talk to one:
-//   myriad kvstore stat --master http://HOST:PORT
+//   myriad kvstore stat --master http://HOST:PORT[,http://HOST2:PORT,...] (a group: the leader
+//                                                   is found through the standbys' 421s)
 //   myriad kvstore put  --master URL --namespace NS --keys K1,K2,... --size BYTES
 //                       [--replicas N] [--pinned] [--create-namespace]
 //   myriad kvstore get  --master URL --namespace NS --keys K1,K2,...

@@ -14,8 +14,61 @@
 #include "cli/stop_signals.h"
 #include "kvstore/ha_server.h"
 #include "kvstore/master_client.h"
+#include "net/http_client.h"
 
 namespace myriad::cli {
+
+absl::StatusOr<std::unique_ptr<LeaderFollowingHttp>> LeaderFollowingHttp::Create(
+    std::string_view urls, Nanos timeout) {
+  auto c = std::unique_ptr<LeaderFollowingHttp>(new LeaderFollowingHttp());
+  c->timeout_ = timeout;
+  while (!urls.empty()) {
+    const size_t comma = urls.find(',');
+    const std::string_view url = urls.substr(0, comma);
+    if (!url.empty()) {
+      if (auto hp = net::ParseHttpUrl(url); !hp.ok()) return hp.status();
+      c->urls_.emplace_back(url);
+    }
+    if (comma == std::string_view::npos) break;
+    urls.remove_prefix(comma + 1);
+  }
+  if (c->urls_.empty()) return absl::InvalidArgumentError("no master URL given");
+  return c;
+}
+
+absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Get(std::string_view target) {
+  return Send("GET", target, {});
+}
+
+absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Post(std::string_view target, std::string body) {
+  return Send("POST", target, body);
+}
+
+absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Send(std::string_view method,
+                                                            std::string_view target,
+                                                            const std::string& body) {
+  absl::StatusOr<net::HttpResponse> last = absl::UnavailableError("no master tried");
+  // Every master once, plus a few redirections and an election's worth of waiting.
+  for (size_t attempt = 0; attempt < urls_.size() + 25; ++attempt) {
+    auto http = net::HttpClient::FromUrl(urls_[current_], {.timeout = timeout_});
+    if (!http.ok()) return http.status();
+    last = (*http)->Request(method, target, body, body.empty() ? "" : "application/json");
+    if (last.ok() && last->status != 421) return last;
+    if (!last.ok() && method != "GET" && urls_.size() == 1) return last;
+    const std::string* leader = last.ok() ? net::FindHeader(last->headers, "X-Myriad-Leader") : nullptr;
+    if (leader != nullptr && !leader->empty() && *leader != urls_[current_]) {
+      auto it = std::find(urls_.begin(), urls_.end(), *leader);
+      if (it == urls_.end()) it = urls_.insert(urls_.end(), *leader);
+      current_ = static_cast<size_t>(it - urls_.begin());
+      continue;
+    }
+    // A connection failure may have executed a POST: only a GET moves on after one.
+    if (!last.ok() && method != "GET") return last;
+    current_ = (current_ + 1) % urls_.size();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return last;
+}
 
 void KvstoreHaFlags::Add(CLI::App* master) {
   master->add_option("--etcd", etcd, "etcd's client URL: run as one of a group of masters, "

@@ -9,12 +9,17 @@
 // that follow the leader, the longest time without an acknowledged put (the write outage), and
 // at the end how many acknowledged objects the leader no longer knows (lost).
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "absl/status/statusor.h"
+#include "core/time.h"
 #include "kvstore/master_server.h"
+#include "net/http.h"
 
 namespace myriad::cli {
 
@@ -28,6 +33,26 @@ struct KvstoreHaFlags {
 
   void Add(CLI::App* master);
   bool enabled() const { return !etcd.empty(); }
+};
+
+// The one-shot client commands' connection (put, get, stat): `--master` may list several
+// masters, comma-separated; a standby's 421 sends the request on to the leader it names, a
+// master that cannot be reached to the next in the list. Each request is sent at most once to
+// a master that may have executed it (421 guarantees it was not).
+class LeaderFollowingHttp {
+ public:
+  // "http://a:7700,http://b:7700"; an error naming the bad URL.
+  static absl::StatusOr<std::unique_ptr<LeaderFollowingHttp>> Create(std::string_view urls,
+                                                                     Nanos timeout);
+  absl::StatusOr<net::HttpResponse> Get(std::string_view target);
+  absl::StatusOr<net::HttpResponse> Post(std::string_view target, std::string body);
+
+ private:
+  absl::StatusOr<net::HttpResponse> Send(std::string_view method, std::string_view target,
+                                         const std::string& body);
+  std::vector<std::string> urls_;
+  Nanos timeout_ = 0;
+  size_t current_ = 0;
 };
 
 // Serves as an HA master until SIGINT or SIGTERM (resigning on the way out). Exit code.

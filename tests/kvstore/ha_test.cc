@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "../cli/run_myriad.h"
 #include "../test_util/etcd_process.h"
 #include "kv_scenario.h"
 #include "kvstore/master_client.h"
@@ -195,6 +196,18 @@ TEST_F(HaTest, StandbysMirrorTheLeaderAfterABurstOfWrites) {
   }
   ASSERT_TRUE(WaitUntil([&] { return Mirrored(); }, 5000ms));
   EXPECT_GT(leader->status().next_seq, 400u);
+
+  // The CLI given only standbys finds the leader through their 421s.
+  std::string standbys;
+  for (auto& s : group_) {
+    if (s.get() != leader) standbys += (standbys.empty() ? "" : ",") + s->url();
+  }
+  auto put = myriad::testing::RunMyriad("kvstore put --master " + standbys +
+                                        " --namespace ns --keys 0x77,0x78 --size 64");
+  ASSERT_EQ(put.code, 0) << put.out;
+  auto stat = myriad::testing::RunMyriad("kvstore stat --master " + standbys);
+  ASSERT_EQ(stat.code, 0) << stat.out;
+  EXPECT_NE(stat.out.find("\"objects\""), std::string::npos) << stat.out;
 }
 
 TEST_F(HaTest, KilledLeaderIsReplacedAndNoAcknowledgedWriteIsLost) {
