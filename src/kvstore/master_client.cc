@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kvstore/api_json.h"
+#include "net/etcd_client.h"
 
 namespace myriad::kvstore {
 
@@ -84,6 +85,27 @@ absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::ConnectAny(std::vect
   std::unique_ptr<MasterClient> c(new MasterClient(std::move(urls), options));
   if (absl::Status st = c->Use(0); !st.ok()) return st;
   return c;
+}
+
+absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::ConnectViaEtcd(std::string_view etcd,
+                                                                          std::string_view election_key,
+                                                                          MasterClientOptions options) {
+  auto client = net::EtcdClient::Connect(etcd, options.timeout);
+  if (!client.ok()) return client.status();
+  std::vector<std::string> urls;
+  auto leader = (*client)->Get(election_key);
+  if (!leader.ok()) return leader.status();
+  if (leader->has_value()) urls.push_back((*leader)->value);
+  auto members = (*client)->GetPrefix(std::string(election_key) + "/members/");
+  if (!members.ok()) return members.status();
+  for (const net::EtcdKv& kv : *members) {
+    if (std::find(urls.begin(), urls.end(), kv.value) == urls.end()) urls.push_back(kv.value);
+  }
+  if (urls.empty()) {
+    return absl::NotFoundError(fmt::format("etcd {}: no KV store master registered under {}", etcd,
+                                           election_key));
+  }
+  return ConnectAny(std::move(urls), options);
 }
 
 absl::Status MasterClient::Use(size_t i) {

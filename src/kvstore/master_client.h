@@ -62,6 +62,12 @@ class MasterClient {
   // Several masters of one group: "http://a:7700", "http://b:7700"...; starts with the first.
   static absl::StatusOr<std::unique_ptr<MasterClient>> ConnectAny(std::vector<std::string> urls,
                                                                   MasterClientOptions options = {});
+  // The group's masters as registered in etcd (kvstore/ha_server.h): the leader named by
+  // `election_key` first, then every member under election_key + "/members/". Fails when etcd
+  // cannot be reached or no master is registered.
+  static absl::StatusOr<std::unique_ptr<MasterClient>> ConnectViaEtcd(
+      std::string_view etcd, std::string_view election_key = "/myriad/kvstore/leader",
+      MasterClientOptions options = {});
   // The master the next call goes to.
   const std::string& current_url() const { return urls_[current_]; }
   // Calls answered after moving to another master (leader changes followed).

@@ -197,6 +197,14 @@ TEST_F(HaTest, StandbysMirrorTheLeaderAfterABurstOfWrites) {
   ASSERT_TRUE(WaitUntil([&] { return Mirrored(); }, 5000ms));
   EXPECT_GT(leader->status().next_seq, 400u);
 
+  // A client that knows only etcd finds the group, leader first.
+  auto via = MasterClient::ConnectViaEtcd(etcd_->endpoint(), key_);
+  ASSERT_TRUE(via.ok()) << via.status();
+  EXPECT_EQ((*via)->current_url(), leader->url());
+  EXPECT_TRUE((*via)->Stats().ok());
+  EXPECT_EQ(MasterClient::ConnectViaEtcd(etcd_->endpoint(), "/nothing/here").status().code(),
+            absl::StatusCode::kNotFound);
+
   // The CLI given only standbys finds the leader through their 421s.
   std::string standbys;
   for (auto& s : group_) {
