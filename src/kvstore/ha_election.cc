@@ -160,6 +160,8 @@ void HaServer::BecomeLeader(uint64_t term, const std::vector<std::string>& peers
   // are taken most up to date first, by the (term, next batch) of their logs as Raft compares
   // logs, and only those ahead of this master: a peer's snapshot replaces this master's state,
   // so it must never come from a peer that knows less.
+  // From here on the standby's own puller stands aside: only this catch-up changes the state.
+  promoting_ = true;
   struct Peer {
     std::string url;
     uint64_t term = 0, next = 0;
@@ -183,7 +185,7 @@ void HaServer::BecomeLeader(uint64_t term, const std::vector<std::string>& peers
       auto n = PullOnce(peer.url, /*wait=*/0, /*ack=*/false);
       if (!n.ok() && n.status().code() == absl::StatusCode::kFailedPrecondition) {
         // Its log does not continue ours (ours is too short, or diverged): take its state.
-        if (absl::Status st = InstallSnapshot(peer.url); !st.ok()) {
+        if (absl::Status st = InstallSnapshot(peer.url, /*catching_up=*/true); !st.ok()) {
           SetError(fmt::format("catching up from {}: {}", peer.url, std::string(st.message())));
           break;
         }
@@ -198,6 +200,7 @@ void HaServer::BecomeLeader(uint64_t term, const std::vector<std::string>& peers
     log_.ClearAcks();
     term_ = term;
     role_ = static_cast<int>(HaRole::kLeader);
+    promoting_ = false;
   }
   std::lock_guard lock(info_mu_);
   leader_ = advertise_;
@@ -250,7 +253,10 @@ absl::StatusOr<uint64_t> HaServer::PullOnce(const std::string& url, Nanos wait, 
     return batches.status();
   }
   std::lock_guard lock(state_mu_);
-  if (stop_.load() || (ack && role_.load() == static_cast<int>(HaRole::kLeader))) return 0;
+  // The standby's puller (ack) stops applying once this master leads or is catching up to.
+  if (stop_.load() || (ack && (role_.load() == static_cast<int>(HaRole::kLeader) || promoting_.load()))) {
+    return 0;
+  }
   uint64_t applied = 0;
   std::shared_ptr<MasterServer> m = master();
   for (LogBatch& b : *batches) {
@@ -269,7 +275,7 @@ absl::StatusOr<uint64_t> HaServer::PullOnce(const std::string& url, Nanos wait, 
   return applied;
 }
 
-absl::Status HaServer::InstallSnapshot(const std::string& url) {
+absl::Status HaServer::InstallSnapshot(const std::string& url, bool catching_up) {
   auto c = net::HttpClient::FromUrl(url, net::HttpClientOptions{.timeout = 60 * kSecond,
                                                                  .max_response_bytes = size_t{16} << 30});
   if (!c.ok()) return c.status();
@@ -285,7 +291,9 @@ absl::Status HaServer::InstallSnapshot(const std::string& url) {
     return absl::DataLossError(fmt::format("snapshot from {} does not apply: {}", url, std::string(st.message())));
   }
   std::lock_guard lock(state_mu_);
-  if (role_.load() == static_cast<int>(HaRole::kLeader)) return absl::OkStatus();
+  if (role_.load() == static_cast<int>(HaRole::kLeader) || (!catching_up && promoting_.load())) {
+    return absl::OkStatus();
+  }
   {
     std::lock_guard p(ptr_mu_);
     master_ = std::move(fresh);
@@ -304,7 +312,8 @@ void HaServer::PullLoop() {
       std::lock_guard lock(info_mu_);
       leader = leader_;
     }
-    if (role_.load() == static_cast<int>(HaRole::kLeader) || leader.empty() || leader == advertise_) {
+    if (role_.load() == static_cast<int>(HaRole::kLeader) || promoting_.load() || leader.empty() ||
+        leader == advertise_) {
       Sleep(20 * kMillisecond);
       continue;
     }

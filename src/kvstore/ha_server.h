@@ -137,7 +137,8 @@ class HaServer {
   // Pulls once from `url` into this master (a standby following its leader, or a new leader
   // catching up from a peer). Returns batches applied; an error when the pull failed.
   absl::StatusOr<uint64_t> PullOnce(const std::string& url, Nanos wait, bool ack);
-  absl::Status InstallSnapshot(const std::string& url);
+  // `catching_up`: for a new leader's catch-up, which the puller must not race.
+  absl::Status InstallSnapshot(const std::string& url, bool catching_up = false);
   void BecomeLeader(uint64_t term, const std::vector<std::string>& peers);
   void StepDown(std::string why);
   void SetError(std::string error);
@@ -158,6 +159,7 @@ class HaServer {
   std::atomic<Nanos> fence_until_{0};  // steady clock
   std::atomic<uint64_t> term_{0};
   std::atomic<bool> need_snapshot_{false};
+  std::atomic<bool> promoting_{false};  // between winning an election and leading
   std::atomic<uint64_t> unconfirmed_{0};
   mutable std::mutex info_mu_;
   std::string leader_;
