@@ -6,38 +6,40 @@
 // Election (ha_election.cc). Each master holds an etcd lease (TTL lease_ttl_seconds, renewed
 // every TTL/3) and campaigns by creating election_key = its advertised URL, bound to the lease,
 // in a txn that succeeds only while the key is absent (create_revision == 0). The winner's term
-// is the key's create_revision, unique and increasing across elections. Standbys read the key
+// is the key's create_revision, unique and increasing across elections. Standbys follow the key
 // through an etcd watch and campaign again as soon as it is deleted (the leader resigned, or
-// its lease expired); while the watch is down they read it every poll_interval instead. Every master also registers election_key + "/members/" + its URL under its
-// lease, so that a new leader knows its peers.
+// its lease expired); while the watch is down they read it every poll_interval instead. Every
+// master also registers election_key + "/members/" + its URL under its lease, so that a new
+// leader knows its peers.
 //
 // Fencing. A leader accepts and acknowledges writes only while it is sure its lease is alive:
 // after each successful keepalive sent at t, the lease lives at least until t + TTL on etcd's
-// clock, so the leader stops at t + TTL - fence_margin on its own (steady) clock. Writes arriving
-// later get 503, and a write waiting for its standbys' acks is answered 503 if the fence passes
-// meanwhile. A new leader can only win once the old lease has expired, i.e. after the old
-// leader stopped acknowledging. A leader whose lease etcd reports expired, or whose key is gone
-// or someone else's, steps down to standby.
+// clock, so the leader stops at t + TTL - fence_margin on its own (steady) clock. Requests
+// arriving later get 421, and a write waiting for its standbys' acks is answered 503 if the
+// fence passes meanwhile. A new leader can only win once the old lease has expired, i.e. after
+// the old leader stopped acknowledging. A leader whose lease etcd reports expired, whose fence
+// passed, or whose key is gone or someone else's, steps down to standby.
 //
 // Log shipping (kvstore/repl_log.h). Every mutating request runs under one lock: the master
-// handles it, its log records become the next batch of the replication log. Standbys pull
-// batches with GET /v1/log?from=SEQ&term=T&standby=URL&wait_ms=MS (a long poll; binary frames
-// with a checksum each) and Apply them; a pull from SEQ reports that the standby has applied
-// every batch before SEQ. The leader answers a write only once sync_standbys standbys have
-// applied its batch (semi-synchronous; 503 after sync_timeout), so an acknowledged write is on
-// at least sync_standbys + 1 masters. A standby whose log does not match, or that needs batches
-// already trimmed from the leader's memory, gets 410 and installs GET /v1/snapshot (the whole
-// metadata as log records, KvMaster::SnapshotLog) into a fresh master.
+// handles it, and what it changed (MasterServer::TakeLog) becomes the next batch of the
+// replication log. Standbys pull batches with GET /v1/log?from=SEQ&term=T&standby=URL&wait_ms=MS
+// (a long poll; binary frames with a checksum each) and apply them; a pull from SEQ reports that
+// the standby has applied every batch before SEQ. The leader answers a write only once
+// sync_standbys standbys have applied its batch (semi-synchronous; 503 after sync_timeout), so
+// an acknowledged write is on at least sync_standbys + 1 masters. A standby whose log does not
+// match, or that needs batches already trimmed from the leader's memory, gets 410 and installs
+// GET /v1/snapshot (the whole metadata as log records, KvMaster::SnapshotLog) into a fresh
+// master.
 //
 // Promotion. The winner of an election first pulls from its peers any batches they applied and
 // it has not (the standby that acknowledged the last writes may not be the one that won), or
 // their snapshot when its own log is too short or diverged (a master that restarted empty and
 // won), taking peers whose logs are ahead of its own (by term, then length), most up to date
-// first; then it Promote()s its master and serves. Standbys answer every API request with 421 naming the
-// leader (header X-Myriad-Leader and the JSON error's "leader"), reads included: a standby's
-// state lags the leader's and a read there would grant no lease the leader knows of. They do
-// serve /health, /metrics, /v1/ha (role, term, log position, metadata hash), /v1/log and
-// /v1/snapshot.
+// first; then it Promote()s its master and serves. Standbys answer every API request with 421
+// naming the leader (header X-Myriad-Leader and the JSON error's "leader"), reads included: a
+// standby's state lags the leader's and a read there would grant a lease the leader does not
+// know of. They do serve /health, /metrics, /v1/ha (role, leader, term, log position, standbys'
+// positions, errors), /v1/log and /v1/snapshot.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
