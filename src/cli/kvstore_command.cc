@@ -18,7 +18,10 @@ namespace myriad::cli {
 namespace {
 
 void AddMasterUrl(CLI::App* app, std::string* url, double* timeout_s) {
-  app->add_option("--master", *url, "The master's URL, http://HOST:PORT")->required();
+  app->add_option("--master", *url,
+                  "The master's URL, http://HOST:PORT; or several masters of one group, "
+                  "comma-separated (the leader is found and followed)")
+      ->required();
   app->add_option("--timeout", *timeout_s, "Seconds to wait for each answer")
       ->capture_default_str();
 }
@@ -48,10 +51,10 @@ int Report(const char* what, const absl::StatusOr<net::HttpResponse>& r) {
   return 0;
 }
 
-std::unique_ptr<net::HttpClient> Connect(const char* what, const std::string& url,
-                                         double timeout_s) {
-  absl::StatusOr<std::unique_ptr<net::HttpClient>> client =
-      net::HttpClient::FromUrl(url, {.timeout = SecondsToNanos(timeout_s)});
+std::unique_ptr<LeaderFollowingHttp> Connect(const char* what, const std::string& url,
+                                             double timeout_s) {
+  absl::StatusOr<std::unique_ptr<LeaderFollowingHttp>> client =
+      LeaderFollowingHttp::Create(url, SecondsToNanos(timeout_s));
   if (!client.ok()) {
     std::fprintf(stderr, "myriad kvstore %s: --master: %s\n", what,
                  std::string(client.status().message()).c_str());
@@ -74,6 +77,8 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
       ->capture_default_str();
   master_->add_option("--max-body", max_body_bytes_, "Largest request body accepted, bytes")
       ->capture_default_str();
+  ha_.Add(master_);
+  load_.Add(cmd_);
 
   stat_ = cmd_->add_subcommand("stat", "Print the master's statistics");
   AddMasterUrl(stat_, &url_, &timeout_s_);
@@ -102,6 +107,7 @@ int KvstoreCommand::Run() {
   if (stat_->parsed()) return RunStat();
   if (put_->parsed()) return RunPut();
   if (get_->parsed()) return RunGet();
+  if (load_.selected()) return load_.Run();
   return 2;
 }
 
@@ -112,13 +118,14 @@ int KvstoreCommand::RunMaster() {
                  std::string(listen.status().message()).c_str());
     return 2;
   }
-  StopSignals signals;  // before any thread starts
-
   kvstore::MasterServerOptions options;
   options.http.address = listen->host;
   options.http.port = listen->port;
   options.http.threads = threads_;
   options.http.max_body_bytes = max_body_bytes_;
+  if (ha_.enabled()) return RunHaMaster(ha_, std::move(options));
+  StopSignals signals;  // before any thread starts
+
   kvstore::MasterServer server(std::move(options));
   if (absl::Status st = server.Start(); !st.ok()) {
     std::fprintf(stderr, "myriad kvstore master: %s\n", std::string(st.message()).c_str());

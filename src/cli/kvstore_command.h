@@ -1,7 +1,8 @@
 #pragma once
 // `myriad kvstore master --listen HOST:PORT [--threads N]` serves the KV store's metadata API
 // (kvstore/master_server.h) until SIGINT or SIGTERM. The client subcommands talk to one:
-//   myriad kvstore stat --master http://HOST:PORT
+//   myriad kvstore stat --master http://HOST:PORT[,http://HOST2:PORT,...] (a group: the leader
+//                                                   is found through the standbys' 421s)
 //   myriad kvstore put  --master URL --namespace NS --keys K1,K2,... --size BYTES
 //                       [--replicas N] [--pinned] [--create-namespace]
 //   myriad kvstore get  --master URL --namespace NS --keys K1,K2,...
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "cli/kvstore_ha.h"
 
 namespace myriad::cli {
 
@@ -33,6 +36,8 @@ class KvstoreCommand {
   CLI::App* stat_;
   CLI::App* put_;
   CLI::App* get_;
+  KvstoreHaFlags ha_;  // master: the HA group through etcd (cli/kvstore_ha.h)
+  KvstoreLoad load_;
   // master
   std::string listen_ = "127.0.0.1:7480";
   int threads_ = 2;

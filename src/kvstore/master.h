@@ -112,6 +112,11 @@ class KvMaster {
   // Applies a leader's records (a standby). Fails on a corrupt record or one that does not fit
   // this master's state, naming the byte offset.
   absl::Status Apply(std::string_view records);
+  // The whole replicated metadata as log records that, applied to a fresh master, rebuild it
+  // exactly (CanonicalHash equal): what a standby too far behind the leader's log installs.
+  // Nodes, then each namespace (created, its runs put, dropped or reclaimed as it stands), then
+  // the counters. Soft state (leases, heartbeats, the repair queue) is not in it.
+  std::string SnapshotLog() const;
   // Makes this (standby) master the leader at `now`: leases and heartbeats restart.
   void Promote(Nanos now);
   // The metadata that the log replicates, in a canonical order: namespaces, nodes, runs.
@@ -177,6 +182,8 @@ class KvMaster {
   // Frees up to `budget` tables of reclaimed namespaces.
   void FreeTables(int budget);
   absl::Status ApplyOne(LogReader& in);
+  // The snapshot-only records (kSnapshotCounters, kSnapshotRepairing).
+  absl::Status ApplySnapshotRecord(LogType type, LogReader& in);
   // RepairDone (ok) or RepairFailed: the copy to task.destination is over.
   absl::Status EndRepair(const RepairTask& task, bool ok);
 

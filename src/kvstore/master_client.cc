@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <thread>
 
 #include "kvstore/api_json.h"
+#include "net/etcd_client.h"
 
 namespace myriad::kvstore {
 
@@ -62,25 +66,98 @@ absl::Status StatusFromHttp(int http_status, std::string_view body) {
     case 404: return absl::NotFoundError(message);
     case 409: return absl::FailedPreconditionError(message);
     case 413: return absl::ResourceExhaustedError(message);
+    case 421: return absl::UnavailableError(message);  // not the leader
     case 503: return absl::UnavailableError(message);
     default: return absl::InternalError(message);
   }
 }
 
 absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Connect(std::string_view url, Nanos timeout) {
-  auto http = net::HttpClient::FromUrl(url, {.timeout = timeout});
-  if (!http.ok()) return http.status();
-  return std::unique_ptr<MasterClient>(new MasterClient(std::move(*http)));
+  return ConnectAny({std::string(url)}, MasterClientOptions{.timeout = timeout, .failover_timeout = timeout});
 }
 
-absl::StatusOr<json> MasterClient::Call(std::string_view method, std::string_view target, const json* body) {
-  absl::StatusOr<net::HttpResponse> r =
-      http_->Request(method, target, body ? body->dump() : std::string(), body ? "application/json" : "");
-  if (!r.ok()) return r.status();
-  if (r->status < 200 || r->status >= 300) return StatusFromHttp(r->status, r->body);
-  json j = json::parse(r->body, nullptr, false);
-  if (j.is_discarded()) return absl::InternalError(fmt::format("the master's answer to {} is not JSON", target));
-  return j;
+absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::ConnectAny(std::vector<std::string> urls,
+                                                                      MasterClientOptions options) {
+  if (urls.empty()) return absl::InvalidArgumentError("no master URL given");
+  for (const std::string& u : urls) {
+    if (auto hp = net::ParseHttpUrl(u); !hp.ok()) return hp.status();
+  }
+  std::unique_ptr<MasterClient> c(new MasterClient(std::move(urls), options));
+  if (absl::Status st = c->Use(0); !st.ok()) return st;
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::ConnectViaEtcd(std::string_view etcd,
+                                                                          std::string_view election_key,
+                                                                          MasterClientOptions options) {
+  auto client = net::EtcdClient::Connect(etcd, options.timeout);
+  if (!client.ok()) return client.status();
+  std::vector<std::string> urls;
+  auto leader = (*client)->Get(election_key);
+  if (!leader.ok()) return leader.status();
+  if (leader->has_value()) urls.push_back((*leader)->value);
+  auto members = (*client)->GetPrefix(std::string(election_key) + "/members/");
+  if (!members.ok()) return members.status();
+  for (const net::EtcdKv& kv : *members) {
+    if (std::find(urls.begin(), urls.end(), kv.value) == urls.end()) urls.push_back(kv.value);
+  }
+  if (urls.empty()) {
+    return absl::NotFoundError(fmt::format("etcd {}: no KV store master registered under {}", etcd,
+                                           election_key));
+  }
+  return ConnectAny(std::move(urls), options);
+}
+
+absl::Status MasterClient::Use(size_t i) {
+  auto http = net::HttpClient::FromUrl(urls_[i], {.timeout = options_.timeout});
+  if (!http.ok()) return http.status();
+  http_ = std::move(*http);
+  current_ = i;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<json> MasterClient::Call(std::string_view method, std::string_view target, const json* body,
+                                        bool idempotent) {
+  const std::string payload = body ? body->dump() : std::string();
+  const auto start = std::chrono::steady_clock::now();
+  const auto give_up = start + std::chrono::nanoseconds(options_.failover_timeout);
+  std::chrono::milliseconds backoff(20);
+  bool moved = false;
+  while (true) {
+    absl::StatusOr<net::HttpResponse> r =
+        http_->Request(method, target, payload, body ? "application/json" : "");
+    absl::Status failure;
+    if (r.ok() && r->status != 421) {
+      if (moved) ++failovers_;
+      if (r->status < 200 || r->status >= 300) return StatusFromHttp(r->status, r->body);
+      json j = json::parse(r->body, nullptr, false);
+      if (j.is_discarded()) return absl::InternalError(fmt::format("the master's answer to {} is not JSON", target));
+      return j;
+    }
+    bool retry = false;
+    bool named = false;
+    if (r.ok()) {
+      // 421: a standby, which did not execute the request; it names the leader when it knows it.
+      failure = StatusFromHttp(r->status, r->body);
+      retry = true;
+      if (const std::string* leader = net::FindHeader(r->headers, "X-Myriad-Leader");
+          leader != nullptr && !leader->empty() && *leader != urls_[current_]) {
+        auto it = std::find(urls_.begin(), urls_.end(), *leader);
+        if (it == urls_.end()) it = urls_.insert(urls_.end(), *leader);
+        named = Use(static_cast<size_t>(it - urls_.begin())).ok();
+      }
+    } else {
+      failure = r.status();
+      retry = idempotent && urls_.size() > 1;
+    }
+    if (!named && urls_.size() > 1) (void)Use((current_ + 1) % urls_.size());
+    moved = true;
+    if (!retry || std::chrono::steady_clock::now() + backoff > give_up) return failure;
+    if (!named) {
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    }
+  }
 }
 
 absl::Status MasterClient::RegisterNode(NodeId node, std::string_view fault_domain, uint64_t capacity_bytes,
@@ -96,18 +173,18 @@ absl::Status MasterClient::Heartbeat(NodeId node) {
 
 absl::Status MasterClient::CreateNamespace(std::string_view name) {
   const json body = {{"name", name}};
-  return Call("POST", "/v1/namespaces", &body).status();
+  return Call("POST", "/v1/namespaces", &body, /*idempotent=*/false).status();
 }
 
 absl::Status MasterClient::DropNamespace(std::string_view name) {
-  return Call("DELETE", "/v1/namespaces/" + PathSegment(name), nullptr).status();
+  return Call("DELETE", "/v1/namespaces/" + PathSegment(name), nullptr, /*idempotent=*/false).status();
 }
 
 absl::StatusOr<std::vector<ReplicaInfo>> MasterClient::PutStart(std::string_view ns, std::span<const BlockKey> keys,
                                                                 uint64_t size, int replicas, bool pinned) {
   const json body = {{"namespace", ns}, {"keys", KeyList(keys)}, {"size", size}, {"replicas", replicas},
                      {"pinned", pinned}};
-  auto j = Call("POST", "/v1/put/start", &body);
+  auto j = Call("POST", "/v1/put/start", &body, /*idempotent=*/false);
   if (!j.ok()) return j.status();
   return Replicas((*j)["replicas"]);
 }
@@ -167,7 +244,7 @@ absl::StatusOr<std::vector<bool>> MasterClient::Exists(std::string_view ns, std:
 
 absl::StatusOr<std::vector<absl::Status>> MasterClient::Remove(std::string_view ns, std::span<const BlockKey> objects) {
   const json body = {{"namespace", ns}, {"keys", KeyList(objects)}};
-  auto j = Call("POST", "/v1/remove", &body);
+  auto j = Call("POST", "/v1/remove", &body, /*idempotent=*/false);
   if (!j.ok()) return j.status();
   const json& results = (*j)["results"];
   if (!results.is_array() || results.size() != objects.size()) {
@@ -187,7 +264,7 @@ absl::StatusOr<std::vector<absl::Status>> MasterClient::Remove(std::string_view 
 
 absl::StatusOr<std::vector<RepairTask>> MasterClient::PlanRepairs(size_t max_tasks) {
   const json body = {{"max_tasks", max_tasks}};
-  auto j = Call("POST", "/v1/repairs/plan", &body);
+  auto j = Call("POST", "/v1/repairs/plan", &body, /*idempotent=*/false);
   if (!j.ok()) return j.status();
   std::vector<RepairTask> out;
   for (const json& t : (*j)["tasks"]) {

@@ -41,11 +41,37 @@ struct Lookup {
   std::vector<ReplicaInfo> replicas;
 };
 
+// Following the leader of a group of masters (kvstore/ha_server.h): a standby answers 421 with
+// the leader's URL, and the client moves there and retries; a master that cannot be reached is
+// left for the next one in the list. Calls that are safe to repeat (reads, heartbeats,
+// registration, put end/revoke, repair reports) are retried after a connection failure too;
+// the others (put start, remove, namespace create/drop) are retried only on 421, which
+// guarantees that the request was not executed, and return the connection error otherwise
+// (the next call goes to the next master).
+struct MasterClientOptions {
+  Nanos timeout = 10 * kSecond;  // one request
+  // How long a call keeps looking for the leader before it gives up with the last error.
+  Nanos failover_timeout = 15 * kSecond;
+};
+
 class MasterClient {
  public:
   // "http://host:port".
   static absl::StatusOr<std::unique_ptr<MasterClient>> Connect(std::string_view url,
                                                                Nanos timeout = 10 * kSecond);
+  // Several masters of one group: "http://a:7700", "http://b:7700"...; starts with the first.
+  static absl::StatusOr<std::unique_ptr<MasterClient>> ConnectAny(std::vector<std::string> urls,
+                                                                  MasterClientOptions options = {});
+  // The group's masters as registered in etcd (kvstore/ha_server.h): the leader named by
+  // `election_key` first, then every member under election_key + "/members/". Fails when etcd
+  // cannot be reached or no master is registered.
+  static absl::StatusOr<std::unique_ptr<MasterClient>> ConnectViaEtcd(
+      std::string_view etcd, std::string_view election_key = "/myriad/kvstore/leader",
+      MasterClientOptions options = {});
+  // The master the next call goes to.
+  const std::string& current_url() const { return urls_[current_]; }
+  // Calls answered after moving to another master (leader changes followed).
+  uint64_t failovers() const { return failovers_; }
 
   absl::Status RegisterNode(NodeId node, std::string_view fault_domain, uint64_t capacity_bytes,
                             std::string_view address = {});
@@ -73,10 +99,18 @@ class MasterClient {
   absl::StatusOr<nlohmann::json> Stats();
 
  private:
-  explicit MasterClient(std::unique_ptr<net::HttpClient> http) : http_(std::move(http)) {}
+  MasterClient(std::vector<std::string> urls, MasterClientOptions options)
+      : urls_(std::move(urls)), options_(options) {}
   // The answer's JSON when the status is 2xx, the master's error as a status otherwise.
+  // `idempotent`: safe to send again after a connection failure (see above).
   absl::StatusOr<nlohmann::json> Call(std::string_view method, std::string_view target,
-                                      const nlohmann::json* body);
+                                      const nlohmann::json* body, bool idempotent = true);
+  // Points the client at urls_[i] (a new connection).
+  absl::Status Use(size_t i);
+  std::vector<std::string> urls_;
+  MasterClientOptions options_;
+  size_t current_ = 0;
+  uint64_t failovers_ = 0;
   std::unique_ptr<net::HttpClient> http_;
 };
 

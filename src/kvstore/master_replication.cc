@@ -174,6 +174,9 @@ absl::Status KvMaster::ApplyOne(LogReader& in) {
       }
       return absl::OkStatus();
     }
+    case LogType::kSnapshotCounters:
+    case LogType::kSnapshotRepairing:
+      return ApplySnapshotRecord(type, in);
   }
   return absl::DataLossError(fmt::format("unknown record type {}", static_cast<int>(type)));
 }

@@ -99,6 +99,7 @@ void MasterServer::TickLoop() {
                             [this] { return tick_stop_; })) {
     lock.unlock();
     Tick();
+    TakeLog();  // nobody replicates a server run alone: drop the records
     lock.lock();
   }
 }
@@ -212,6 +213,7 @@ net::HttpResponse MasterServer::RegisterNode(const net::HttpRequest& request) {
   } else {
     addresses_[node] = address;
   }
+  address_log_.emplace_back(node, address);  // replicated with the master's records
   return api::Json(201, {{"id", node}, {"fault_domain", domain}, {"capacity_bytes", capacity}});
 }
 

@@ -89,6 +89,19 @@ class MasterServer {
   // One housekeeping round at the clock's now (the background thread calls it).
   void Tick();
 
+  // Replication (kvstore/ha_server.h drives these; each takes the lock; see
+  // master_server_replication.cc). What changed since the last call: the master's operation-log
+  // records plus the storage nodes' addresses registered. A server run by Start() alone (no
+  // standbys) discards them every tick, so its log never grows without bound.
+  std::string TakeLog();
+  // A standby: applies a leader's TakeLog, or a SnapshotLog into a fresh server.
+  absl::Status ApplyLog(std::string_view payload);
+  // Everything replicated (metadata and node addresses), as one ApplyLog payload.
+  std::string SnapshotLog() const;
+  // A standby becomes the leader at the clock's now (leases and heartbeat clocks restart).
+  void Promote();
+  uint64_t CanonicalHash() const;
+
  private:
   net::HttpResponse Route(const net::HttpRequest& request, MasterOp* op);
   net::HttpResponse RegisterNode(const net::HttpRequest& request);
@@ -118,6 +131,8 @@ class MasterServer {
   mutable std::mutex mu_;
   KvMaster master_;
   absl::flat_hash_map<NodeId, std::string> addresses_;
+  // Address registrations (empty: none) since the last TakeLog.
+  std::vector<std::pair<NodeId, std::string>> address_log_;
   absl::flat_hash_set<NodeId> dead_;  // declared dead and not registered again
   uint64_t nodes_declared_dead_ = 0;
   uint64_t puts_expired_ = 0;

@@ -31,6 +31,9 @@ enum class LogType : uint8_t {
   kPin = 9,             // ns, object, pinned
   kRepairStart = 10,    // ns, object, destination
   kRepairEnd = 11,      // ns, object, destination, ok
+  // Only in snapshots (KvMaster::SnapshotLog), which rebuild a state rather than replay history:
+  kSnapshotCounters = 12,  // objects lost, objects evicted
+  kSnapshotRepairing = 13, // ns, object, mask of replicas whose repair copy is in flight
 };
 
 // Why an object went away; kept so a standby's counters match the leader's.
