@@ -120,7 +120,8 @@ uint32_t NodeStore::List(uint32_t cursor, size_t max, std::vector<HeldObject>* o
                          std::vector<uint64_t>* generations) {
   std::lock_guard lock(mu_);
   uint32_t slot = cursor;
-  for (; slot < entries_.size() && objects->size() < max; ++slot) {
+  const size_t end = objects->size() + max;
+  for (; slot < entries_.size() && objects->size() < end; ++slot) {
     const Entry& e = entries_[slot];
     if (e.state != kVisible) continue;
     objects->push_back({e.name.ns, e.name.key});
