@@ -84,7 +84,7 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
   put_->add_option("--keys", keys_, "Block keys of the object, in chain order (decimal or 0x hex)")
       ->delimiter(',')
       ->required();
-  put_->add_option("--size", size_, "Bytes of the object, per replica")->required();
+  put_->add_option("--size", size_, "Bytes of the object, per replica (or --file)");
   put_->add_option("--replicas", replicas_, "Replicas, on distinct fault domains")
       ->capture_default_str();
   put_->add_flag("--pinned", pinned_, "Never evict the object");
@@ -95,13 +95,16 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
   AddMasterUrl(get_, &url_, &timeout_s_);
   get_->add_option("--namespace", namespace_, "Namespace")->required();
   get_->add_option("--keys", keys_, "Block keys (decimal or 0x hex)")->delimiter(',')->required();
+  AddStorageCommands();
 }
 
 int KvstoreCommand::Run() {
   if (master_->parsed()) return RunMaster();
   if (stat_->parsed()) return RunStat();
-  if (put_->parsed()) return RunPut();
-  if (get_->parsed()) return RunGet();
+  if (put_->parsed()) return file_.empty() ? RunPut() : RunPutData();
+  if (get_->parsed()) return out_.empty() ? RunGet() : RunGetData();
+  if (node_->parsed()) return RunNode();
+  if (repair_->parsed()) return RunRepair();
   return 2;
 }
 
@@ -144,6 +147,10 @@ int KvstoreCommand::RunStat() {
 }
 
 int KvstoreCommand::RunPut() {
+  if (size_ == 0) {
+    std::fprintf(stderr, "myriad kvstore put: --size (or --file) is required\n");
+    return 2;
+  }
   auto client = Connect("put", url_, timeout_s_);
   if (!client) return 2;
   if (create_namespace_) {
