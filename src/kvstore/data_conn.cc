@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
 #include <charconv>
 
@@ -44,7 +43,14 @@ absl::StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(std::string_view 
   return std::make_pair(std::move(host), static_cast<uint16_t>(port));
 }
 
-asio::awaitable<absl::Status> ConnectTo(Conn& conn, std::string_view address) {
+void SetBuffers(tcp::socket& socket, int bytes) {
+  if (bytes <= 0) return;
+  boost::system::error_code ignored;
+  socket.set_option(asio::socket_base::send_buffer_size(bytes), ignored);
+  socket.set_option(asio::socket_base::receive_buffer_size(bytes), ignored);
+}
+
+asio::awaitable<absl::Status> ConnectTo(Conn& conn, std::string_view address, int buffer_bytes) {
   auto hp = SplitHostPort(address);
   if (!hp.ok()) co_return hp.status();
   tcp::resolver resolver(conn.socket.get_executor());
@@ -54,12 +60,23 @@ asio::awaitable<absl::Status> ConnectTo(Conn& conn, std::string_view address) {
     co_return absl::UnavailableError(
         fmt::format("cannot resolve storage node {}: {}", address, ec.message()));
   }
-  boost::system::error_code ignored;
-  conn.socket.close(ignored);
-  auto [ec2, ep] = co_await asio::async_connect(conn.socket, endpoints, kTuple);
-  if (ec2) {
+  boost::system::error_code ignored, last;
+  bool connected = false;
+  for (const auto& entry : endpoints) {
+    conn.socket.close(ignored);
+    conn.socket.open(entry.endpoint().protocol(), ignored);
+    // Buffers before connecting, so the window scale is negotiated for them.
+    SetBuffers(conn.socket, buffer_bytes);
+    auto [ec2] = co_await conn.socket.async_connect(entry.endpoint(), kTuple);
+    if (!ec2) {
+      connected = true;
+      break;
+    }
+    last = ec2;
+  }
+  if (!connected) {
     co_return absl::UnavailableError(
-        fmt::format("cannot connect to storage node {}: {}", address, ec2.message()));
+        fmt::format("cannot connect to storage node {}: {}", address, last.message()));
   }
   conn.socket.set_option(tcp::no_delay(true), ignored);
   co_return absl::OkStatus();

@@ -48,8 +48,12 @@ boost::asio::awaitable<void> Watchdog(std::shared_ptr<Conn> conn, std::atomic<ui
 // "host:port" as the nodes register it.
 absl::StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(std::string_view address);
 
-// Resolves and connects conn's socket (closed first if open).
-boost::asio::awaitable<absl::Status> ConnectTo(Conn& conn, std::string_view address);
+// Resolves and connects conn's socket (closed first if open); `buffer_bytes` as SetBuffers.
+boost::asio::awaitable<absl::Status> ConnectTo(Conn& conn, std::string_view address,
+                                               int buffer_bytes = 4 << 20);
+
+// Socket send and receive buffers of `bytes` (0: leave the kernel's autotuning).
+void SetBuffers(boost::asio::ip::tcp::socket& socket, int bytes);
 
 // Reads a reply header to request (op, id) and, for an error reply, its message; returns the
 // reply's status (the node's error as an absl::Status) and the header in *out.

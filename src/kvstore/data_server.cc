@@ -79,6 +79,7 @@ awaitable<void> DataServer::Impl::Accept() {
       continue;
     }
     socket.set_option(tcp::no_delay(true));
+    SetBuffers(socket, options.socket_buffer_bytes);
     auto conn = std::make_shared<Conn>(std::move(socket));
     open.fetch_add(1);
     asio::co_spawn(conn->socket.get_executor(), Watchdog(conn, &c.timeouts), asio::detached);

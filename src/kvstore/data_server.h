@@ -30,6 +30,9 @@ struct DataServerOptions {
   Nanos frame_timeout = 10 * kSecond;  // reading the rest of a frame, writing a reply
   Nanos copy_timeout = 30 * kSecond;   // a COPY_TO's push to the other node
   int max_connections = 1024;
+  // SO_SNDBUF / SO_RCVBUF of each connection (0: the kernel's autotuning); capped by the
+  // kernel's net.core.wmem_max / rmem_max.
+  int socket_buffer_bytes = 4 << 20;
 };
 
 struct DataServerStats {
