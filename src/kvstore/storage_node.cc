@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "kvstore/master_client.h"
@@ -10,8 +11,18 @@
 
 namespace myriad::kvstore {
 
+namespace {
+
+// A frame never needs to be larger than a put of a whole segment.
+StorageNodeOptions Clamped(StorageNodeOptions o) {
+  o.data.max_body_bytes = std::min<uint64_t>(o.data.max_body_bytes, o.segment_bytes + 64);
+  return o;
+}
+
+}  // namespace
+
 StorageNode::StorageNode(StorageNodeOptions options)
-    : options_(std::move(options)),
+    : options_(Clamped(std::move(options))),
       store_(options_.capacity_bytes, options_.segment_bytes),
       data_(&store_, options_.data) {
   data_.set_on_no_room([this] { RequestReconcile(); });
@@ -80,51 +91,65 @@ void StorageNode::RequestReconcile() {
 }
 
 void StorageNode::ControlLoop() {
+  using Clock = std::chrono::steady_clock;
+  const auto heartbeat = std::chrono::nanoseconds(options_.heartbeat_interval);
+  const auto reconcile = std::chrono::nanoseconds(options_.reconcile_interval);
+  const auto retry = std::min<Clock::duration>(heartbeat, std::chrono::milliseconds(200));
+  // Sweeps forced by puts without room come at most this often, so a node that is really full
+  // does not turn every refused put into a sweep.
+  const auto forced_gap = std::min<Clock::duration>(reconcile, std::chrono::milliseconds(200));
   std::unique_ptr<MasterClient> master;
-  auto next_reconcile = std::chrono::steady_clock::now();
+  auto next_heartbeat = Clock::now();
+  auto next_reconcile = Clock::now();
+  auto last_sweep = Clock::now() - forced_gap;
+  bool forced = false;
   for (;;) {
     if (!master) {
       auto c = MasterClient::Connect(options_.master_url, options_.master_timeout);
       if (c.ok()) master = std::move(*c);
     }
-    if (master) {
-      absl::Status st;
-      if (!registered_) {
-        st = master->RegisterNode(options_.id, options_.fault_domain, options_.capacity_bytes,
-                                  advertise_);
-        if (st.ok()) {
-          registered_ = true;
-          ++registrations_;
-          // What the master placed here before is gone (a death drops a node's replicas).
-          next_reconcile = std::chrono::steady_clock::now();
-        }
+    if (master && !registered_) {
+      absl::Status st = master->RegisterNode(options_.id, options_.fault_domain,
+                                             options_.capacity_bytes, advertise_);
+      if (st.ok()) {
+        registered_ = true;
+        ++registrations_;
+        next_heartbeat = Clock::now() + heartbeat;
+        // What the master placed here before is gone (a death drops a node's replicas).
+        next_reconcile = Clock::now();
       } else {
-        st = master->Heartbeat(options_.id);
-        if (st.ok()) {
-          ++heartbeats_;
-        } else if (st.code() == absl::StatusCode::kNotFound) {
+        ++master_errors_;
+      }
+    } else if (master && Clock::now() >= next_heartbeat) {
+      absl::Status st = master->Heartbeat(options_.id);
+      next_heartbeat = Clock::now() + heartbeat;
+      if (st.ok()) {
+        ++heartbeats_;
+      } else {
+        ++master_errors_;
+        if (st.code() == absl::StatusCode::kNotFound) {
           registered_ = false;  // declared dead or a new master: register again at once
           continue;
         }
       }
-      if (!st.ok()) ++master_errors_;
-      bool now = false;
-      {
-        std::lock_guard lock(mu_);
-        now = reconcile_now_;
-        reconcile_now_ = false;
-      }
-      if (registered_ && (now || std::chrono::steady_clock::now() >= next_reconcile)) {
-        if (!Reconcile(*master)) ++master_errors_;
-        next_reconcile = std::chrono::steady_clock::now() +
-                         std::chrono::nanoseconds(options_.reconcile_interval);
-      }
     }
+    {
+      std::lock_guard lock(mu_);
+      forced = forced || reconcile_now_;
+      reconcile_now_ = false;
+    }
+    const auto t = Clock::now();
+    if (master && registered_ &&
+        (t >= next_reconcile || (forced && t - last_sweep >= forced_gap))) {
+      if (!Reconcile(*master)) ++master_errors_;
+      forced = false;
+      last_sweep = Clock::now();
+      next_reconcile = last_sweep + reconcile;
+    }
+    auto wake = registered_ ? std::min(next_heartbeat, next_reconcile) : Clock::now() + retry;
+    if (forced) wake = std::min(wake, last_sweep + forced_gap);
     std::unique_lock lock(mu_);
-    const auto wait = std::chrono::nanoseconds(
-        registered_ ? options_.heartbeat_interval
-                    : std::min<Nanos>(options_.heartbeat_interval, 200 * kMillisecond));
-    cv_.wait_for(lock, wait, [this] { return stop_ || reconcile_now_; });
+    cv_.wait_until(lock, wake, [this] { return stop_ || reconcile_now_; });
     if (stop_) return;
   }
 }
@@ -133,7 +158,15 @@ bool StorageNode::Reconcile(MasterClient& master) {
   std::vector<HeldObject> held;
   std::vector<uint64_t> generations;
   uint32_t cursor = 0;
+  auto heartbeat_at = std::chrono::steady_clock::now() +
+                      std::chrono::nanoseconds(options_.heartbeat_interval);
   do {
+    // A long sweep (many objects) must not starve the heartbeats.
+    if (std::chrono::steady_clock::now() >= heartbeat_at) {
+      if (master.Heartbeat(options_.id).ok()) ++heartbeats_;
+      heartbeat_at = std::chrono::steady_clock::now() +
+                     std::chrono::nanoseconds(options_.heartbeat_interval);
+    }
     held.clear();
     generations.clear();
     cursor = store_.List(cursor, options_.reconcile_batch, &held, &generations);
