@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <thread>
+
 namespace myriad::kvstore {
+
+namespace {
+constexpr size_t kParallelPutBytes = 256 << 10;
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(std::string_view master_url,
                                                                  StoreClientOptions options) {
@@ -24,26 +30,48 @@ absl::Status StoreClient::Put(std::string_view ns, std::span<const BlockKey> key
   if (!placed.ok()) return placed.status();
   ++stats_.puts;
   const ObjectName name{placed->namespace_id, placed->object};
+  const std::vector<ReplicaInfo>& nodes = placed->replicas;
+  std::vector<absl::Status> results(nodes.size());
+  std::vector<DataClient*> clients(nodes.size(), nullptr);
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (nodes[r].address.empty()) {
+      results[r] = absl::FailedPreconditionError("the node registered no data address");
+    } else {
+      clients[r] = &Node(nodes[r].address);  // distinct nodes: one client each
+    }
+  }
+  std::vector<uint8_t> attempted(nodes.size(), 0);
+  auto write = [&](size_t r) {
+    attempted[r] = 1;
+    if (clients[r] != nullptr) results[r] = clients[r]->Put(name, bytes);
+  };
+  if (bytes.size() >= kParallelPutBytes) {
+    // Large objects go to every replica at once, each node on its own connection and thread.
+    std::vector<std::thread> threads;
+    for (size_t r = 1; r < nodes.size(); ++r) threads.emplace_back(write, r);
+    write(0);
+    for (std::thread& t : threads) t.join();
+  } else {
+    // Small ones one after another, where a thread would cost more than the write.
+    for (size_t r = 0; r < nodes.size(); ++r) {
+      write(r);
+      if (!results[r].ok()) break;
+    }
+  }
   absl::Status failed;
-  size_t written = 0;
-  for (; written < placed->replicas.size(); ++written) {
-    const ReplicaInfo& r = placed->replicas[written];
-    if (r.address.empty()) {
-      failed = absl::FailedPreconditionError(
-          fmt::format("storage node {} registered no data address", r.node));
-      break;
-    }
-    if (absl::Status st = Node(r.address).Put(name, bytes); !st.ok()) {
-      failed = absl::Status(st.code(), fmt::format("writing replica {} on node {} ({}): {}",
-                                                   written, r.node, r.address, std::string(st.message())));
-      break;
-    }
+  for (size_t r = 0; r < nodes.size() && failed.ok(); ++r) {
+    if (!attempted[r] || results[r].ok()) continue;
+    failed = absl::Status(results[r].code(),
+                          fmt::format("writing replica {} on node {} ({}): {}", r, nodes[r].node,
+                                      nodes[r].address, std::string(results[r].message())));
   }
   if (failed.ok()) return master_->PutEnd(ns, placed->object);
   ++stats_.revoked;
   // Best effort: the nodes' reconciliation frees these anyway once the put is revoked.
-  for (size_t i = 0; i < written; ++i) {
-    (void)Node(placed->replicas[i].address).Delete(std::span<const ObjectName>(&name, 1));
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (attempted[r] && results[r].ok() && clients[r] != nullptr) {
+      (void)clients[r]->Delete(std::span<const ObjectName>(&name, 1));
+    }
   }
   if (absl::Status st = master_->PutRevoke(ns, placed->object); !st.ok()) {
     return absl::Status(failed.code(), fmt::format("{}; revoking the put failed too: {}",

@@ -2,8 +2,9 @@
 // StoreClient: the KV store's data calls for an engine's connector or a tool. The master places
 // and finds objects (kvstore/master_client.h); the bytes go straight between this client and the
 // storage nodes (kvstore/data_client.h), never through the master.
-//   Put: PutStart (replicas on distinct fault domains) -> write every replica -> PutEnd; a
-//        failed write revokes the put (and deletes the replicas already written).
+//   Put: PutStart (replicas on distinct fault domains) -> write every replica (objects of
+//        256 KiB and more to all replicas at once) -> PutEnd; a failed write revokes the put
+//        (and deletes the replicas already written).
 //   Get: the master's replica list (and a read lease) -> read from the first replica, falling
 //        back to the next on failure. Batched forms send one request per node.
 // Not thread-safe: one client per thread.
