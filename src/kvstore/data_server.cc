@@ -182,8 +182,10 @@ awaitable<bool> DataServer::Impl::Serve(Conn& conn, const Header& h) {
     co_return co_await Reply(conn, h, j.dump());
   }
   if (op == Op::kDropNamespace) {
-    if (body.size() != 8) {
-      co_await Fail(conn, h, absl::InvalidArgumentError("drop_namespace: body must be 8 bytes"),
+    if (body.size() != 8 || wire::Load<uint32_t>(body.data() + 4) != 0) {
+      co_await Fail(conn, h,
+                    absl::InvalidArgumentError(
+                        "bad drop_namespace body: 8 bytes, namespace and a 'reserved' 0"),
                     false);
       co_return false;
     }
@@ -204,6 +206,14 @@ awaitable<bool> DataServer::Impl::Serve(Conn& conn, const Header& h) {
   }
   std::vector<wire::ObjectRef> refs(count);
   std::memcpy(refs.data(), body.data() + 8, count * sizeof(wire::ObjectRef));
+  bool reserved = wire::Load<wire::CountHead>(body.data()).reserved != 0;
+  for (const wire::ObjectRef& r : refs) reserved = reserved || r.reserved != 0;
+  if (reserved) {
+    co_await Fail(conn, h, absl::InvalidArgumentError(fmt::format(
+                               "bad {} body: field 'reserved' must be 0", wire::OpName(h.op))),
+                  false);
+    co_return false;
+  }
   if (op == Op::kGet) co_return co_await Get(conn, h, refs);
   c.deletes.fetch_add(count, std::memory_order_relaxed);
   std::vector<uint32_t> out(2 + count);
@@ -226,6 +236,10 @@ awaitable<bool> DataServer::Impl::Put(Conn& conn, const Header& h) {
   auto [ec, n] = co_await asio::async_read(conn.socket, asio::buffer(&head, sizeof head), kTuple);
   if (ec) {
     c.truncated.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  if (head.reserved != 0) {
+    co_await Fail(conn, h, absl::InvalidArgumentError("bad put: field 'reserved' must be 0"), false);
     co_return false;
   }
   if (head.size != h.body_bytes - sizeof head) {
@@ -307,10 +321,12 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
                         ? wire::Load<wire::CopyHead>(body.data())
                         : wire::CopyHead{};
   if (body.size() < sizeof head || head.address_bytes == 0 ||
-      body.size() != sizeof head + head.address_bytes) {
+      body.size() != sizeof head + head.address_bytes || head.reserved != 0 ||
+      head.object.reserved != 0) {
     co_await Fail(conn, h,
                   absl::InvalidArgumentError(
-                      "bad copy_to body: a 24-byte head and 'address_bytes' of address"),
+                      "bad copy_to body: a 24-byte head ('reserved' fields 0) and "
+                      "'address_bytes' of address"),
                   false);
     co_return false;
   }

@@ -199,6 +199,19 @@ TEST_F(DataPathTest, BadBodiesGetErrorReplies) {
   {
     tcp::socket s = Raw();
     wire::Header h;
+    h.op = static_cast<uint8_t>(wire::Op::kPut);
+    h.body_bytes = sizeof(wire::PutHead) + 10;
+    const wire::PutHead head{1, 7, 2, 10};  // nonzero reserved field
+    Send(s, &h, sizeof h);
+    Send(s, &head, sizeof head);
+    wire::Header reply;
+    std::string message;
+    ASSERT_TRUE(ReadReply(s, &reply, &message));
+    EXPECT_NE(message.find("'reserved'"), std::string::npos) << message;
+  }
+  {
+    tcp::socket s = Raw();
+    wire::Header h;
     h.op = static_cast<uint8_t>(wire::Op::kGet);
     h.body_bytes = 8 + 16 * 1000;  // over max_batch = 64: refused before the body is read
     Send(s, &h, sizeof h);
