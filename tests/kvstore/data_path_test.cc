@@ -35,7 +35,7 @@ class DataPathTest : public ::testing::Test {
     o.threads = 1;
     o.max_body_bytes = (8 << 20) + 64;
     o.frame_timeout = 300 * kMillisecond;
-    o.idle_timeout = 2 * kSecond;
+    o.idle_timeout = 1 * kSecond;
     o.max_batch = 64;
     server_ = std::make_unique<DataServer>(&store_, o);
     ASSERT_TRUE(server_->Start().ok());
@@ -279,6 +279,33 @@ TEST_F(DataPathTest, PutWithoutRoomIsRefusedAndTheConnectionStaysUsable) {
   EXPECT_EQ(stored, 4);  // two 6 MiB objects per 16 MiB segment
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
   EXPECT_TRUE(client.Put({4, 100}, "small still fits").ok());
+}
+
+TEST_F(DataPathTest, SilentConnectionIsClosedAfterTheIdleTimeout) {
+  tcp::socket silent = Raw();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(Closed(silent));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(waited, 0.8);
+  EXPECT_LT(waited, 2.9);
+}
+
+TEST(DataClientTest, KeptAliveConnectionToARestartedNodeIsRetriedOnce) {
+  NodeStore store(8 << 20, 8 << 20);
+  auto server = std::make_unique<DataServer>(&store, DataServerOptions{});
+  ASSERT_TRUE(server->Start().ok());
+  const uint16_t port = server->port();
+  DataClient client("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(client.Put({1, 1}, "before").ok());
+  server->Stop();
+  server.reset();
+  DataServerOptions again;
+  again.port = port;
+  server = std::make_unique<DataServer>(&store, again);
+  ASSERT_TRUE(server->Start().ok());
+  // The client's connection died with the old server: the call reconnects instead of failing.
+  EXPECT_TRUE(client.Put({1, 2}, "after").ok());
+  EXPECT_EQ(store.stats().objects, 2u);
 }
 
 TEST(DataClientTest, UnreachableNodeIsUnavailableNotAHang) {
