@@ -69,16 +69,20 @@ awaitable<void> DataServer::Impl::Accept() {
     auto [ec] = co_await acceptor->async_accept(socket, kTuple);
     if (ec) {
       if (!acceptor->is_open()) co_return;
+      // Out of descriptors and the like: do not spin; the open connections go on.
+      asio::steady_timer pause(io, std::chrono::milliseconds(10));
+      co_await pause.async_wait(kTuple);
       continue;
     }
     c.accepted.fetch_add(1, std::memory_order_relaxed);
     if (open.load() >= options.max_connections) {
       c.refused.fetch_add(1, std::memory_order_relaxed);
-      boost::system::error_code ignored;
-      socket.close(ignored);
+      boost::system::error_code closed;
+      socket.close(closed);
       continue;
     }
-    socket.set_option(tcp::no_delay(true));
+    boost::system::error_code ignored;  // no throwing overloads inside the coroutines
+    socket.set_option(tcp::no_delay(true), ignored);
     SetBuffers(socket, options.socket_buffer_bytes);
     auto conn = std::make_shared<Conn>(std::move(socket));
     open.fetch_add(1);
