@@ -78,7 +78,7 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
   stat_ = cmd_->add_subcommand("stat", "Print the master's statistics");
   AddMasterUrl(stat_, &url_, &timeout_s_);
 
-  put_ = cmd_->add_subcommand("put", "Put start + end of one object (metadata only)");
+  put_ = cmd_->add_subcommand("put", "Put one object: start + end (metadata only), or its bytes with --file");
   AddMasterUrl(put_, &url_, &timeout_s_);
   put_->add_option("--namespace", namespace_, "Namespace (model version + KV format)")->required();
   put_->add_option("--keys", keys_, "Block keys of the object, in chain order (decimal or 0x hex)")
@@ -91,7 +91,7 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
   put_->add_flag("--create-namespace", create_namespace_,
                  "Create the namespace first (an existing one is fine)");
 
-  get_ = cmd_->add_subcommand("get", "Look keys up: replicas and lease of each");
+  get_ = cmd_->add_subcommand("get", "Look keys up (replicas, lease), or read an object with --out");
   AddMasterUrl(get_, &url_, &timeout_s_);
   get_->add_option("--namespace", namespace_, "Namespace")->required();
   get_->add_option("--keys", keys_, "Block keys (decimal or 0x hex)")->delimiter(',')->required();
