@@ -83,31 +83,34 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
   stat_ = cmd_->add_subcommand("stat", "Print the master's statistics");
   AddMasterUrl(stat_, &url_, &timeout_s_);
 
-  put_ = cmd_->add_subcommand("put", "Put start + end of one object (metadata only)");
+  put_ = cmd_->add_subcommand("put", "Put one object: start + end (metadata only), or its bytes with --file");
   AddMasterUrl(put_, &url_, &timeout_s_);
   put_->add_option("--namespace", namespace_, "Namespace (model version + KV format)")->required();
   put_->add_option("--keys", keys_, "Block keys of the object, in chain order (decimal or 0x hex)")
       ->delimiter(',')
       ->required();
-  put_->add_option("--size", size_, "Bytes of the object, per replica")->required();
+  put_->add_option("--size", size_, "Bytes of the object, per replica (or --file)");
   put_->add_option("--replicas", replicas_, "Replicas, on distinct fault domains")
       ->capture_default_str();
   put_->add_flag("--pinned", pinned_, "Never evict the object");
   put_->add_flag("--create-namespace", create_namespace_,
                  "Create the namespace first (an existing one is fine)");
 
-  get_ = cmd_->add_subcommand("get", "Look keys up: replicas and lease of each");
+  get_ = cmd_->add_subcommand("get", "Look keys up (replicas, lease), or read an object with --out");
   AddMasterUrl(get_, &url_, &timeout_s_);
   get_->add_option("--namespace", namespace_, "Namespace")->required();
   get_->add_option("--keys", keys_, "Block keys (decimal or 0x hex)")->delimiter(',')->required();
+  AddStorageCommands();
 }
 
 int KvstoreCommand::Run() {
   if (master_->parsed()) return RunMaster();
   if (stat_->parsed()) return RunStat();
-  if (put_->parsed()) return RunPut();
-  if (get_->parsed()) return RunGet();
+  if (put_->parsed()) return file_.empty() ? RunPut() : RunPutData();
+  if (get_->parsed()) return out_.empty() ? RunGet() : RunGetData();
   if (load_.selected()) return load_.Run();
+  if (node_->parsed()) return RunNode();
+  if (repair_->parsed()) return RunRepair();
   return 2;
 }
 
@@ -151,6 +154,10 @@ int KvstoreCommand::RunStat() {
 }
 
 int KvstoreCommand::RunPut() {
+  if (size_ == 0) {
+    std::fprintf(stderr, "myriad kvstore put: --size (or --file) is required\n");
+    return 2;
+  }
   auto client = Connect("put", url_, timeout_s_);
   if (!client) return 2;
   if (create_namespace_) {

@@ -7,8 +7,14 @@
 //                       [--replicas N] [--pinned] [--create-namespace]
 //   myriad kvstore get  --master URL --namespace NS --keys K1,K2,...
 // `put` is the metadata half of a put (start, then end): it reserves replicas and marks the
-// object complete; it moves no bytes. Answers are printed as JSON. Exit codes: 0 ok, 1 the
-// master refused or could not be reached, 2 bad arguments.
+// object complete; it moves no bytes, unless --file names the bytes: then they are written to
+// every replica node (kvstore/store_client.h). `get --out FILE` reads the first key's object
+// from a replica node into FILE. Answers are printed as JSON. Exit codes: 0 ok, 1 the master
+// or a node refused or could not be reached, 2 bad arguments.
+// The storage side (kvstore_node_command.cc):
+//   myriad kvstore node   --master URL --id N --fault-domain D --capacity BYTES
+//                         --listen HOST:PORT [--segment-bytes B] [--metrics-listen PORT] ...
+//   myriad kvstore repair --master URL [--workers N]
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +36,12 @@ class KvstoreCommand {
   int RunStat();
   int RunPut();
   int RunGet();
+  // kvstore_node_command.cc
+  void AddStorageCommands();
+  int RunNode();
+  int RunRepair();
+  int RunPutData();
+  int RunGetData();
 
   CLI::App* cmd_;
   CLI::App* master_;
@@ -38,6 +50,8 @@ class KvstoreCommand {
   CLI::App* get_;
   KvstoreHaFlags ha_;  // master: the HA group through etcd (cli/kvstore_ha.h)
   KvstoreLoad load_;
+  CLI::App* node_;
+  CLI::App* repair_;
   // master
   std::string listen_ = "127.0.0.1:7480";
   int threads_ = 2;
@@ -51,6 +65,18 @@ class KvstoreCommand {
   bool pinned_ = false;
   bool create_namespace_ = false;
   double timeout_s_ = 10;
+  std::string file_;  // put --file
+  std::string out_;   // get --out
+  // node
+  uint32_t node_id_ = 0;
+  std::string fault_domain_;
+  uint64_t capacity_bytes_ = uint64_t{1} << 30;
+  uint64_t segment_bytes_ = uint64_t{256} << 20;
+  std::string advertise_;
+  int metrics_port_ = -1;
+  double heartbeat_s_ = 1;
+  double reconcile_s_ = 5;
+  int workers_ = 4;
 };
 
 }  // namespace myriad::cli

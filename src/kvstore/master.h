@@ -106,6 +106,12 @@ class KvMaster {
   absl::Status RepairDone(const RepairTask& task);
   absl::Status RepairFailed(const RepairTask& task);
 
+  // --- storage-node reconciliation (master_reconcile.cc) ---
+  // For each object a node reports holding: 1 when the master still places a replica of it on
+  // `node` (pending, complete or being repaired there) or its namespace is dropped but not yet
+  // reclaimed (readers may hold leases), 0 when the node may free its bytes. Read-only.
+  void HeldBy(NodeId node, std::span<const HeldObject> objects, std::vector<uint8_t>* keep) const;
+
   // --- replication ---
   // The log records written since the last call.
   std::string TakeLog() { return log_.Take(); }

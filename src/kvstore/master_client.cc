@@ -189,6 +189,21 @@ absl::StatusOr<std::vector<ReplicaInfo>> MasterClient::PutStart(std::string_view
   return Replicas((*j)["replicas"]);
 }
 
+absl::StatusOr<Placement> MasterClient::PlacePut(std::string_view ns,
+                                                 std::span<const BlockKey> keys, uint64_t size,
+                                                 int replicas, bool pinned) {
+  const json body = {{"namespace", ns}, {"keys", KeyList(keys)}, {"size", size}, {"replicas", replicas},
+                     {"pinned", pinned}};
+  auto j = Call("POST", "/v1/put/start", &body);
+  if (!j.ok()) return j.status();
+  auto object = KeyOf(*j, "object");
+  if (!object.ok()) return object.status();
+  if (!j->contains("namespace_id") || !(*j)["namespace_id"].is_number_unsigned()) {
+    return absl::InternalError("the master's put/start answer has no 'namespace_id'");
+  }
+  return Placement{(*j)["namespace_id"].get<NamespaceId>(), *object, Replicas((*j)["replicas"])};
+}
+
 absl::Status MasterClient::PutEnd(std::string_view ns, BlockKey object) {
   const json body = {{"namespace", ns}, {"object", api::FormatKey(object)}};
   return Call("POST", "/v1/put/end", &body).status();
@@ -208,9 +223,11 @@ absl::StatusOr<std::vector<Lookup>> MasterClient::Get(std::string_view ns, std::
     return absl::InternalError("the master's get answer does not have one result per key");
   }
   std::vector<Lookup> out;
+  const auto ns_id = j->value("namespace_id", NamespaceId{0});
   for (size_t i = 0; i < keys.size(); ++i) {
     const json& r = results[i];
     Lookup l;
+    l.namespace_id = ns_id;
     l.key = keys[i];
     l.found = r.value("found", false);
     l.pending = r.value("pending", false);
@@ -279,6 +296,50 @@ absl::StatusOr<std::vector<RepairTask>> MasterClient::PlanRepairs(size_t max_tas
     out.push_back(task);
   }
   return out;
+}
+
+absl::StatusOr<std::vector<RepairOrder>> MasterClient::PlanRepairOrders(size_t max_tasks) {
+  const json body = {{"max_tasks", max_tasks}};
+  auto j = Call("POST", "/v1/repairs/plan", &body);
+  if (!j.ok()) return j.status();
+  std::vector<RepairOrder> out;
+  for (const json& t : (*j)["tasks"]) {
+    RepairOrder order;
+    order.task.ns = t.value("namespace_id", NamespaceId{0});
+    auto object = KeyOf(t, "object");
+    if (!object.ok()) return object.status();
+    order.task.object = *object;
+    order.task.bytes = t.value("bytes", uint64_t{0});
+    order.task.source = t.value("source", kNoNode);
+    order.task.destination = t.value("destination", kNoNode);
+    order.source_address = t.value("source_address", std::string());
+    order.destination_address = t.value("destination_address", std::string());
+    out.push_back(std::move(order));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<uint32_t>> MasterClient::Reconcile(NodeId node,
+                                                              std::span<const HeldObject> held) {
+  json namespaces = json::array(), objects = json::array();
+  for (const HeldObject& h : held) {
+    namespaces.push_back(h.ns);
+    objects.push_back(api::FormatKey(h.object));
+  }
+  const json body = {{"namespaces", std::move(namespaces)}, {"objects", std::move(objects)}};
+  auto j = Call("POST", fmt::format("/v1/nodes/{}/reconcile", node), &body);
+  if (!j.ok()) return j.status();
+  std::vector<uint32_t> drop;
+  if (!j->contains("drop") || !(*j)["drop"].is_array()) {
+    return absl::InternalError("the master's reconcile answer has no 'drop' list");
+  }
+  for (const json& i : (*j)["drop"]) {
+    if (!i.is_number_unsigned() || i.get<uint64_t>() >= held.size()) {
+      return absl::InternalError("the master's reconcile answer has a bad index");
+    }
+    drop.push_back(i.get<uint32_t>());
+  }
+  return drop;
 }
 
 namespace {

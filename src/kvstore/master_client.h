@@ -30,6 +30,7 @@ struct ReplicaInfo {
 };
 
 struct Lookup {
+  NamespaceId namespace_id = 0;  // how storage nodes name the namespace
   BlockKey key = 0;
   bool found = false;
   bool pending = false;  // stored but its put has not ended
@@ -52,6 +53,20 @@ struct MasterClientOptions {
   Nanos timeout = 10 * kSecond;  // one request
   // How long a call keeps looking for the leader before it gives up with the last error.
   Nanos failover_timeout = 15 * kSecond;
+};
+
+// A put's placement: the storage nodes name objects by (namespace id, object).
+struct Placement {
+  NamespaceId namespace_id = 0;
+  BlockKey object = 0;
+  std::vector<ReplicaInfo> replicas;
+};
+
+// A repair task with the data-path addresses of its two nodes (empty when not registered).
+struct RepairOrder {
+  RepairTask task;
+  std::string source_address;
+  std::string destination_address;
 };
 
 class MasterClient {
@@ -82,6 +97,9 @@ class MasterClient {
   // Two-phase put of the run `keys` (chain order): where to write, then done (or revoked).
   absl::StatusOr<std::vector<ReplicaInfo>> PutStart(std::string_view ns, std::span<const BlockKey> keys,
                                                     uint64_t size, int replicas = 1, bool pinned = false);
+  // PutStart with the namespace id that the storage nodes key objects by.
+  absl::StatusOr<Placement> PlacePut(std::string_view ns, std::span<const BlockKey> keys,
+                                     uint64_t size, int replicas = 1, bool pinned = false);
   absl::Status PutEnd(std::string_view ns, BlockKey object);
   absl::Status PutRevoke(std::string_view ns, BlockKey object);
 
@@ -93,10 +111,16 @@ class MasterClient {
 
   // Repair agents: copy tasks within the master's repair byte budget, each reported back.
   absl::StatusOr<std::vector<RepairTask>> PlanRepairs(size_t max_tasks = 64);
+  // PlanRepairs with where to send the copy order and the bytes.
+  absl::StatusOr<std::vector<RepairOrder>> PlanRepairOrders(size_t max_tasks = 64);
   absl::Status RepairDone(const RepairTask& task);
   absl::Status RepairFailed(const RepairTask& task);
 
   absl::StatusOr<nlohmann::json> Stats();
+
+  // Storage nodes: the indices of `held` that the master no longer places on `node` (free
+  // them). NotFound when the node is not registered (register again first).
+  absl::StatusOr<std::vector<uint32_t>> Reconcile(NodeId node, std::span<const HeldObject> held);
 
  private:
   MasterClient(std::vector<std::string> urls, MasterClientOptions options)

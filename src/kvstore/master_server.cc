@@ -48,6 +48,7 @@ std::string_view OpName(MasterOp op) {
     case MasterOp::kHealth: return "health";
     case MasterOp::kRepairPlan: return "repair_plan";
     case MasterOp::kRepairReport: return "repair_report";
+    case MasterOp::kReconcile: return "reconcile";
     case MasterOp::kUnknown:
     case MasterOp::kCount: break;
   }
@@ -149,6 +150,11 @@ net::HttpResponse MasterServer::Route(const net::HttpRequest& request, MasterOp*
       path.substr(path.size() - 10) == "/heartbeat") {
     const std::string_view id = path.substr(10, path.size() - 20);
     return only(post, MasterOp::kHeartbeat, "POST", [&] { return NodeHeartbeat(id); });
+  }
+  if (StartsWith(path, "/v1/nodes/") && path.size() > 20 &&
+      path.substr(path.size() - 10) == "/reconcile") {
+    const std::string_view id = path.substr(10, path.size() - 20);
+    return only(post, MasterOp::kReconcile, "POST", [&] { return Reconcile(id, request); });
   }
   if (path == "/v1/namespaces") {
     return only(post, MasterOp::kCreateNamespace, "POST", [&] { return CreateNamespace(request); });
@@ -293,17 +299,20 @@ net::HttpResponse MasterServer::PutStart(const net::HttpRequest& request) {
                        static_cast<int>(replicas), pinned};
   const Nanos now = clock_();
   std::string replicas_json;
+  NamespaceId ns_id = 0;
   {
     std::lock_guard lock(mu_);
     absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
     if (!id.ok()) return api::StatusError(id.status(), "namespace");
+    ns_id = *id;
     absl::StatusOr<ReplicaList> placed = master_.PutStart(*id, put, now);
     if (!placed.ok()) return api::StatusError(placed.status());
     replicas_json = ReplicasJson(*placed);
   }
+  // namespace_id: storage nodes name objects by (namespace id, object), ids never reused.
   net::HttpResponse r;
-  r.body = fmt::format(R"({{"object":"{}","replicas":{}}})", FormatKey(keys.back()),
-                       replicas_json);
+  r.body = fmt::format(R"({{"object":"{}","namespace_id":{},"replicas":{}}})",
+                       FormatKey(keys.back()), ns_id, replicas_json);
   return r;
 }
 
@@ -349,10 +358,12 @@ net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
   const Nanos now = clock_();
   std::vector<GetResult> results;
   std::vector<std::string> replicas;
+  NamespaceId ns_id = 0;
   {
     std::lock_guard lock(mu_);
     absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
     if (!id.ok()) return api::StatusError(id.status(), "namespace");
+    ns_id = *id;
     if (absl::Status st = master_.BatchGet(*id, keys, now, &results); !st.ok()) {
       return api::StatusError(st);
     }
@@ -362,7 +373,7 @@ net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
     }
   }
   uint64_t hits = 0;
-  std::string body = R"({"results":[)";
+  std::string body = fmt::format(R"({{"namespace_id":{},"results":[)", ns_id);
   for (size_t i = 0; i < keys.size(); ++i) {
     const GetResult& g = results[i];
     if (i > 0) body += ',';
@@ -602,8 +613,17 @@ net::HttpResponse MasterServer::RepairPlan(const net::HttpRequest& request) {
   const std::vector<RepairTask> tasks = master_.PlanRepairs(now, static_cast<size_t>(max_tasks));
   nlohmann::json list = nlohmann::json::array();
   for (const RepairTask& t : tasks) {
-    list.push_back({{"namespace_id", t.ns}, {"object", FormatKey(t.object)}, {"bytes", t.bytes},
-                    {"source", t.source}, {"destination", t.destination}});
+    nlohmann::json task = {{"namespace_id", t.ns}, {"object", FormatKey(t.object)},
+                           {"bytes", t.bytes}, {"source", t.source},
+                           {"destination", t.destination}};
+    // Where the agent sends the copy order and where the bytes go (data path addresses).
+    if (auto it = addresses_.find(t.source); it != addresses_.end()) {
+      task["source_address"] = it->second;
+    }
+    if (auto it = addresses_.find(t.destination); it != addresses_.end()) {
+      task["destination_address"] = it->second;
+    }
+    list.push_back(std::move(task));
   }
   return api::Json(200, {{"tasks", std::move(list)}});
 }

@@ -8,6 +8,7 @@
 // as JSON integers; answers write them as "0x" + 16 hex digits):
 //   POST   /v1/nodes                  {id, fault_domain, capacity_bytes[, address]}   -> 201
 //   POST   /v1/nodes/{id}/heartbeat                                                  -> 200
+//   POST   /v1/nodes/{id}/reconcile   {namespaces: [ids], objects: [keys]} -> {drop: [indices]}
 //   POST   /v1/namespaces             {name}                                          -> 201
 //   DELETE /v1/namespaces/{name}      (name percent-encoded or raw, '/' allowed)      -> 200
 //   POST   /v1/put/start              {namespace, keys, size[, replicas, pinned]}     -> replicas
@@ -62,6 +63,7 @@ enum class MasterOp : int {
   kRemove,
   kRepairPlan,
   kRepairReport,
+  kReconcile,
   kStats,
   kMetrics,
   kHealth,
@@ -118,6 +120,8 @@ class MasterServer {
   // Repair agents: take copy tasks (within the master's repair byte budget), report each back.
   net::HttpResponse RepairPlan(const net::HttpRequest& request);
   net::HttpResponse RepairReport(const net::HttpRequest& request, bool done);
+  // Storage nodes: which of the objects they hold to free (master_server_reconcile.cc).
+  net::HttpResponse Reconcile(std::string_view id, const net::HttpRequest& request);
   net::HttpResponse Stats();
   net::HttpResponse Metrics();
   // The replica list as JSON (id, fault_domain, address when known). Needs mu_.

@@ -85,6 +85,12 @@ struct RepairTask {
   NodeId destination = kNoNode;
 };
 
+// An object a storage node holds, as the node names it: reconciliation (KvMaster::HeldBy).
+struct HeldObject {
+  NamespaceId ns = 0;
+  BlockKey object = 0;
+};
+
 struct TickReport {
   int nodes_declared_dead = 0;
   uint64_t objects_evicted = 0;

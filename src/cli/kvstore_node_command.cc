@@ -1,0 +1,173 @@
+// `myriad kvstore node`, `myriad kvstore repair`, and the data halves of `put --file` and
+// `get --out` (see cli/kvstore_command.h).
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+
+#include "cli/kvstore_command.h"
+#include "cli/stop_signals.h"
+#include "kvstore/api_json.h"
+#include "kvstore/repair_agent.h"
+#include "kvstore/storage_node.h"
+#include "kvstore/store_client.h"
+#include "net/http.h"
+
+namespace myriad::cli {
+
+namespace {
+
+int Fail(const char* what, const absl::Status& st, int code = 1) {
+  std::fprintf(stderr, "myriad kvstore %s: %s\n", what, std::string(st.message()).c_str());
+  return code;
+}
+
+// The --keys as block keys; nullopt (after printing which) when one does not parse.
+std::optional<std::vector<BlockKey>> ParseKeys(const char* what, const std::vector<std::string>& keys) {
+  std::vector<BlockKey> out;
+  for (const std::string& k : keys) {
+    std::optional<BlockKey> key = kvstore::api::ParseKey(k);
+    if (!key) {
+      std::fprintf(stderr, "myriad kvstore %s: --keys: '%s' is not a block key\n", what, k.c_str());
+      return std::nullopt;
+    }
+    out.push_back(*key);
+  }
+  return out;
+}
+
+}  // namespace
+
+void KvstoreCommand::AddStorageCommands() {
+  put_->add_option("--file", file_, "Write this file's bytes to every replica node");
+  get_->add_option("--out", out_, "Read the first key's object from a replica node into this file");
+
+  node_ = cmd_->add_subcommand("node", "Serve a storage node's bytes until SIGINT or SIGTERM");
+  node_->add_option("--master", url_, "The master's URL, http://HOST:PORT")->required();
+  node_->add_option("--id", node_id_, "Node id, unique in the cluster")->required();
+  node_->add_option("--fault-domain", fault_domain_, "Fault domain (rack, power, switch)")->required();
+  node_->add_option("--capacity", capacity_bytes_, "Bytes of memory to hold objects in")
+      ->capture_default_str();
+  node_->add_option("--segment-bytes", segment_bytes_,
+                    "Bytes per preallocated segment (the largest object)")
+      ->capture_default_str();
+  node_->add_option("--listen", listen_, "HOST:PORT of the data path (port 0: any free port)")
+      ->required();
+  node_->add_option("--advertise", advertise_, "HOST:PORT to register (default: --listen's)");
+  node_->add_option("--threads", threads_, "Data-path I/O threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  node_->add_option("--metrics-port", metrics_port_, "HTTP port for /metrics (-1: none, 0: any)")
+      ->capture_default_str();
+  node_->add_option("--heartbeat", heartbeat_s_, "Seconds between heartbeats")->capture_default_str();
+  node_->add_option("--reconcile", reconcile_s_, "Seconds between reconciliation sweeps")
+      ->capture_default_str();
+
+  repair_ = cmd_->add_subcommand("repair", "Carry out the master's repair tasks until SIGINT or SIGTERM");
+  repair_->add_option("--master", url_, "The master's URL, http://HOST:PORT")->required();
+  repair_->add_option("--workers", workers_, "Copies in flight")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+}
+
+int KvstoreCommand::RunNode() {
+  absl::StatusOr<net::HostPort> listen = net::ParseHostPort(listen_);
+  if (!listen.ok()) return Fail("node", listen.status(), 2);
+  if (capacity_bytes_ == 0 || segment_bytes_ < 4096) {
+    std::fprintf(stderr, "myriad kvstore node: --capacity must be > 0 and --segment-bytes >= 4096\n");
+    return 2;
+  }
+  StopSignals signals;
+  kvstore::StorageNodeOptions o;
+  o.master_url = url_;
+  o.id = node_id_;
+  o.fault_domain = fault_domain_;
+  o.capacity_bytes = capacity_bytes_;
+  o.segment_bytes = segment_bytes_;
+  o.data.address = listen->host;
+  o.data.port = listen->port;
+  o.data.threads = threads_;
+  o.data.max_body_bytes = segment_bytes_ + 64;
+  o.advertise = advertise_;
+  o.http_port = metrics_port_;
+  o.heartbeat_interval = SecondsToNanos(heartbeat_s_);
+  o.reconcile_interval = SecondsToNanos(reconcile_s_);
+  kvstore::StorageNode node(std::move(o));
+  if (absl::Status st = node.Start(); !st.ok()) return Fail("node", st);
+  std::printf("myriad kvstore node %u: data path on %s", node_id_, node.address().c_str());
+  if (metrics_port_ >= 0) std::printf(", metrics on http://%s:%u/metrics", listen->host.c_str(), node.http_port());
+  std::printf("\n");
+  std::fflush(stdout);
+  const int signal = signals.Wait();
+  std::printf("myriad kvstore node %u: %s, stopping\n", node_id_, signal == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stdout);
+  node.Stop();
+  return 0;
+}
+
+int KvstoreCommand::RunRepair() {
+  StopSignals signals;
+  kvstore::RepairAgentOptions o;
+  o.master_url = url_;
+  o.workers = workers_;
+  kvstore::RepairAgent agent(o);
+  if (absl::Status st = agent.Start(); !st.ok()) return Fail("repair", st, 2);
+  std::printf("myriad kvstore repair: carrying out repairs for %s\n", url_.c_str());
+  std::fflush(stdout);
+  signals.Wait();
+  agent.Stop();
+  const kvstore::RepairAgentStats s = agent.stats();
+  std::printf("myriad kvstore repair: %llu copies done, %llu failed, %llu bytes\n",
+              static_cast<unsigned long long>(s.done), static_cast<unsigned long long>(s.failed),
+              static_cast<unsigned long long>(s.bytes));
+  return 0;
+}
+
+int KvstoreCommand::RunPutData() {
+  std::optional<std::vector<BlockKey>> keys = ParseKeys("put", keys_);
+  if (!keys) return 2;
+  std::ifstream in(file_, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "myriad kvstore put: --file: cannot read '%s'\n", file_.c_str());
+    return 2;
+  }
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto client = kvstore::StoreClient::Connect(
+      url_, {.master_timeout = SecondsToNanos(timeout_s_), .node_timeout = SecondsToNanos(timeout_s_)});
+  if (!client.ok()) return Fail("put", client.status(), 2);
+  if (create_namespace_) {
+    absl::Status st = (*client)->master().CreateNamespace(namespace_);
+    if (!st.ok() && st.code() != absl::StatusCode::kFailedPrecondition) return Fail("put", st);
+  }
+  if (absl::Status st = (*client)->Put(namespace_, *keys, bytes, replicas_, pinned_); !st.ok()) {
+    return Fail("put", st);
+  }
+  std::printf("{\"object\": \"%s\", \"bytes\": %zu, \"replicas\": %d}\n",
+              kvstore::api::FormatKey(keys->back()).c_str(), bytes.size(), replicas_);
+  return 0;
+}
+
+int KvstoreCommand::RunGetData() {
+  std::optional<std::vector<BlockKey>> keys = ParseKeys("get", keys_);
+  if (!keys) return 2;
+  auto client = kvstore::StoreClient::Connect(
+      url_, {.master_timeout = SecondsToNanos(timeout_s_), .node_timeout = SecondsToNanos(timeout_s_)});
+  if (!client.ok()) return Fail("get", client.status(), 2);
+  absl::StatusOr<std::string> bytes = (*client)->Get(namespace_, keys->front());
+  if (!bytes.ok()) return Fail("get", bytes.status());
+  std::ofstream out(out_, std::ios::binary);
+  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  if (!out) {
+    std::fprintf(stderr, "myriad kvstore get: --out: cannot write '%s'\n", out_.c_str());
+    return 1;
+  }
+  std::printf("{\"key\": \"%s\", \"bytes\": %zu, \"out\": \"%s\"}\n",
+              kvstore::api::FormatKey(keys->front()).c_str(), bytes->size(), out_.c_str());
+  return 0;
+}
+
+}  // namespace myriad::cli

@@ -1,0 +1,239 @@
+#include "kvstore/data_client.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <functional>
+#include <optional>
+
+#include "kvstore/data_conn.h"
+#include "kvstore/data_wire.h"
+
+namespace myriad::kvstore {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::ip::tcp;
+using wire::Header;
+using wire::Op;
+
+struct DataClient::Impl {
+  Impl(std::string a, DataClientOptions o)
+      : address(std::move(a)), options(o), conn(tcp::socket(io)) {}
+
+  // Runs one call (a coroutine) within the timeout, reconnecting first when needed and once
+  // more when a kept-alive connection turns out to have been closed by the node.
+  absl::Status Run(const std::function<awaitable<absl::Status>(Conn&)>& call) {
+    for (int attempt = 0;; ++attempt) {
+      const bool reused = connected;
+      absl::Status st = RunOnce(call);
+      if (st.ok() || st.code() == absl::StatusCode::kNotFound ||
+          st.code() == absl::StatusCode::kResourceExhausted ||
+          st.code() == absl::StatusCode::kFailedPrecondition) {
+        return st;
+      }
+      connected = false;
+      conn.Close();
+      if (!(reused && attempt == 0 && st.code() == absl::StatusCode::kUnavailable)) return st;
+    }
+  }
+
+  absl::Status RunOnce(const std::function<awaitable<absl::Status>(Conn&)>& call) {
+    std::optional<absl::Status> result;
+    io.restart();
+    asio::co_spawn(
+        io,
+        [&]() -> awaitable<absl::Status> {
+          if (!connected) {
+            absl::Status st = co_await ConnectTo(conn, address);
+            if (!st.ok()) co_return st;
+            connected = true;
+          }
+          co_return co_await call(conn);
+        },
+        [&](std::exception_ptr e, absl::Status st) {
+          result = e ? absl::InternalError("data client: unexpected exception") : std::move(st);
+        });
+    io.run_for(std::chrono::nanoseconds(options.timeout));
+    if (!result) {
+      conn.Close();
+      connected = false;
+      io.restart();
+      io.run();  // the aborted operations finish the coroutine
+      return absl::DeadlineExceededError(fmt::format(
+          "storage node {} did not answer within {} ms", address, options.timeout / kMillisecond));
+    }
+    return *result;
+  }
+
+  Header Request(Op op, uint64_t body_bytes) {
+    Header h;
+    h.op = static_cast<uint8_t>(op);
+    h.request_id = ++next_id;
+    h.body_bytes = body_bytes;
+    return h;
+  }
+
+  std::string address;
+  DataClientOptions options;
+  asio::io_context io;
+  Conn conn;
+  bool connected = false;
+  uint64_t next_id = 0;
+};
+
+namespace {
+
+// Sends `frame`, reads the reply header and, if OK, its body into *body (bounded).
+awaitable<absl::Status> Exchange(Conn& conn, const Header& h, std::span<const asio::const_buffer> frame,
+                                 uint64_t max_body, std::string* body) {
+  auto [ec, n] = co_await asio::async_write(conn.socket, frame, kTuple);
+  if (ec) co_return absl::UnavailableError(fmt::format("sending to the storage node failed: {}", ec.message()));
+  Header reply;
+  if (absl::Status st = co_await ReadReply(conn, h.op, h.request_id, max_body, &reply); !st.ok()) {
+    co_return st;
+  }
+  body->resize(reply.body_bytes);
+  if (!body->empty()) {
+    auto [ec2, m] = co_await asio::async_read(conn.socket, asio::buffer(*body), kTuple);
+    if (ec2) co_return absl::UnavailableError("the storage node closed the connection mid-reply");
+  }
+  co_return absl::OkStatus();
+}
+
+std::vector<wire::ObjectRef> Refs(std::span<const ObjectName> names) {
+  std::vector<wire::ObjectRef> refs(names.size());
+  for (size_t i = 0; i < names.size(); ++i) refs[i] = {names[i].ns, 0, names[i].key};
+  return refs;
+}
+
+}  // namespace
+
+DataClient::DataClient(std::string address, DataClientOptions options)
+    : impl_(std::make_unique<Impl>(std::move(address), options)) {}
+DataClient::~DataClient() = default;
+
+const std::string& DataClient::address() const { return impl_->address; }
+
+absl::Status DataClient::Put(ObjectName name, std::string_view bytes) {
+  return impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+    const Header h = impl_->Request(Op::kPut, sizeof(wire::PutHead) + bytes.size());
+    const wire::PutHead head{name.ns, 0, name.key, bytes.size()};
+    const std::array<asio::const_buffer, 3> frame{asio::buffer(&h, sizeof h),
+                                                  asio::buffer(&head, sizeof head),
+                                                  asio::buffer(bytes.data(), bytes.size())};
+    std::string body;
+    co_return co_await Exchange(conn, h, frame, wire::kMaxMessageBytes, &body);
+  });
+}
+
+absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std::string>* values,
+                             std::vector<absl::StatusCode>* codes) {
+  if (names.empty()) return absl::InvalidArgumentError("Get: no objects named");
+  const std::vector<wire::ObjectRef> refs = Refs(names);
+  values->resize(names.size());
+  codes->assign(names.size(), absl::StatusCode::kNotFound);
+  return impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+    const wire::CountHead count{static_cast<uint32_t>(refs.size()), 0};
+    const Header h = impl_->Request(Op::kGet, sizeof count + refs.size() * sizeof(wire::ObjectRef));
+    const std::array<asio::const_buffer, 3> frame{
+        asio::buffer(&h, sizeof h), asio::buffer(&count, sizeof count),
+        asio::buffer(refs.data(), refs.size() * sizeof(wire::ObjectRef))};
+    auto [ec, n] = co_await asio::async_write(conn.socket, frame, kTuple);
+    if (ec) co_return absl::UnavailableError(fmt::format("sending to {} failed: {}", impl_->address, ec.message()));
+    Header reply;
+    if (absl::Status st = co_await ReadReply(conn, h.op, h.request_id, impl_->options.max_reply_bytes, &reply);
+        !st.ok()) {
+      co_return st;
+    }
+    const uint64_t table_bytes = sizeof count + refs.size() * sizeof(wire::GetItem);
+    if (reply.body_bytes < table_bytes) co_return absl::InternalError("storage node's get reply is too short");
+    std::vector<wire::GetItem> items(refs.size());
+    wire::CountHead got;
+    const std::array<asio::mutable_buffer, 2> table{asio::buffer(&got, sizeof got),
+                                                    asio::buffer(items.data(), items.size() * sizeof(wire::GetItem))};
+    auto [ec2, m] = co_await asio::async_read(conn.socket, table, kTuple);
+    if (ec2) co_return absl::UnavailableError("the storage node closed the connection mid-reply");
+    uint64_t payload = 0;
+    for (const wire::GetItem& item : items) payload += item.size;
+    if (got.count != refs.size() || table_bytes + payload != reply.body_bytes) {
+      co_return absl::InternalError("storage node's get reply does not add up (count or sizes)");
+    }
+    // Scatter: each found object's bytes land in its string, no copy in between.
+    std::vector<asio::mutable_buffer> into;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].status != 0) continue;
+      (*codes)[i] = absl::StatusCode::kOk;
+      (*values)[i].resize(items[i].size);
+      if (items[i].size > 0) into.push_back(asio::buffer((*values)[i]));
+    }
+    if (!into.empty()) {
+      auto [ec3, k] = co_await asio::async_read(conn.socket, into, kTuple);
+      if (ec3) co_return absl::UnavailableError("the storage node closed the connection mid-reply");
+    }
+    co_return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<bool>> DataClient::Delete(std::span<const ObjectName> names) {
+  if (names.empty()) return absl::InvalidArgumentError("Delete: no objects named");
+  const std::vector<wire::ObjectRef> refs = Refs(names);
+  std::string body;
+  absl::Status st = impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+    const wire::CountHead count{static_cast<uint32_t>(refs.size()), 0};
+    const Header h = impl_->Request(Op::kDelete, sizeof count + refs.size() * sizeof(wire::ObjectRef));
+    const std::array<asio::const_buffer, 3> frame{
+        asio::buffer(&h, sizeof h), asio::buffer(&count, sizeof count),
+        asio::buffer(refs.data(), refs.size() * sizeof(wire::ObjectRef))};
+    co_return co_await Exchange(conn, h, frame, 8 + 4 * refs.size(), &body);
+  });
+  if (!st.ok()) return st;
+  if (body.size() != 8 + 4 * refs.size()) return absl::InternalError("storage node's delete reply has the wrong size");
+  std::vector<bool> out(refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) out[i] = wire::Load<uint32_t>(body.data() + 8 + 4 * i) == 0;
+  return out;
+}
+
+absl::StatusOr<uint64_t> DataClient::DropNamespace(NamespaceId ns) {
+  std::string body;
+  absl::Status st = impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+    const Header h = impl_->Request(Op::kDropNamespace, 8);
+    const uint32_t b[2] = {ns, 0};
+    const std::array<asio::const_buffer, 2> frame{asio::buffer(&h, sizeof h), asio::buffer(b, 8)};
+    co_return co_await Exchange(conn, h, frame, 8, &body);
+  });
+  if (!st.ok()) return st;
+  if (body.size() != 8) return absl::InternalError("storage node's drop reply has the wrong size");
+  return wire::Load<uint64_t>(body.data());
+}
+
+absl::Status DataClient::CopyTo(ObjectName name, std::string_view destination) {
+  if (destination.empty() || destination.size() > wire::kMaxAddressBytes) {
+    return absl::InvalidArgumentError(fmt::format("CopyTo: bad destination address '{}'", destination));
+  }
+  return impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+    const wire::CopyHead head{{name.ns, 0, name.key}, static_cast<uint32_t>(destination.size()), 0};
+    const Header h = impl_->Request(Op::kCopyTo, sizeof head + destination.size());
+    const std::array<asio::const_buffer, 3> frame{asio::buffer(&h, sizeof h), asio::buffer(&head, sizeof head),
+                                                  asio::buffer(destination.data(), destination.size())};
+    std::string body;
+    co_return co_await Exchange(conn, h, frame, 0, &body);
+  });
+}
+
+absl::StatusOr<std::string> DataClient::Stats() {
+  std::string body;
+  absl::Status st = impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+    const Header h = impl_->Request(Op::kStats, 0);
+    const std::array<asio::const_buffer, 1> frame{asio::buffer(&h, sizeof h)};
+    co_return co_await Exchange(conn, h, frame, 1 << 20, &body);
+  });
+  if (!st.ok()) return st;
+  return body;
+}
+
+}  // namespace myriad::kvstore

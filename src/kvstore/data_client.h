@@ -1,0 +1,57 @@
+#pragma once
+// DataClient: a blocking client of one storage node's data path (kvstore/data_wire.h), for the
+// store client, the repair agent, tools and tests. One kept-alive connection, reconnected after
+// a failure; every call is bounded by the timeout (connect included). Payloads go from the
+// caller's buffer to the socket and from the socket into the caller's strings (scatter/gather),
+// with no copy in between. Not thread-safe: one client per thread.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/time.h"
+#include "kvstore/node_store.h"
+
+namespace myriad::kvstore {
+
+struct DataClientOptions {
+  Nanos timeout = 10 * kSecond;  // per call
+  // Replies above this are refused before anything is allocated for them.
+  uint64_t max_reply_bytes = uint64_t{4} << 30;
+};
+
+class DataClient {
+ public:
+  // "host:port" of the node's data path.
+  explicit DataClient(std::string address, DataClientOptions options = {});
+  ~DataClient();
+  DataClient(const DataClient&) = delete;
+  DataClient& operator=(const DataClient&) = delete;
+
+  absl::Status Put(ObjectName name, std::string_view bytes);
+  // One code per name: kOk with the bytes in (*values)[i], or kNotFound. The returned status
+  // is the call's (node unreachable, timeout, bad reply).
+  absl::Status Get(std::span<const ObjectName> names, std::vector<std::string>* values,
+                   std::vector<absl::StatusCode>* codes);
+  // One flag per name: deleted (false: the node did not hold it).
+  absl::StatusOr<std::vector<bool>> Delete(std::span<const ObjectName> names);
+  // Objects freed.
+  absl::StatusOr<uint64_t> DropNamespace(NamespaceId ns);
+  // Makes this node push its copy of `name` to the node at `destination` ("host:port").
+  absl::Status CopyTo(ObjectName name, std::string_view destination);
+  // The node's statistics (JSON text).
+  absl::StatusOr<std::string> Stats();
+
+  const std::string& address() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace myriad::kvstore

@@ -1,0 +1,89 @@
+#include "kvstore/repair_agent.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "kvstore/data_client.h"
+#include "kvstore/master_client.h"
+
+namespace myriad::kvstore {
+
+RepairAgent::RepairAgent(RepairAgentOptions options) : options_(std::move(options)) {}
+RepairAgent::~RepairAgent() { Stop(); }
+
+absl::Status RepairAgent::Start() {
+  // Fail early on a bad URL; the workers connect on their own.
+  auto probe = MasterClient::Connect(options_.master_url, options_.master_timeout);
+  if (!probe.ok()) return probe.status();
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    workers_.emplace_back([this] { Worker(); });
+  }
+  return absl::OkStatus();
+}
+
+void RepairAgent::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+}
+
+RepairAgentStats RepairAgent::stats() const {
+  return {done_.load(), failed_.load(), bytes_.load(), master_errors_.load()};
+}
+
+void RepairAgent::Worker() {
+  std::unique_ptr<MasterClient> master;
+  // One kept-alive data connection per source node.
+  absl::flat_hash_map<std::string, std::unique_ptr<DataClient>> sources;
+  for (;;) {
+    bool idle = true;
+    if (!master) {
+      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout);
+      if (c.ok()) master = std::move(*c);
+    }
+    if (master) {
+      absl::StatusOr<std::vector<RepairOrder>> orders =
+          master->PlanRepairOrders(options_.tasks_per_plan);
+      if (!orders.ok()) {
+        ++master_errors_;
+      } else {
+        idle = orders->empty();
+        for (const RepairOrder& o : *orders) {
+          absl::Status st;
+          if (o.source_address.empty() || o.destination_address.empty()) {
+            st = absl::FailedPreconditionError("a node of the task registered no address");
+          } else {
+            auto& client = sources[o.source_address];
+            if (!client) {
+              client = std::make_unique<DataClient>(
+                  o.source_address, DataClientOptions{.timeout = options_.copy_timeout});
+            }
+            st = client->CopyTo({o.task.ns, o.task.object}, o.destination_address);
+          }
+          const absl::Status report = st.ok() ? master->RepairDone(o.task) : master->RepairFailed(o.task);
+          if (!report.ok()) ++master_errors_;
+          if (st.ok()) {
+            ++done_;
+            bytes_ += o.task.bytes;
+          } else {
+            ++failed_;
+          }
+        }
+      }
+    }
+    std::unique_lock lock(mu_);
+    if (stop_) return;
+    if (idle) {
+      cv_.wait_for(lock, std::chrono::nanoseconds(options_.poll_interval), [this] { return stop_; });
+      if (stop_) return;
+    }
+  }
+}
+
+}  // namespace myriad::kvstore

@@ -1,0 +1,235 @@
+#include "kvstore/storage_node.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "kvstore/master_client.h"
+#include "net/http_server.h"
+#include "net/prometheus.h"
+
+namespace myriad::kvstore {
+
+namespace {
+
+// A frame never needs to be larger than a put of a whole segment.
+StorageNodeOptions Clamped(StorageNodeOptions o) {
+  o.data.max_body_bytes = std::min<uint64_t>(o.data.max_body_bytes, o.segment_bytes + 64);
+  return o;
+}
+
+}  // namespace
+
+StorageNode::StorageNode(StorageNodeOptions options)
+    : options_(Clamped(std::move(options))),
+      store_(options_.capacity_bytes, options_.segment_bytes),
+      data_(&store_, options_.data) {
+  data_.set_on_no_room([this] { RequestReconcile(); });
+}
+
+StorageNode::~StorageNode() { Stop(); }
+
+absl::Status StorageNode::Start() {
+  if (options_.fault_domain.empty()) {
+    return absl::InvalidArgumentError("storage node: 'fault_domain' is empty");
+  }
+  if (options_.capacity_bytes == 0) {
+    return absl::InvalidArgumentError("storage node: 'capacity_bytes' must be > 0");
+  }
+  if (absl::Status st = data_.Start(); !st.ok()) return st;
+  advertise_ = options_.advertise.empty()
+                   ? fmt::format("{}:{}", options_.data.address, data_.port())
+                   : options_.advertise;
+  if (options_.http_port >= 0) {
+    net::HttpServerOptions h;
+    h.address = options_.data.address;
+    h.port = static_cast<uint16_t>(options_.http_port);
+    http_ = std::make_unique<net::HttpServer>(h, [this](const net::HttpRequest& r) {
+      net::HttpResponse out;
+      if (r.path() == "/metrics") {
+        out.content_type = std::string(net::kPrometheusContentType);
+        out.body = MetricsText();
+      } else if (r.path() == "/health") {
+        out.body = registered_ ? R"({"status":"ok"})" : R"({"status":"unregistered"})";
+      } else {
+        out.status = 404;
+        out.body = R"({"error":{"message":"no such path; try /metrics or /health"}})";
+      }
+      return out;
+    });
+    if (absl::Status st = http_->Start(); !st.ok()) {
+      data_.Stop();
+      return st;
+    }
+  }
+  started_ = true;
+  control_ = std::thread([this] { ControlLoop(); });
+  return absl::OkStatus();
+}
+
+void StorageNode::Stop() {
+  if (!started_.exchange(false)) return;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (control_.joinable()) control_.join();
+  if (http_) http_->Stop();
+  data_.Stop();
+}
+
+uint16_t StorageNode::http_port() const { return http_ ? http_->port() : 0; }
+
+void StorageNode::RequestReconcile() {
+  {
+    std::lock_guard lock(mu_);
+    reconcile_now_ = true;
+  }
+  cv_.notify_all();
+}
+
+void StorageNode::ControlLoop() {
+  using Clock = std::chrono::steady_clock;
+  const auto heartbeat = std::chrono::nanoseconds(options_.heartbeat_interval);
+  const auto reconcile = std::chrono::nanoseconds(options_.reconcile_interval);
+  const auto retry = std::min<Clock::duration>(heartbeat, std::chrono::milliseconds(200));
+  // Sweeps forced by puts without room come at most this often, so a node that is really full
+  // does not turn every refused put into a sweep.
+  const auto forced_gap = std::min<Clock::duration>(reconcile, std::chrono::milliseconds(200));
+  std::unique_ptr<MasterClient> master;
+  auto next_heartbeat = Clock::now();
+  auto next_reconcile = Clock::now();
+  auto last_sweep = Clock::now() - forced_gap;
+  bool forced = false;
+  for (;;) {
+    if (!master) {
+      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout);
+      if (c.ok()) master = std::move(*c);
+    }
+    if (master && !registered_) {
+      absl::Status st = master->RegisterNode(options_.id, options_.fault_domain,
+                                             options_.capacity_bytes, advertise_);
+      if (st.ok()) {
+        registered_ = true;
+        ++registrations_;
+        next_heartbeat = Clock::now() + heartbeat;
+        // What the master placed here before is gone (a death drops a node's replicas).
+        next_reconcile = Clock::now();
+      } else {
+        ++master_errors_;
+      }
+    } else if (master && Clock::now() >= next_heartbeat) {
+      absl::Status st = master->Heartbeat(options_.id);
+      next_heartbeat = Clock::now() + heartbeat;
+      if (st.ok()) {
+        ++heartbeats_;
+      } else {
+        ++master_errors_;
+        if (st.code() == absl::StatusCode::kNotFound) {
+          registered_ = false;  // declared dead or a new master: register again at once
+          continue;
+        }
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      forced = forced || reconcile_now_;
+      reconcile_now_ = false;
+    }
+    const auto t = Clock::now();
+    if (master && registered_ &&
+        (t >= next_reconcile || (forced && t - last_sweep >= forced_gap))) {
+      if (!Reconcile(*master)) ++master_errors_;
+      forced = false;
+      last_sweep = Clock::now();
+      next_reconcile = last_sweep + reconcile;
+    }
+    auto wake = registered_ ? std::min(next_heartbeat, next_reconcile) : Clock::now() + retry;
+    if (forced) wake = std::min(wake, last_sweep + forced_gap);
+    std::unique_lock lock(mu_);
+    cv_.wait_until(lock, wake, [this] { return stop_ || reconcile_now_; });
+    if (stop_) return;
+  }
+}
+
+bool StorageNode::Reconcile(MasterClient& master) {
+  std::vector<HeldObject> held;
+  std::vector<uint64_t> generations;
+  uint32_t cursor = 0;
+  auto heartbeat_at = std::chrono::steady_clock::now() +
+                      std::chrono::nanoseconds(options_.heartbeat_interval);
+  do {
+    // A long sweep (many objects) must not starve the heartbeats.
+    if (std::chrono::steady_clock::now() >= heartbeat_at) {
+      if (master.Heartbeat(options_.id).ok()) ++heartbeats_;
+      heartbeat_at = std::chrono::steady_clock::now() +
+                     std::chrono::nanoseconds(options_.heartbeat_interval);
+    }
+    held.clear();
+    generations.clear();
+    cursor = store_.List(cursor, options_.reconcile_batch, &held, &generations);
+    if (held.empty()) break;
+    absl::StatusOr<std::vector<uint32_t>> drop = master.Reconcile(options_.id, held);
+    if (!drop.ok()) {
+      if (drop.status().code() == absl::StatusCode::kNotFound) registered_ = false;
+      return false;
+    }
+    for (uint32_t i : *drop) {
+      if (store_.DeleteIfGeneration({held[i].ns, held[i].object}, generations[i])) ++freed_;
+    }
+  } while (cursor != 0);
+  ++sweeps_;
+  return true;
+}
+
+StorageNodeStats StorageNode::stats() const {
+  return {registrations_.load(), heartbeats_.load(), master_errors_.load(), sweeps_.load(),
+          freed_.load()};
+}
+
+std::string StorageNode::MetricsText() {
+  const NodeStoreStats s = store_.stats();
+  const DataServerStats d = data_.stats();
+  using net::MetricType;
+  net::PrometheusWriter w;
+  w.Gauge("myriad_kvnode_capacity_bytes", "Bytes of the node's segments",
+          static_cast<double>(s.capacity_bytes));
+  w.Gauge("myriad_kvnode_used_bytes", "Object bytes held, writes in progress included",
+          static_cast<double>(s.used_bytes));
+  w.Gauge("myriad_kvnode_arena_bytes", "Segment bytes in use, block tags and alignment included",
+          static_cast<double>(s.arena_bytes));
+  w.Gauge("myriad_kvnode_objects", "Objects held", static_cast<double>(s.objects));
+  w.Counter("myriad_kvnode_allocation_failures_total", "Puts that found no room",
+            s.allocation_failures);
+  w.Gauge("myriad_kvnode_connections", "Open data-path connections",
+          static_cast<double>(data_.connections()));
+  w.Family("myriad_kvnode_ops_total", "Data-path operations by kind", MetricType::kCounter);
+  w.Sample("myriad_kvnode_ops_total", {{"op", "put"}}, d.puts);
+  w.Sample("myriad_kvnode_ops_total", {{"op", "get"}}, d.gets);
+  w.Sample("myriad_kvnode_ops_total", {{"op", "delete"}}, d.deletes);
+  w.Sample("myriad_kvnode_ops_total", {{"op", "copy_to"}}, d.copies);
+  w.Counter("myriad_kvnode_get_objects_total", "Objects asked for in GET batches", d.get_objects);
+  w.Counter("myriad_kvnode_get_misses_total", "Objects asked for and not held", d.get_misses);
+  w.Family("myriad_kvnode_bytes_total", "Payload bytes by direction", MetricType::kCounter);
+  w.Sample("myriad_kvnode_bytes_total", {{"direction", "in"}}, d.bytes_in);
+  w.Sample("myriad_kvnode_bytes_total", {{"direction", "out"}}, d.bytes_out);
+  w.Family("myriad_kvnode_errors_total", "Data-path failures by kind", MetricType::kCounter);
+  w.Sample("myriad_kvnode_errors_total", {{"kind", "error_reply"}}, d.errors);
+  w.Sample("myriad_kvnode_errors_total", {{"kind", "bad_frame"}}, d.bad_frames);
+  w.Sample("myriad_kvnode_errors_total", {{"kind", "timeout"}}, d.timeouts);
+  w.Sample("myriad_kvnode_errors_total", {{"kind", "truncated"}}, d.truncated);
+  w.Sample("myriad_kvnode_errors_total", {{"kind", "copy_failed"}}, d.copy_failures);
+  w.Counter("myriad_kvnode_registrations_total", "Registrations with the master",
+            registrations_.load());
+  w.Counter("myriad_kvnode_master_errors_total", "Failed calls to the master",
+            master_errors_.load());
+  w.Counter("myriad_kvnode_reconcile_sweeps_total", "Completed reconciliation sweeps",
+            sweeps_.load());
+  w.Counter("myriad_kvnode_objects_freed_total",
+            "Objects freed because the master no longer places them here", freed_.load());
+  return w.Take();
+}
+
+}  // namespace myriad::kvstore

@@ -1,0 +1,109 @@
+#pragma once
+// StorageNode: one `myriad kvstore node`: the bytes (kvstore/node_store.h), the TCP data path
+// (kvstore/data_server.h), and a control thread that registers with the master, heartbeats,
+// registers again when the master has forgotten it (declared dead, or a new master), and
+// reconciles: it lists the objects it holds to the master in batches and frees those the master
+// no longer places on it (evicted, removed, revoked, failed repairs, dropped namespaces).
+//
+// Why reconciliation rather than a queue of frees pushed by the master: the answer derives from
+// the master's replicated metadata alone, so it is right after a failover (a queue would be
+// soft state lost with the leader), after a node's restart or a missed message, and the master
+// keeps nothing per node. Its cost is a sweep of the node's objects every reconcile_interval
+// (16 bytes per object on the wire, one hash lookup each on the master); a put that finds no
+// room triggers a sweep at once, so bytes the master already counts as free come back when they
+// are needed. Writes of objects the master did not place here are not refused up front (that
+// would take a master round trip per write): the next sweep frees them.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "core/time.h"
+#include "kvstore/data_server.h"
+#include "kvstore/node_store.h"
+#include "kvstore/types.h"
+
+namespace myriad::net {
+class HttpServer;
+}
+
+namespace myriad::kvstore {
+
+struct StorageNodeOptions {
+  std::string master_url;  // http://host:port
+  NodeId id = 0;
+  std::string fault_domain;
+  uint64_t capacity_bytes = uint64_t{1} << 30;
+  uint64_t segment_bytes = uint64_t{256} << 20;
+  DataServerOptions data;
+  // Registered as the node's address; default: the data path's listen address and port.
+  std::string advertise;
+  // Well under the master's 10 s death timeout.
+  Nanos heartbeat_interval = 1 * kSecond;
+  Nanos reconcile_interval = 5 * kSecond;
+  size_t reconcile_batch = 4096;
+  Nanos master_timeout = 2 * kSecond;
+  // An HTTP port for /metrics (Prometheus) and /health; -1: none, 0: ephemeral.
+  int http_port = -1;
+};
+
+struct StorageNodeStats {
+  uint64_t registrations = 0;
+  uint64_t heartbeats = 0;
+  uint64_t master_errors = 0;
+  uint64_t reconcile_sweeps = 0;
+  uint64_t objects_freed = 0;  // by reconciliation
+};
+
+class StorageNode {
+ public:
+  explicit StorageNode(StorageNodeOptions options);
+  ~StorageNode();
+  StorageNode(const StorageNode&) = delete;
+  StorageNode& operator=(const StorageNode&) = delete;
+
+  // Listens (data path, metrics) and starts the control thread; the first registration happens
+  // there (a master that is not up yet is retried every heartbeat interval).
+  absl::Status Start();
+  void Stop();  // idempotent
+
+  uint16_t data_port() const { return data_.port(); }
+  uint16_t http_port() const;
+  const std::string& address() const { return advertise_; }
+  NodeStore& store() { return store_; }
+  const DataServer& data_server() const { return data_; }
+  StorageNodeStats stats() const;
+  bool registered() const { return registered_.load(); }
+  // Runs a reconcile sweep now (the control thread does it at its next wake-up).
+  void RequestReconcile();
+  // Prometheus text of the node's store, data path and control loop.
+  std::string MetricsText();
+
+ private:
+  void ControlLoop();
+  // One sweep over every object held; false when the master could not be asked.
+  bool Reconcile(class MasterClient& master);
+
+  StorageNodeOptions options_;
+  NodeStore store_;
+  DataServer data_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::string advertise_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool reconcile_now_ = false;
+  std::thread control_;
+  std::atomic<bool> registered_{false};
+  std::atomic<bool> started_{false};
+
+  std::atomic<uint64_t> registrations_{0}, heartbeats_{0}, master_errors_{0}, sweeps_{0},
+      freed_{0};
+};
+
+}  // namespace myriad::kvstore

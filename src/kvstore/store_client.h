@@ -1,0 +1,77 @@
+#pragma once
+// StoreClient: the KV store's data calls for an engine's connector or a tool. The master places
+// and finds objects (kvstore/master_client.h); the bytes go straight between this client and the
+// storage nodes (kvstore/data_client.h), never through the master.
+//   Put: PutStart (replicas on distinct fault domains) -> write every replica (objects of
+//        256 KiB and more to all replicas at once) -> PutEnd; a failed write revokes the put
+//        (and deletes the replicas already written).
+//   Get: the master's replica list (and a read lease) -> read from the first replica, falling
+//        back to the next on failure. Batched forms send one request per node.
+// Not thread-safe: one client per thread.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/block_hash.h"
+#include "core/time.h"
+#include "kvstore/data_client.h"
+#include "kvstore/master_client.h"
+
+namespace myriad::kvstore {
+
+struct StoreClientOptions {
+  Nanos master_timeout = 10 * kSecond;
+  Nanos node_timeout = 10 * kSecond;
+};
+
+struct StoreClientStats {
+  uint64_t puts = 0, gets = 0;
+  uint64_t fallbacks = 0;     // reads served by a later replica after an earlier one failed
+  uint64_t revoked = 0;       // puts revoked after a failed replica write
+};
+
+// One object of a batched put: a run of blocks (chain order) and its bytes.
+struct PutItem {
+  std::span<const BlockKey> keys;
+  std::string_view bytes;
+};
+
+class StoreClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<StoreClient>> Connect(std::string_view master_url,
+                                                              StoreClientOptions options = {});
+
+  absl::Status Put(std::string_view ns, std::span<const BlockKey> keys, std::string_view bytes,
+                   int replicas = 1, bool pinned = false);
+  // One status per item, in order.
+  std::vector<absl::Status> BatchPut(std::string_view ns, std::span<const PutItem> items,
+                                     int replicas = 1);
+  // The bytes of the object (the whole run) holding `key`. NotFound when the master knows no
+  // such key; Unavailable when no replica could be read (each failure in the message).
+  absl::StatusOr<std::string> Get(std::string_view ns, BlockKey key);
+  // One status per key; values[i] holds the bytes when statuses[i] is OK. The returned status
+  // is the master call's.
+  absl::Status BatchGet(std::string_view ns, std::span<const BlockKey> keys,
+                        std::vector<std::string>* values, std::vector<absl::Status>* statuses);
+
+  MasterClient& master() { return *master_; }
+  const StoreClientStats& stats() const { return stats_; }
+
+ private:
+  StoreClient(std::unique_ptr<MasterClient> master, StoreClientOptions options)
+      : master_(std::move(master)), options_(options) {}
+  DataClient& Node(const std::string& address);
+
+  std::unique_ptr<MasterClient> master_;
+  StoreClientOptions options_;
+  absl::flat_hash_map<std::string, std::unique_ptr<DataClient>> nodes_;
+  StoreClientStats stats_;
+};
+
+}  // namespace myriad::kvstore
