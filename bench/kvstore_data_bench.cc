@@ -12,7 +12,11 @@
 //     agent (4 workers); the node holding the most objects is stopped. Counters: detect_s (stop
 //     to the master declaring it dead), repair_s (declared dead to every object back at 2
 //     complete replicas), repair_MBps (bytes re-replicated / repair_s), lost_objects.
+#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -60,6 +64,47 @@ void BM_Memcpy1MiBCold(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kMiB));
 }
 BENCHMARK(BM_Memcpy1MiBCold);
+
+// The ceiling of any TCP data path on this machine: one loopback stream of 1 MiB writes into
+// a reader thread, no protocol, 4 MiB socket buffers (as the data path sets them).
+void BM_LoopbackTcpStream1MiB(benchmark::State& state) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    state.SkipWithError("no loopback socket");
+    return;
+  }
+  const int buf = 4 << 20;
+  std::thread reader([listener, buf] {
+    const int s = accept(listener, nullptr, nullptr);
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    std::vector<char> in(kMiB);
+    while (read(s, in.data(), in.size()) > 0) {
+    }
+    close(s);
+  });
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  setsockopt(s, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) state.SkipWithError("connect failed");
+  const std::vector<char> out(kMiB, 'x');
+  for (auto _ : state) {
+    size_t sent = 0;
+    while (sent < kMiB) {
+      const ssize_t n = write(s, out.data() + sent, kMiB - sent);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+  }
+  close(s);
+  reader.join();
+  close(listener);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kMiB));
+}
+BENCHMARK(BM_LoopbackTcpStream1MiB)->UseRealTime();
 
 struct DataNode {
   DataNode() : store(uint64_t{512} << 20, uint64_t{64} << 20), server(&store, Options()) {
