@@ -47,7 +47,7 @@ void KvstoreCommand::AddStorageCommands() {
   get_->add_option("--out", out_, "Read the first key's object from a replica node into this file");
 
   node_ = cmd_->add_subcommand("node", "Serve a storage node's bytes until SIGINT or SIGTERM");
-  node_->add_option("--master", url_, "The master's URL, http://HOST:PORT")->required();
+  node_->add_option("--master", url_, "The master's URL, http://HOST:PORT, or a group's masters comma-separated (the leader is followed)")->required();
   node_->add_option("--id", node_id_, "Node id, unique in the cluster")->required();
   node_->add_option("--fault-domain", fault_domain_, "Fault domain (rack, power, switch)")->required();
   node_->add_option("--capacity", capacity_bytes_, "Bytes of memory to hold objects in")
@@ -68,7 +68,7 @@ void KvstoreCommand::AddStorageCommands() {
       ->capture_default_str();
 
   repair_ = cmd_->add_subcommand("repair", "Carry out the master's repair tasks until SIGINT or SIGTERM");
-  repair_->add_option("--master", url_, "The master's URL, http://HOST:PORT")->required();
+  repair_->add_option("--master", url_, "The master's URL, http://HOST:PORT, or a group's masters comma-separated (the leader is followed)")->required();
   repair_->add_option("--workers", workers_, "Copies in flight")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

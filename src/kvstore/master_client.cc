@@ -73,7 +73,19 @@ absl::Status StatusFromHttp(int http_status, std::string_view body) {
 }
 
 absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Connect(std::string_view url, Nanos timeout) {
-  return ConnectAny({std::string(url)}, MasterClientOptions{.timeout = timeout, .failover_timeout = timeout});
+  // Several masters of one group, comma-separated: the leader is followed (ConnectAny), with
+  // time to find it after a failover; one master: each call bounded by the timeout alone.
+  std::vector<std::string> urls;
+  for (std::string_view rest = url; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    std::string_view one = rest.substr(0, comma);
+    while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+    while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+    if (!one.empty()) urls.emplace_back(one);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  const Nanos failover = urls.size() > 1 ? std::max(timeout, MasterClientOptions{}.failover_timeout) : timeout;
+  return ConnectAny(std::move(urls), MasterClientOptions{.timeout = timeout, .failover_timeout = failover});
 }
 
 absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::ConnectAny(std::vector<std::string> urls,

@@ -71,7 +71,8 @@ struct RepairOrder {
 
 class MasterClient {
  public:
-  // "http://host:port".
+  // "http://host:port", or several masters of one group comma-separated (as ConnectAny):
+  // storage nodes, repair agents and store clients given a list follow the leader.
   static absl::StatusOr<std::unique_ptr<MasterClient>> Connect(std::string_view url,
                                                                Nanos timeout = 10 * kSecond);
   // Several masters of one group: "http://a:7700", "http://b:7700"...; starts with the first.
