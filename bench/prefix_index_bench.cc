@@ -102,17 +102,17 @@ BENCHMARK(BM_PrefixIndexIngest)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kNano
 // 40,960 prompts of 128 blocks (5.2M blocks), each held by 1-3 of 64 holders, the first in
 // full and the others to a random depth of at least half: about 10M entries.
 struct MatchFixture {
-  static constexpr size_t kPrompts = 40'960;
   static constexpr size_t kLen = 128;
+  size_t prompt_count = 40'960;
   PrefixIndex index{{.max_entries = size_t{64} << 20}};
   std::vector<BlockKey> prompts;
 
-  MatchFixture() {
+  explicit MatchFixture(size_t prompts_count = 40'960) : prompt_count(prompts_count) {
     KeySource keys{7};
     Rng rng(8);
-    prompts.resize(kPrompts * kLen);
+    prompts.resize(prompt_count * kLen);
     for (BlockKey& k : prompts) k = keys.Next();
-    for (size_t p = 0; p < kPrompts; ++p) {
+    for (size_t p = 0; p < prompt_count; ++p) {
       const std::span<const BlockKey> chain(&prompts[p * kLen], kLen);
       const uint64_t holders = 1 + rng.Below(3);
       for (uint64_t h = 0; h < holders; ++h) {
@@ -128,15 +128,19 @@ struct MatchFixture {
 
 // Times Match alone: the router hashes the prompt just before matching, so the query's keys
 // are copied into a hot buffer outside the timed region (manual timing).
+// Arg: prompts in the index; 40,960 (5.2 M blocks, far beyond the caches) is the target's case,
+// 16 (2,048 blocks, in cache) shows what Match costs without waiting for memory.
 void BM_PrefixIndexMatch128(benchmark::State& state) {
-  static MatchFixture* fx = new MatchFixture();  // built once for all repetitions
+  static MatchFixture* big = new MatchFixture();  // built once for all repetitions
+  static MatchFixture* small = new MatchFixture(16);
+  MatchFixture* fx = state.range(0) == 16 ? small : big;
   Rng rng(9);
   std::vector<PrefixMatch> out;
   std::vector<BlockKey> query(MatchFixture::kLen);
   std::vector<double> us;
   size_t matched = 0;
   for (auto _ : state) {
-    const auto prompt = fx->Prompt(rng.Below(MatchFixture::kPrompts));
+    const auto prompt = fx->Prompt(rng.Below(fx->prompt_count));
     std::copy(prompt.begin(), prompt.end(), query.begin());
     const auto t0 = std::chrono::steady_clock::now();
     fx->index.Match(query, 0, &out);
@@ -155,6 +159,8 @@ void BM_PrefixIndexMatch128(benchmark::State& state) {
   state.counters["index_blocks"] = static_cast<double>(fx->index.blocks());
 }
 BENCHMARK(BM_PrefixIndexMatch128)
+    ->Arg(40'960)
+    ->Arg(16)
     ->UseManualTime()
     ->Repetitions(5)
     ->ReportAggregatesOnly(true)
