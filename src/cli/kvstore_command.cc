@@ -66,7 +66,7 @@ std::unique_ptr<LeaderFollowingHttp> Connect(const char* what, const std::string
 }  // namespace
 
 KvstoreCommand::KvstoreCommand(CLI::App& app) {
-  cmd_ = app.add_subcommand("kvstore", "The shared KV cache store: its master and a client");
+  cmd_ = app.add_subcommand("kvstore", "The shared KV cache store: master, storage nodes, repair agent and client");
   cmd_->require_subcommand(1);
 
   master_ = cmd_->add_subcommand("master", "Serve the metadata API until SIGINT or SIGTERM");
