@@ -28,7 +28,10 @@ absl::Status ValidateBackend(const BackendConfig& b, std::string_view where) {
         fmt::format("{}: url: '{}' is not an http://host:port URL", where, b.url));
   }
   if (b.model.empty()) return absl::InvalidArgumentError(fmt::format("{}: model: required", where));
-  if (b.dp_ranks < 1) return absl::InvalidArgumentError(fmt::format("{}: dp_ranks: must be >= 1", where));
+  // Each rank is a routing candidate, an index holder and (with kv_events) a subscription.
+  if (b.dp_ranks < 1 || b.dp_ranks > kMaxDpRanks) {
+    return absl::InvalidArgumentError(fmt::format("{}: dp_ranks: {} is not in [1, {}]", where, b.dp_ranks, kMaxDpRanks));
+  }
   return absl::OkStatus();
 }
 

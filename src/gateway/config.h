@@ -17,12 +17,14 @@ namespace myriad::gateway {
 enum class BackendRole { kColocated, kPrefill, kDecode };
 std::string_view RoleName(BackendRole role);
 
+inline constexpr int kMaxDpRanks = 4096;
+
 struct BackendConfig {
   std::string name;  // unique; a label in metrics, so keep the set bounded
   std::string url;   // http://host:port of the engine's OpenAI server
   BackendRole role = BackendRole::kColocated;
   std::string model;  // the served model name clients ask for
-  int dp_ranks = 1;
+  int dp_ranks = 1;  // DP ranks behind the URL, each steered by X-data-parallel-rank (<= kMaxDpRanks)
   std::string kv_events;  // tcp://host:port of its KV-event publisher; empty: none
   std::string kv_replay;  // tcp://host:port of its replay socket; empty: none
 };

@@ -54,7 +54,7 @@ absl::StatusOr<BackendConfig> DecodeRegistration(std::string_view key, std::stri
   if (auto it = j.find("dp_ranks"); it != j.end() && !it->is_null()) {
     if (!it->is_number_integer()) return FieldError(key, "dp_ranks", "must be an integer");
     const int64_t v = it->get<int64_t>();
-    if (v < 1 || v > 1 << 20) return FieldError(key, "dp_ranks", "must be in [1, 1048576]");
+    if (v < 1 || v > kMaxDpRanks) return FieldError(key, "dp_ranks", fmt::format("must be in [1, {}]", kMaxDpRanks));
     b.dp_ranks = static_cast<int>(v);
   }
   if (absl::Status st = ValidateBackend(b, fmt::format("etcd key '{}'", key)); !st.ok()) return st;

@@ -172,6 +172,8 @@ TEST(EtcdCodecTest, RegistrationsRoundTripAndErrorsNameTheKeyAndField) {
   EXPECT_EQ(named->name, "from-key");
   auto bad = DecodeRegistration("/p/y", R"({"url":"http://h:1","model":"m","dp_ranks":"2"})");
   EXPECT_NE(bad.status().message().find("'/p/y': dp_ranks"), std::string::npos) << bad.status();
+  auto many = DecodeRegistration("/p/w", R"({"url":"http://h:1","model":"m","dp_ranks":5000})");
+  EXPECT_NE(many.status().message().find("dp_ranks: must be in [1, 4096]"), std::string::npos) << many.status();
   auto role = DecodeRegistration("/p/z", R"({"url":"http://h:1","model":"m","role":"both"})");
   EXPECT_NE(role.status().message().find("role"), std::string::npos);
 }
