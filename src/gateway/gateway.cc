@@ -638,6 +638,15 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
                       {"engine_running", b->running}, {"engine_waiting", b->waiting},
                       {"kv_usage", b->kv_usage}, {"requests", b->requests},
                       {"failures", b->failures}, {"from_etcd", b->from_etcd}});
+      if (!b->ranks.empty()) {
+        json ranks = json::array();
+        for (size_t r = 0; r < b->ranks.size(); ++r) {
+          const RankState& s = b->ranks[r];
+          ranks.push_back({{"rank", r}, {"inflight", s.inflight}, {"queued_prefill_tokens", s.queued_prefill_tokens},
+                           {"engine_running", s.running}, {"engine_waiting", s.waiting}, {"kv_usage", s.kv_usage}});
+        }
+        list.back()["dp_ranks"] = std::move(ranks);
+      }
     }
     return net::HttpResponse{200, "application/json", json({{"backends", list}}).dump(), {}};
   }

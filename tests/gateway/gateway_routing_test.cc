@@ -126,6 +126,7 @@ TEST(GatewayKvEventsTest, CacheSaltSeparatesPrefixes) {
 TEST(GatewayKvEventsTest, RequestsGoToTheDpRankHoldingTheirPrefix) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
   GatewayConfig c = EventsOnlyConfig();
+  c.admin_token = "sesame";
   StartEventEmus(1, nullptr, &c, &emus, 4);
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
@@ -164,6 +165,13 @@ TEST(GatewayKvEventsTest, RequestsGoToTheDpRankHoldingTheirPrefix) {
   }
   EXPECT_EQ(emus[0]->engine(0).stats().prompt_tokens, 0u);
   for (int r = 1; r < 4; ++r) EXPECT_EQ(emus[0]->engine(r).stats().prefix_hits, 320u) << "rank " << r;
+  // The admin listing shows each rank; the load the gateway charged was given back.
+  auto listing = cl.Request("GET", "/admin/backends", "", "", {{"Authorization", "Bearer sesame"}});
+  ASSERT_TRUE(listing.ok());
+  ASSERT_EQ(listing->status, 200) << listing->body;
+  const json ranks = json::parse(listing->body)["backends"][0]["dp_ranks"];
+  ASSERT_EQ(ranks.size(), 4u);
+  for (const auto& r : ranks) EXPECT_EQ(r["inflight"], 0) << r.dump();
   // A rank the engine does not have is refused by it, naming the header.
   auto bad = direct.Request("POST", "/v1/completions", body(0, 2), "application/json", {{"X-data-parallel-rank", "4"}});
   ASSERT_TRUE(bad.ok());
