@@ -38,6 +38,17 @@ bool AppendContent(const json& content, std::string* text) {
 
 }  // namespace
 
+std::string BearerToken(const net::Headers& headers) {
+  const std::string* h = net::FindHeader(headers, "Authorization");
+  if (!h || h->size() < 7) return "";
+  std::string_view v = *h;
+  if (v.substr(0, 7) != "Bearer " && v.substr(0, 7) != "bearer ") return "";
+  v.remove_prefix(7);
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  return std::string(v);
+}
+
 bool ParseGenerateRequest(std::string_view body, bool chat, GenerateRequest* out,
                           RequestError* error) {
   out->body = json::parse(body, nullptr, false);

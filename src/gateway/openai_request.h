@@ -34,6 +34,10 @@ struct RequestError {
   net::HttpResponse Response() const;
 };
 
+// "Authorization: Bearer KEY" -> KEY (scheme case-insensitive on its first letter, spaces
+// trimmed); empty when absent or another scheme.
+std::string BearerToken(const net::Headers& headers);
+
 // Returns false and fills `error` when the request cannot be served.
 bool ParseGenerateRequest(std::string_view body, bool chat, GenerateRequest* out,
                           RequestError* error);

@@ -1,0 +1,192 @@
+// The gateway's own endpoints besides generation: readiness, the models it serves, the admin
+// API (backends, drain, undrain) behind the admin token, Prometheus metrics, and the health
+// checker that probes and scrapes every backend.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/gateway.h"
+#include "gateway/openai_request.h"
+#include "net/http_client.h"
+
+namespace myriad::gateway {
+
+using json = nlohmann::json;
+
+bool Gateway::Ready() const {
+  std::lock_guard l(mu_);
+  return std::any_of(backends_.begin(), backends_.end(), [](const auto& b) { return b->available(); });
+}
+
+net::HttpResponse Gateway::Models() const {
+  std::lock_guard l(mu_);
+  std::vector<std::string> models;
+  for (const auto& b : backends_) {
+    if (std::find(models.begin(), models.end(), b->config.model) == models.end()) {
+      models.push_back(b->config.model);
+    }
+  }
+  json data = json::array();
+  for (const auto& m : models) {
+    data.push_back({{"id", m}, {"object", "model"}, {"owned_by", "myriad"}});
+  }
+  return net::HttpResponse{200, "application/json", json({{"object", "list"}, {"data", data}}).dump(), {}};
+}
+
+net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
+  if (config_.admin_token.empty()) {
+    return net::JsonError(403, "forbidden", "admin endpoints are disabled (no admin_token set)");
+  }
+  if (BearerToken(req.headers) != config_.admin_token) {
+    return net::JsonError(401, "unauthorized", "admin endpoints need Authorization: Bearer <admin_token>");
+  }
+  const std::string_view path = req.path();
+  if (path == "/admin/backends" && req.method == "GET") {
+    std::lock_guard l(mu_);
+    json list = json::array();
+    for (const auto& b : backends_) {
+      list.push_back({{"name", b->config.name}, {"url", b->config.url},
+                      {"role", RoleName(b->config.role)}, {"model", b->config.model},
+                      {"healthy", b->healthy}, {"ejected", b->ejected}, {"draining", b->draining},
+                      {"available", b->available()}, {"inflight", b->inflight},
+                      {"queued_prefill_tokens", b->queued_prefill_tokens},
+                      {"engine_running", b->running}, {"engine_waiting", b->waiting},
+                      {"kv_usage", b->kv_usage}, {"requests", b->requests},
+                      {"failures", b->failures}, {"from_etcd", b->from_etcd}});
+      if (!b->ranks.empty()) {
+        json ranks = json::array();
+        for (size_t r = 0; r < b->ranks.size(); ++r) {
+          const RankState& s = b->ranks[r];
+          ranks.push_back({{"rank", r}, {"inflight", s.inflight}, {"queued_prefill_tokens", s.queued_prefill_tokens},
+                           {"engine_running", s.running}, {"engine_waiting", s.waiting}, {"kv_usage", s.kv_usage}});
+        }
+        list.back()["dp_ranks"] = std::move(ranks);
+      }
+    }
+    return net::HttpResponse{200, "application/json", json({{"backends", list}}).dump(), {}};
+  }
+  // /admin/backends/NAME/drain | undrain
+  constexpr std::string_view kPrefix = "/admin/backends/";
+  if (req.method == "POST" && path.starts_with(kPrefix)) {
+    std::string_view rest = path.substr(kPrefix.size());
+    const size_t slash = rest.find('/');
+    if (slash != std::string_view::npos) {
+      const std::string name(rest.substr(0, slash));
+      const std::string_view action = rest.substr(slash + 1);
+      if (action == "drain" || action == "undrain") {
+        std::lock_guard l(mu_);
+        for (auto& b : backends_) {
+          if (b->config.name == name) {
+            b->draining = action == "drain";
+            return net::HttpResponse{200, "application/json",
+                                     json({{"name", name}, {"draining", b->draining}}).dump(), {}};
+          }
+        }
+        return net::JsonError(404, "NotFoundError", fmt::format("no backend named '{}'", name));
+      }
+    }
+  }
+  return net::JsonError(404, "NotFoundError", fmt::format("no admin route for {} {}", req.method,
+                                                          std::string(path)));
+}
+
+net::HttpResponse Gateway::Metrics() const {
+  net::PrometheusWriter w;
+  std::lock_guard l(mu_);
+  w.Family("myriad_gateway_responses", "Responses by route and HTTP status.", net::MetricType::kCounter);
+  for (const auto& [k, v] : responses_) {
+    const std::string code = std::to_string(k.second);
+    w.Sample("myriad_gateway_responses_total",
+             {{"route", RouteName(k.first)}, {"code", code}}, v);
+  }
+  w.Counter("myriad_gateway_retries_total", "Upstream attempts after the first.", stats_.retries);
+  w.Counter("myriad_gateway_rejections_total", "Requests refused by tenant policy, SLO or lack of backends.",
+            stats_.rejected);
+  w.Counter("myriad_gateway_upstream_failures_total", "Upstream calls that failed.", stats_.upstream_failures);
+  w.Counter("myriad_gateway_client_cancels_total", "Clients that left before the answer ended.",
+            stats_.client_cancels);
+  w.Counter("myriad_gateway_ejections_total", "Backends ejected after consecutive errors.", stats_.ejections);
+  w.Counter("myriad_gateway_pd_requests_total", "Requests served prefill-then-decode.", stats_.pd_requests);
+  w.Family("myriad_gateway_backend_available", "1 when the backend takes new requests.", net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_available", {{"backend", b->config.name}},
+             static_cast<int64_t>(b->available() ? 1 : 0));
+  }
+  w.Family("myriad_gateway_backend_inflight", "Requests in flight per backend.", net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_inflight", {{"backend", b->config.name}}, b->inflight);
+  }
+  w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
+          static_cast<double>(index_.entries()));
+  const KvEventIndexerStats& ks = indexer_->stats();
+  w.Counter("myriad_gateway_kv_event_batches_total", "KV-event batches applied to the index.", ks.batches);
+  w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
+  w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
+  w.Histogram("myriad_gateway_ttft_seconds", "Time to the upstream's first byte.", {}, ttft_);
+  w.Histogram("myriad_gateway_request_seconds", "Request duration.", {}, e2e_);
+  return net::HttpResponse{200, std::string(net::kPrometheusContentType), w.Take(), {}};
+}
+
+void Gateway::CheckHealthNow() {
+  // One round at a time: the rounds share each backend's kept-alive health connection.
+  std::lock_guard round(health_round_mu_);
+  std::vector<std::shared_ptr<Backend>> list;
+  {
+    std::lock_guard l(mu_);
+    list = backends_;
+  }
+  for (auto& b : list) {
+    if (!b->health_client) {
+      b->health_client = std::make_unique<net::HttpClient>(
+          b->address, net::HttpClientOptions{.timeout = config_.health_timeout});
+    }
+    net::HttpClient& client = *b->health_client;
+    auto health = client.Get("/health");
+    const bool ok = health.ok() && health->status == 200;
+    ScrapedLoad load;
+    if (ok && config_.scrape_interval > 0) {
+      auto m = client.Get("/metrics");
+      if (m.ok() && m->status == 200) load = ParseEngineMetrics(m->body);
+    }
+    std::string_view change;
+    {
+      std::lock_guard l(mu_);
+      change = RecordHealth(*b, ok, config_);
+      if (load.any) {
+        b->running = load.running;
+        b->waiting = load.waiting;
+        b->kv_usage = load.kv_usage;
+        for (size_t r = 0; r < b->ranks.size() && r < load.by_engine.size(); ++r) {
+          b->ranks[r].running = load.by_engine[r].running;
+          b->ranks[r].waiting = load.by_engine[r].waiting;
+          b->ranks[r].kv_usage = load.by_engine[r].kv_usage;
+        }
+      }
+      if (change == "unhealthy") {
+        for (policy::HolderId h : b->Holders()) index_.MarkSuspect(h);
+      }
+    }
+    if (!change.empty()) {
+      Log(json({{"event", "backend_" + std::string(change)}, {"backend", b->config.name},
+                {"error", health.ok() ? fmt::format("status {}", health->status)
+                                      : std::string(health.status().message())}})
+              .dump());
+    }
+  }
+}
+
+void Gateway::HealthLoop() {
+  const Nanos every = config_.scrape_interval > 0 ? std::min(config_.health_interval, config_.scrape_interval)
+                                                  : config_.health_interval;
+  std::unique_lock l(health_mu_);
+  while (!stopping_) {
+    l.unlock();
+    CheckHealthNow();
+    l.lock();
+    health_cv_.wait_for(l, std::chrono::nanoseconds(every), [this] { return stopping_; });
+  }
+}
+
+}  // namespace myriad::gateway
