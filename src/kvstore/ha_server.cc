@@ -59,7 +59,9 @@ net::HttpServerOptions HttpOptions(net::HttpServerOptions o) {
 HaServer::HaServer(HaOptions options)
     : options_(std::move(options)),
       http_(HttpOptions(options_.master.http),
-            [this](const net::HttpRequest& r) { return Handle(r); }),
+            net::AsyncHttpHandler([this](net::HttpRequest r, std::shared_ptr<net::HttpResponder> responder) {
+              HandleAsync(std::move(r), std::move(responder));
+            })),
       log_(options_.log),
       master_(std::make_shared<MasterServer>(options_.master)) {}
 
@@ -71,6 +73,8 @@ absl::Status HaServer::Start() {
         "sync_standbys > 0 needs standbys, and standbys need etcd: set etcd or sync_standbys = 0");
   }
   if (options_.lease_ttl_seconds < 1) return absl::InvalidArgumentError("lease_ttl_seconds must be >= 1");
+  log_.set_on_ack([this] { AnswerAcked(); });
+  acker_ = std::thread([this] { AckLoop(); });
   if (absl::Status st = http_.Start(); !st.ok()) return st;
   advertise_ = options_.advertise.empty()
                    ? fmt::format("http://{}:{}", options_.master.http.address, http_.port())
@@ -100,6 +104,14 @@ void HaServer::Shutdown(bool resign) {
   if (stop_.exchange(true)) return;
   resign_ = resign;
   fence_until_ = 0;  // no write is acknowledged from now on
+  {
+    // Writes still waiting for standbys are answered (503: not confirmed) before the
+    // listener goes.
+    std::lock_guard lock(pending_mu_);
+    acker_stop_ = true;
+  }
+  pending_cv_.notify_all();
+  if (acker_.joinable()) acker_.join();
   http_.Stop();
   Wake();
   if (election_.joinable()) election_.join();  // revokes the lease when resigning
@@ -175,20 +187,87 @@ net::HttpResponse HaServer::Handle(const net::HttpRequest& request) {
   return Write(request);
 }
 
+bool HaServer::IsWrite(const net::HttpRequest& request) const {
+  const std::string_view path = request.path();
+  return started_.load(std::memory_order_acquire) && path != "/v1/log" && path != "/v1/snapshot" &&
+         path != "/v1/ha" && path != "/health" && path != "/metrics" && is_leader() &&
+         !IsRead(request.method, path);
+}
+
+void HaServer::HandleAsync(net::HttpRequest request, std::shared_ptr<net::HttpResponder> r) {
+  if (!IsWrite(request)) return r->Respond(Handle(request));
+  net::HttpResponse response;
+  const uint64_t seq = ApplyWrite(request, &response);
+  if (seq == 0 || options_.sync_standbys <= 0) return r->Respond(Confirmed(seq, true, std::move(response)));
+  {
+    std::lock_guard lock(pending_mu_);
+    if (!acker_stop_) {
+      pending_.push_back({seq, SteadyNow() + options_.sync_timeout, std::move(response), std::move(r)});
+    }
+  }
+  if (r) return r->Respond(Confirmed(seq, false, std::move(response)));  // stopping
+  pending_cv_.notify_one();  // its deadline
+  AnswerAcked();             // acks that came in meanwhile
+}
+
+void HaServer::AnswerAcked() {
+  std::vector<PendingWrite> done;
+  {
+    std::lock_guard lock(pending_mu_);
+    // Batches are in order and acks only grow: the confirmed ones are a prefix.
+    while (!pending_.empty() && log_.Acked(pending_.front().seq) >= options_.sync_standbys) {
+      done.push_back(std::move(pending_.front()));
+      pending_.pop_front();
+    }
+  }
+  for (PendingWrite& w : done) w.r->Respond(Confirmed(w.seq, true, std::move(w.response)));
+}
+
+void HaServer::AckLoop() {
+  std::unique_lock lock(pending_mu_);
+  for (;;) {
+    if (pending_.empty()) {
+      if (acker_stop_) return;
+      pending_cv_.wait(lock);
+      continue;
+    }
+    const Nanos now = SteadyNow();
+    if (!acker_stop_ && pending_.front().deadline > now) {
+      pending_cv_.wait_for(lock, std::chrono::nanoseconds(pending_.front().deadline - now));
+      continue;
+    }
+    PendingWrite w = std::move(pending_.front());
+    pending_.pop_front();
+    lock.unlock();
+    // Past its deadline (or stopping): confirmed only if the acks are there after all.
+    const bool acked = !stop_.load() && log_.Acked(w.seq) >= options_.sync_standbys;
+    w.r->Respond(Confirmed(w.seq, acked, std::move(w.response)));
+    lock.lock();
+  }
+}
+
+uint64_t HaServer::ApplyWrite(const net::HttpRequest& request, net::HttpResponse* response) {
+  std::lock_guard lock(state_mu_);
+  if (!is_leader()) {
+    *response = NotLeader();
+    return 0;
+  }
+  std::shared_ptr<MasterServer> m = master();
+  *response = m->Handle(request);
+  std::string records = m->TakeLog();
+  return records.empty() ? 0 : log_.Append(term_.load(), std::move(records));
+}
+
 net::HttpResponse HaServer::Write(const net::HttpRequest& request) {
   net::HttpResponse response;
-  uint64_t seq = 0;
-  {
-    std::lock_guard lock(state_mu_);
-    if (!is_leader()) return NotLeader();
-    std::shared_ptr<MasterServer> m = master();
-    response = m->Handle(request);
-    std::string records = m->TakeLog();
-    if (!records.empty()) seq = log_.Append(term_.load(), std::move(records));
-  }
+  const uint64_t seq = ApplyWrite(request, &response);
   if (seq == 0) return response;  // nothing changed: nothing to replicate
   const bool acked =
       log_.WaitAcks(seq, options_.sync_standbys, SteadyNow() + options_.sync_timeout);
+  return Confirmed(seq, acked, std::move(response));
+}
+
+net::HttpResponse HaServer::Confirmed(uint64_t seq, bool acked, net::HttpResponse response) {
   if (!acked) {
     unconfirmed_++;
     return api::Error(503, api::ErrorType::kUnavailable,

@@ -43,6 +43,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,8 +59,8 @@
 namespace myriad::kvstore {
 
 struct HaOptions {
-  // The master (its http options are this server's listener; at least 8 threads, since log
-  // pulls long-poll and writes wait for acks on the io threads).
+  // The master (its http options are this server's listener; at least 8 threads, since the
+  // standbys' log pulls long-poll on the io threads; writes wait for acks off them).
   MasterServerOptions master;
   // etcd's client URL; empty: no election, this master leads alone (sync_standbys must be 0).
   std::string etcd;
@@ -121,9 +122,32 @@ class HaServer {
   HaStatus status() const;
   uint64_t CanonicalHash() const;
 
+  // One request answered in full; a write waits here for its standbys (tests, benchmarks).
   net::HttpResponse Handle(const net::HttpRequest& request);
 
  private:
+  // The HTTP server's entry: a write waits for its standbys' acknowledgement off the io
+  // threads (its responder parked, answered by the acker thread), so writers waiting can never
+  // hold every io thread while the standbys' log pulls, which bring the acks, queue behind
+  // them; everything else is answered at once.
+  void HandleAsync(net::HttpRequest request, std::shared_ptr<net::HttpResponder> r);
+  bool IsWrite(const net::HttpRequest& request) const;
+  // Runs a write on the leader and appends its log batch; returns the batch (0: nothing to
+  // replicate, *response is final).
+  uint64_t ApplyWrite(const net::HttpRequest& request, net::HttpResponse* response);
+  // The answer to a write once its batch was acknowledged (or not) by the standbys.
+  net::HttpResponse Confirmed(uint64_t seq, bool acked, net::HttpResponse response);
+  // Answers the parked writes the standbys have now confirmed (called where acks arrive: a
+  // standby's log pull), in batch order.
+  void AnswerAcked();
+  // Answers parked writes past their deadline (503) and, when stopping, all of them.
+  void AckLoop();
+  struct PendingWrite {
+    uint64_t seq = 0;
+    Nanos deadline = 0;  // steady clock
+    net::HttpResponse response;
+    std::shared_ptr<net::HttpResponder> r;
+  };
   std::shared_ptr<MasterServer> master() const;
   net::HttpResponse NotLeader() const;
   net::HttpResponse Write(const net::HttpRequest& request);
@@ -178,6 +202,12 @@ class HaServer {
   std::atomic<bool> stop_{false};
   std::atomic<bool> resign_{true};
   std::thread election_, puller_, ticker_;
+
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  std::deque<PendingWrite> pending_;  // in batch order
+  bool acker_stop_ = false;
+  std::thread acker_;
 };
 
 }  // namespace myriad::kvstore

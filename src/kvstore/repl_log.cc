@@ -169,8 +169,16 @@ ReplicationLog::ReadResult ReplicationLog::Read(uint64_t from, uint64_t prev_ter
   if (standby != nullptr) {
     acks_[*standby] = from;
     acked_.notify_all();
+    if (on_ack_) {
+      // Outside the lock: the callback reads the acks (writes waiting on them are answered now,
+      // not after this pull's long poll).
+      lock.unlock();
+      on_ack_();
+      lock.lock();
+      if (from < first_seq_) return ReadResult::kNeedSnapshot;  // trimmed meanwhile
+    }
   }
-  if (from == next && wait > 0) {
+  if (from == first_seq_ + batches_.size() && wait > 0) {
     appended_.wait_for(lock, std::chrono::nanoseconds(wait),
                        [&] { return first_seq_ + batches_.size() > from || from < first_seq_; });
     if (from < first_seq_) return ReadResult::kNeedSnapshot;
@@ -192,12 +200,18 @@ void ReplicationLog::Ack(const std::string& standby, uint64_t next) {
     at = next;
   }
   acked_.notify_all();
+  if (on_ack_) on_ack_();
 }
 
 int ReplicationLog::AckedLocked(uint64_t seq) const {
   int n = 0;
   for (const auto& [name, next] : acks_) n += next > seq ? 1 : 0;
   return n;
+}
+
+int ReplicationLog::Acked(uint64_t seq) const {
+  std::lock_guard lock(mu_);
+  return AckedLocked(seq);
 }
 
 bool ReplicationLog::WaitAcks(uint64_t seq, int needed, Nanos deadline_steady) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -79,6 +80,10 @@ class ReplicationLog {
   // Waits until `needed` standbys have applied batch `seq`, or the deadline (steady clock
   // nanos) passes; false on timeout. needed <= 0 returns true at once.
   bool WaitAcks(uint64_t seq, int needed, Nanos deadline_steady);
+  // Standbys that have applied batch `seq` now.
+  int Acked(uint64_t seq) const;
+  // Called (outside the log's lock) each time a standby's position is recorded. Set before use.
+  void set_on_ack(std::function<void()> f) { on_ack_ = std::move(f); }
   // Forgets the standbys' positions (a new term: they must report to the new leader).
   void ClearAcks();
   // Standbys that have reported, with the next seq each needs.
@@ -91,6 +96,7 @@ class ReplicationLog {
 
   ReplicationLogOptions options_;
   mutable std::mutex mu_;
+  std::function<void()> on_ack_;
   std::condition_variable appended_;  // a batch was appended
   std::condition_variable acked_;     // a standby reported
   std::deque<LogBatch> batches_;

@@ -332,6 +332,36 @@ TEST_F(HaTest, StorageNodesAndStoreClientsFollowTheLeader) {
   for (auto& n : nodes) n->Stop();
 }
 
+// More writers than the leader has io threads: each write waits for a standby's ack, and the
+// acks come with the standbys' log pulls, which need an io thread too. Writes waiting off the
+// io threads keep every writer moving (waiting on them, 16 writers stalled the group: a few
+// puts per second, most failing after the 2 s ack timeout).
+TEST_F(HaTest, ManyConcurrentWritersAllProgress) {
+  StartGroup(2);
+  ASSERT_NE(WaitLeader(), nullptr);
+  auto admin = MasterClient::ConnectAny(Urls());
+  ASSERT_TRUE(admin.ok());
+  Populate(**admin);
+  constexpr int kWriters = 16;
+  std::atomic<uint64_t> acked{0}, failed{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      auto c = MasterClient::ConnectAny(Urls());
+      ASSERT_TRUE(c.ok());
+      for (uint64_t i = 0; i < 40; ++i) {
+        const BlockKey key = HashContentBlock(kRootBlockKey, 5'000'000 + static_cast<uint64_t>(w) * 1000 + i);
+        absl::Status st = (*c)->PutStart("ns", std::span(&key, 1), 100, 1).status();
+        if (st.ok()) st = (*c)->PutEnd("ns", key);
+        (st.ok() ? acked : failed)++;
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(failed.load(), 0u);
+  EXPECT_EQ(acked.load(), uint64_t{kWriters} * 40);
+}
+
 TEST_F(HaTest, ResignedLeaderIsReplacedAsSoonAsItsKeyIsDeleted) {
   // A 3 s lease: standbys renew every second, so a takeover well under that comes from their
   // etcd watch on the leader key, not from their periodic look at it.
