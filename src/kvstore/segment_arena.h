@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
 
 namespace myriad::kvstore {
@@ -51,7 +52,12 @@ class SegmentArena {
   // Tells the block right of `block` (if any) its new left-neighbour size.
   void FixNext(uint64_t block);
 
-  std::unique_ptr<std::byte[]> base_;
+  // Allocated with an aligned new[], so freed with the aligned delete[] (the default deleter's
+  // plain delete[] would not match it).
+  struct AlignedDelete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kAlign}); }
+  };
+  std::unique_ptr<std::byte[], AlignedDelete> base_;
   uint64_t capacity_;
   uint64_t free_head_ = kNone;
   uint64_t used_ = 0;
