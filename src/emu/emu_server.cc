@@ -567,9 +567,12 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     live_[live->id] = live;
   }
   live->engine_id = engines_[static_cast<size_t>(live->rank)]->Submit(std::move(g));
-  // A client that leaves aborts its request, as vLLM does.
-  r->OnClientGone([this, live] {
-    if (!engines_.empty()) engines_[static_cast<size_t>(live->rank)]->Cancel(live->engine_id);
+  // A client that leaves aborts its request, as vLLM does. Weak: the request holds its
+  // responder, so a strong capture here would be a cycle through the connection.
+  std::weak_ptr<Live> weak = live;
+  r->OnClientGone([this, weak] {
+    const std::shared_ptr<Live> l = weak.lock();
+    if (l && !engines_.empty()) engines_[static_cast<size_t>(l->rank)]->Cancel(l->engine_id);
   });
 }
 
