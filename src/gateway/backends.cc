@@ -8,28 +8,32 @@
 
 namespace myriad::gateway {
 
-policy::UnitLoad Backend::Load() const {
+namespace {
+
+// The engine's own count covers other gateways' requests; ours covers what it has not
+// reported yet. The larger is the better guess of both.
+policy::UnitLoad LoadOf(int64_t inflight, int64_t queued, double running, double waiting, double kv_usage,
+                        bool available) {
   policy::UnitLoad l;
-  l.queued_prefill_tokens = queued_prefill_tokens;
-  // The engine's own count covers other gateways' requests; ours covers what it has not
-  // reported yet. The larger is the better guess of both.
+  l.queued_prefill_tokens = queued;
   l.running = static_cast<int32_t>(std::max<double>(static_cast<double>(inflight), running));
   l.waiting = static_cast<int32_t>(waiting);
   l.kv_usage = kv_usage;
-  l.available = available();
+  l.available = available;
   return l;
+}
+
+}  // namespace
+
+policy::UnitLoad Backend::Load() const {
+  return LoadOf(inflight, queued_prefill_tokens, running, waiting, kv_usage, available());
 }
 
 policy::UnitLoad Backend::RankLoad(size_t rank) const {
   const RankState& r = ranks[rank];
-  policy::UnitLoad l;
-  l.queued_prefill_tokens = r.queued_prefill_tokens;
-  l.running = static_cast<int32_t>(std::max<double>(static_cast<double>(r.inflight), r.running));
-  l.waiting = static_cast<int32_t>(r.waiting);
-  l.kv_usage = r.kv_usage;
-  l.available = available();
-  return l;
+  return LoadOf(r.inflight, r.queued_prefill_tokens, r.running, r.waiting, r.kv_usage, available());
 }
+
 
 std::vector<policy::HolderId> Backend::Holders() const {
   if (ranks.empty()) return {holder};

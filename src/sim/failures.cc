@@ -416,34 +416,24 @@ void FailureModel::LoadWeights(int u) {
   const Unit& unit = *units_[static_cast<size_t>(u)];
   const Placement& pl = placements_[static_cast<size_t>(u)];
   const UnitState& st = state_[static_cast<size_t>(u)];
-  if (st.elastic) {
-    // Only the replaced node (or the restarted rank) loads; the rest of the unit is serving.
-    const int gpus = st.elastic_node ? pl.gpus / pl.nodes : 1;
-    const double part = unit.model().WeightBytesPerGpu() * gpus;
-    const policy::RecoveryOptions& r = cfg_.recovery;
-    const Nanos warm = r.warmup + r.readiness;
-    if (r.weights_from_peers) {
-      events_.After(policy::PeerLoadTime(part, r) + warm, [this, u] { Readmit(u); });
-    } else {
-      storage_.Start(part, 1, r.storage_per_node_bytes_per_s,
-                     [this, u, warm] { events_.After(warm, [this, u] { Readmit(u); }); });
-    }
-    return;
-  }
-  const double bytes = unit.model().WeightBytesPerGpu() * pl.gpus;
   const policy::RecoveryOptions& r = cfg_.recovery;
-  const Nanos after_load = r.comm_init + r.warmup + r.readiness;
-  bool peer = false;
+  // Elastic EP: only the replaced node (or the restarted rank) loads, its own serving ranks
+  // being peers, and Readmit's pause rebuilds the communicator; otherwise every node loads.
+  const int loaders = st.elastic ? 1 : pl.nodes;
+  const int gpus = st.elastic ? (st.elastic_node ? pl.gpus / pl.nodes : 1) : pl.gpus;
+  const double bytes = unit.model().WeightBytesPerGpu() * gpus;
+  const Nanos after_load = (st.elastic ? 0 : r.comm_init) + r.warmup + r.readiness;
+  bool peer = st.elastic && r.weights_from_peers;
   if (r.weights_from_peers) {
     for (size_t v = 0; v < units_.size() && !peer; ++v) {
       peer = static_cast<int>(v) != u && PoolOf(static_cast<int>(v)) == PoolOf(u) && units_[v]->routable();
     }
   }
   if (peer) {
-    events_.After(policy::PeerLoadTime(bytes / pl.nodes, r) + after_load, [this, u] { Readmit(u); });
+    events_.After(policy::PeerLoadTime(bytes / loaders, r) + after_load, [this, u] { Readmit(u); });
     return;
   }
-  storage_.Start(bytes, pl.nodes, pl.nodes * r.storage_per_node_bytes_per_s,
+  storage_.Start(bytes, loaders, loaders * r.storage_per_node_bytes_per_s,
                  [this, u, after_load] { events_.After(after_load, [this, u] { Readmit(u); }); });
 }
 

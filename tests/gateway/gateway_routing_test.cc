@@ -35,14 +35,8 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
     EXPECT_EQ(r->status, 200) << r->body;
     return *net::FindHeader(r->headers, "X-Myriad-Backend");
   };
-  auto wait_stored = [&](uint64_t blocks) {
-    for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < blocks; ++i) {
-      std::this_thread::sleep_for(5ms);
-    }
-    return (*gw)->kv_event_stats().blocks_stored;
-  };
   const std::string first = request(1, 0);
-  ASSERT_GE(wait_stored(21), 21u);  // 336 tokens = 21 full blocks
+  ASSERT_GE(WaitBlocksStored(**gw, 21), 21u);  // 336 tokens = 21 full blocks
   EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
   for (int i = 1; i <= 4; ++i) {
     EXPECT_EQ(request(1, i), first) << "request " << i;
@@ -93,14 +87,8 @@ TEST(GatewayKvEventsTest, CacheSaltSeparatesPrefixes) {
     const std::string* backend = r.ok() ? net::FindHeader(r->headers, "X-Myriad-Backend") : nullptr;
     return backend != nullptr ? *backend : std::string();
   };
-  auto wait_stored = [&](uint64_t blocks) {
-    for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < blocks; ++i) {
-      std::this_thread::sleep_for(5ms);
-    }
-    return (*gw)->kv_event_stats().blocks_stored;
-  };
   request("tenant-a", 0);
-  ASSERT_GE(wait_stored(21), 21u);
+  ASSERT_GE(WaitBlocksStored(**gw, 21), 21u);
   EXPECT_NE(last_decision().find("cached ~0 of"), std::string::npos) << last_decision();
   // Same salt: the 20 shared blocks are known from the salted events.
   request("tenant-a", 1);
@@ -148,7 +136,7 @@ TEST(GatewayKvEventsTest, RequestsGoToTheDpRankHoldingTheirPrefix) {
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->status, 200) << r->body;
   }
-  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < 63; ++i) std::this_thread::sleep_for(5ms);
+  WaitBlocksStored(**gw, 63);
   ASSERT_EQ((*gw)->kv_event_stats().blocks_stored, 63u);  // 21 blocks on each of ranks 1-3
   EXPECT_EQ((*gw)->kv_event_stats().orphans, 0u);
   // Through the gateway each goes to that rank, which finds the 20 shared blocks in its cache;
@@ -229,9 +217,7 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
   // The engine saw the same ids: its prompt-token count equals the gateway's.
   const int64_t ids = first["input_tokens_est"].get<int64_t>();
   EXPECT_GT(ids, 400);
-  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < static_cast<uint64_t>(ids / 16); ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  WaitBlocksStored(**gw, static_cast<uint64_t>(ids / 16));
   for (const char* q : {"And the NICs?", "What is the spine ratio?"}) {
     json line = ask(q);
     EXPECT_EQ(line["backend"], first["backend"]) << line;
@@ -312,7 +298,7 @@ TEST(GatewayKvEventsTest, BackendAddedLaterIsSubscribedToo) {
   auto r = cl.Post("/v1/completions", json({{"model", "emu-model"}, {"prompt", ids}, {"max_tokens", 2}}).dump());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200) << r->body;
-  for (int i = 0; i < 400 && (*gw)->kv_event_stats().blocks_stored < 4; ++i) std::this_thread::sleep_for(5ms);
+  WaitBlocksStored(**gw, 4);
   EXPECT_EQ((*gw)->kv_event_stats().blocks_stored, 4u);
   EXPECT_TRUE((*gw)->RemoveBackend("b0"));
   (*gw)->Stop();

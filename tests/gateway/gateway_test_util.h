@@ -140,6 +140,15 @@ inline CallResult CallAndWait(net::AsyncHttpClient& client, const net::CallReque
 }
 
 // `n` emulated engines publishing KV events (with replay), added to `c` as backends b0..b<n-1>.
+// Waits (up to 2 s) until the gateway has indexed `blocks` blocks from the engines' events;
+// returns how many it has.
+inline uint64_t WaitBlocksStored(Gateway& gw, uint64_t blocks) {
+  for (int i = 0; i < 400 && gw.kv_event_stats().blocks_stored < blocks; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return gw.kv_event_stats().blocks_stored;
+}
+
 // A gateway on a free port whose routing only the engines' KV events can explain: its own
 // provisional entries expire at once, no access log file, no health probes or scrapes between.
 inline GatewayConfig EventsOnlyConfig() {
