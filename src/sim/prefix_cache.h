@@ -1,14 +1,24 @@
 #pragma once
 // A unit's prefix cache: which KV blocks it still holds, evicted in approximately
 // least-recently-used order by CLOCK (second chance), as page caches do: a hit sets a bit
-// instead of relinking a list, which halves the cache misses per block at full-cluster scale.
-// Its capacity moves with the KV the running sequences need, as in vLLM, where cached blocks
-// are free blocks whose content has not been overwritten yet.
+// instead of relinking a list. Its capacity moves with the KV the running sequences need, as
+// in vLLM, where cached blocks are free blocks whose content has not been overwritten yet.
+//
+// Layout, for full-cluster runs where every probe is a cache miss (hundreds of units, millions
+// of blocks): one open-addressing table of 16-byte slots (key and CLOCK state together, linear
+// probing, backward-shift deletion), and the CLOCK hand sweeps that table itself, so a block
+// costs one random memory access per lookup and evicting costs none (the hand's walk is
+// sequential). Lookups of a prompt's blocks are independent (the keys are given), so their
+// lines are prefetched together before any is read.
+//
+// The hand visits blocks in table (hash) order, so a new block waits between none and one
+// rotation for its first visit; to give every block about one rotation before it can go, as a
+// CLOCK over insertion order does, a new block carries the hand's lap parity and is passed
+// over by the hand in the lap it was inserted in.
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "core/block_hash.h"
 
 namespace myriad::sim {
@@ -19,27 +29,41 @@ class PrefixCache {
   size_t MatchAndTouch(std::span<const BlockKey> blocks);
   // Number of leading blocks present, without touching recency.
   size_t Count(std::span<const BlockKey> blocks) const;
-  // Inserts every block (new ones unreferenced, present ones marked used), evicting blocks beyond `capacity`; evicted keys are
-  // appended to `evicted` when it is given. Returns the position of the first block that was
-  // not already cached (blocks.size() when all were).
+  // Inserts every block (new ones unreferenced, present ones marked used), evicting blocks
+  // beyond `capacity`; evicted keys are appended to `evicted` when it is given. Returns the
+  // position of the first block that was not already cached (blocks.size() when all were).
   size_t Insert(std::span<const BlockKey> blocks, size_t capacity, std::vector<BlockKey>* evicted = nullptr);
   // Evicts blocks until at most `capacity` remain.
   void Shrink(size_t capacity, std::vector<BlockKey>* evicted = nullptr);
-  // Drops every block (appending the keys to `evicted` when given).
+  // Drops every block (appending the keys to `evicted` when given, in key order).
   void Clear(std::vector<BlockKey>* evicted = nullptr);
 
-  size_t size() const { return index_.size(); }
+  size_t size() const { return size_; }
   uint64_t evictions() const { return evictions_; }
 
  private:
-  static constexpr uint8_t kEmpty = 2;
+  // Slot states. kNew* : inserted and not used since, in the hand's even / odd lap.
+  enum : uint8_t { kEmpty = 0, kNewEven = 1, kNewOdd = 2, kCold = 3, kUsed = 4 };
+  struct Slot {
+    BlockKey key;
+    uint8_t state;
+  };
+  static_assert(sizeof(Slot) == 16);
+  static constexpr size_t kBatch = 32;  // blocks whose lines are prefetched together
+
+  size_t Home(BlockKey k) const;
+  size_t Find(BlockKey k) const;  // the slot holding k, or npos
+  void Prefetch(std::span<const BlockKey> blocks) const;
+  void Grow();
+  void EraseAt(size_t i);
   void EvictOne(std::vector<BlockKey>* evicted);
 
-  absl::flat_hash_map<BlockKey, uint32_t> index_;  // key -> slot
-  std::vector<BlockKey> keys_;                       // slot -> key
-  std::vector<uint8_t> used_;                        // slot -> 1 referenced, 0 not, kEmpty
-  std::vector<uint32_t> free_;
+  std::vector<Slot> table_;  // empty, or a power of two of slots
+  size_t mask_ = 0;
+  int shift_ = 64;
+  size_t size_ = 0;
   size_t hand_ = 0;
+  uint8_t lap_ = 0;  // parity of the hand's laps
   uint64_t evictions_ = 0;
 };
 

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <vector>
+
+#include "core/rng.h"
 
 #include "sim/event_queue.h"
 
@@ -38,6 +41,53 @@ TEST(PrefixCache, ClockKeepsRecentlyUsedBlocksOverIdleOnes) {
   c.Shrink(1, &evicted);
   EXPECT_EQ(c.size(), 1u);
   c.Insert(hot, 0, &evicted);
+  EXPECT_EQ(c.size(), 0u);
+}
+
+// Random prompts through a cache whose capacity moves: what the cache reports must be exactly
+// what was inserted and not yet evicted (exercises growth, probe runs and the backward shift
+// of erase), and a prompt's blocks stay findable while the cache has room for them.
+TEST(PrefixCache, ContentsMatchInsertsLessEvictions) {
+  PrefixCache c;
+  Rng rng(7);
+  std::set<BlockKey> present;
+  std::vector<BlockKey> evicted;
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<BlockKey> prompt;
+    const auto len = 1 + rng.Below(12);
+    const BlockKey base = rng.Below(3000) * 100;  // shared prefixes: keys base+1, base+2, ...
+    for (uint64_t i = 0; i < len; ++i) prompt.push_back(base + i + 1);
+    const size_t capacity = 200 + rng.Below(1800);
+    evicted.clear();
+    const size_t first_new = c.Insert(prompt, capacity, &evicted);
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (present.insert(prompt[i]).second) {
+        EXPECT_GE(i, first_new);
+      }
+    }
+    // A block evicted to make room for an earlier block of the same prompt comes back when
+    // its own turn comes.
+    const auto is_back = [&](BlockKey k) {
+      return std::find(prompt.begin(), prompt.end(), k) != prompt.end() &&
+             c.Count(std::vector<BlockKey>{k}) == 1;
+    };
+    for (BlockKey k : std::set<BlockKey>(evicted.begin(), evicted.end())) {
+      if (is_back(k)) continue;
+      ASSERT_EQ(present.erase(k), 1u) << "evicted a block it did not hold: " << k;
+      EXPECT_EQ(c.Count(std::vector<BlockKey>{k}), 0u) << k;
+    }
+    ASSERT_EQ(c.size(), present.size());
+    if (!evicted.empty()) {  // Insert evicts only to make room for new blocks
+      ASSERT_LE(c.size(), capacity);
+    }
+    if (round % 1000 == 0) {
+      for (BlockKey k : present) ASSERT_EQ(c.Count(std::vector<BlockKey>{k}), 1u) << k;
+    }
+  }
+  evicted.clear();
+  c.Clear(&evicted);
+  EXPECT_EQ(std::set<BlockKey>(evicted.begin(), evicted.end()), present);
+  EXPECT_TRUE(std::is_sorted(evicted.begin(), evicted.end()));
   EXPECT_EQ(c.size(), 0u);
 }
 
