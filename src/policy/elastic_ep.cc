@@ -139,4 +139,54 @@ absl::StatusOr<int> SpreadReplicas(std::span<const double> weight, int gpus_per_
   return swaps;
 }
 
+absl::StatusOr<ElasticReplacement> ReplaceOnLiveGpus(std::span<const double> weight, const EplbPlacement& current,
+                                                     std::span<const int> failed_gpus, int num_groups,
+                                                     double expert_bytes, double fetch_bytes_per_s) {
+  auto verdict = CheckElasticEp(current, failed_gpus);
+  if (!verdict.ok()) return verdict.status();
+  const int per_gpu = current.experts_per_gpu();
+  const int gpus = current.num_gpus;
+  std::vector<int> live;
+  std::vector<bool> dead(static_cast<size_t>(gpus), false);
+  for (int g : failed_gpus) dead[static_cast<size_t>(g)] = true;
+  for (int g = 0; g < gpus; ++g) {
+    if (!dead[static_cast<size_t>(g)]) live.push_back(g);
+  }
+  if (live.empty()) return absl::InvalidArgumentError("elastic EP re-placement: no live GPU");
+  if (fetch_bytes_per_s <= 0) return absl::InvalidArgumentError("elastic EP re-placement: fetch_bytes_per_s must be positive");
+  const int n = static_cast<int>(live.size());
+  if (int64_t{n} * per_gpu < current.logical_experts) {
+    return absl::InvalidArgumentError(fmt::format("elastic EP re-placement: {} live GPUs of {} slots cannot hold {} experts",
+                                                  n, per_gpu, current.logical_experts));
+  }
+  // One node: the global policy, with nothing tying an expert's copies to a node.
+  auto fresh = RebalanceExperts(weight, current.layers, current.logical_experts, n * per_gpu, num_groups, 1, n);
+  if (!fresh.ok()) return fresh.status();
+  ElasticReplacement out;
+  EplbPlacement& p = out.placement;
+  p = current;
+  std::fill(p.phy2log.begin(), p.phy2log.end(), -1);
+  std::vector<int64_t> incoming(static_cast<size_t>(n), 0);
+  const auto physical = static_cast<size_t>(current.physical_experts);
+  for (size_t l = 0; l < static_cast<size_t>(current.layers); ++l) {
+    for (int i = 0; i < n; ++i) {
+      const auto g = static_cast<size_t>(live[static_cast<size_t>(i)]);
+      const int32_t* before = &current.phy2log[l * physical + g * static_cast<size_t>(per_gpu)];
+      for (int s = 0; s < per_gpu; ++s) {
+        const int32_t e = fresh->Phy2Log(static_cast<int>(l), i * per_gpu + s);
+        p.phy2log[l * physical + g * static_cast<size_t>(per_gpu) + static_cast<size_t>(s)] = e;
+        if (std::find(before, before + per_gpu, e) == before + per_gpu) {
+          ++out.moved_slots;
+          ++incoming[static_cast<size_t>(i)];
+        }
+      }
+    }
+  }
+  RebuildLog2Phy(&p);
+  out.bytes = static_cast<double>(out.moved_slots) * expert_bytes;
+  const int64_t worst = *std::max_element(incoming.begin(), incoming.end());
+  out.pause = SecondsToNanos(static_cast<double>(worst) * expert_bytes / fetch_bytes_per_s);
+  return out;
+}
+
 }  // namespace myriad::policy
