@@ -168,16 +168,46 @@ absl::StatusOr<ElasticReplacement> ReplaceOnLiveGpus(std::span<const double> wei
   std::fill(p.phy2log.begin(), p.phy2log.end(), -1);
   std::vector<int64_t> incoming(static_cast<size_t>(n), 0);
   const auto physical = static_cast<size_t>(current.physical_experts);
+  const auto un = static_cast<size_t>(n), per = static_cast<size_t>(per_gpu);
+  // EPLB's GPUs are interchangeable packs: each layer's pack goes to the live GPU already
+  // holding most of its experts (greedy, largest overlap first), which moves far fewer weights.
+  std::vector<int> overlap(un * un);
+  std::vector<size_t> gpu_of(un);  // pack -> index into `live`
+  std::vector<bool> pack_done(un), gpu_done(un);
+  const auto held = [&](size_t l, size_t g, int32_t e) {
+    const int32_t* before = &current.phy2log[l * physical + g * per];
+    return std::find(before, before + per_gpu, e) != before + per_gpu;
+  };
   for (size_t l = 0; l < static_cast<size_t>(current.layers); ++l) {
-    for (int i = 0; i < n; ++i) {
-      const auto g = static_cast<size_t>(live[static_cast<size_t>(i)]);
-      const int32_t* before = &current.phy2log[l * physical + g * static_cast<size_t>(per_gpu)];
-      for (int s = 0; s < per_gpu; ++s) {
-        const int32_t e = fresh->Phy2Log(static_cast<int>(l), i * per_gpu + s);
-        p.phy2log[l * physical + g * static_cast<size_t>(per_gpu) + static_cast<size_t>(s)] = e;
-        if (std::find(before, before + per_gpu, e) == before + per_gpu) {
+    for (size_t i = 0; i < un; ++i) {
+      for (size_t j = 0; j < un; ++j) {
+        int c = 0;
+        for (size_t s = 0; s < per; ++s) {
+          c += held(l, static_cast<size_t>(live[j]), fresh->Phy2Log(static_cast<int>(l), static_cast<int>(i * per + s))) ? 1 : 0;
+        }
+        overlap[i * un + j] = c;
+      }
+    }
+    std::fill(pack_done.begin(), pack_done.end(), false);
+    std::fill(gpu_done.begin(), gpu_done.end(), false);
+    for (size_t k = 0; k < un; ++k) {
+      size_t bi = un, bj = un;
+      for (size_t i = 0; i < un; ++i) {
+        for (size_t j = 0; j < un && !pack_done[i]; ++j) {
+          if (!gpu_done[j] && (bi == un || overlap[i * un + j] > overlap[bi * un + bj])) bi = i, bj = j;
+        }
+      }
+      pack_done[bi] = gpu_done[bj] = true;
+      gpu_of[bi] = bj;
+    }
+    for (size_t i = 0; i < un; ++i) {
+      const auto g = static_cast<size_t>(live[gpu_of[i]]);
+      for (size_t s = 0; s < per; ++s) {
+        const int32_t e = fresh->Phy2Log(static_cast<int>(l), static_cast<int>(i * per + s));
+        p.phy2log[l * physical + g * per + s] = e;
+        if (!held(l, g, e)) {
           ++out.moved_slots;
-          ++incoming[static_cast<size_t>(i)];
+          ++incoming[gpu_of[i]];
         }
       }
     }
