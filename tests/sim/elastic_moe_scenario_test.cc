@@ -4,7 +4,6 @@
 // perf::MoeStepModel predicts; it stops as a whole when an expert loses its only copy.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -32,8 +31,7 @@ const std::string kGpuLoss = "[{at: 60s, kind: software_crash, unit: 0, rank: 3}
 // TTFT is exactly one prefill step.
 std::string WriteTrace(const std::vector<int>& at_s) {
   const std::string path =
-      testing::TempDir() + "/elastic_moe_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-      "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl";
+      testing::TempDir() + "/elastic_moe_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl";
   std::ofstream out(path);
   uint64_t id = 1;
   for (int t : at_s) {
