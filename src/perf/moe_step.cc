@@ -50,7 +50,9 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
   const double head_params = m.vocab * static_cast<double>(m.hidden);
 
   int64_t max_tokens = 0, prefill = 0, decode = 0;
-  for (const BatchShape& b : ranks) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (dead(r)) continue;
+    const BatchShape& b = ranks[r];
     max_tokens = std::max(max_tokens, b.prefill_tokens + b.decode_seqs);
     prefill += b.prefill_tokens;
     decode += b.decode_seqs;
@@ -73,6 +75,7 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
   const double layers = m.layers;
   double slowest_layer = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
+    if (dead(r)) continue;
     const BatchShape& b = ranks[r];
     const double tokens = static_cast<double>(b.prefill_tokens + b.decode_seqs);
     const double moe_tokens = options_.dp_padding ? static_cast<double>(max_tokens) : tokens;
@@ -110,7 +113,9 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
   double attention = dense_layers * slowest_layer, experts = 0, comm_total = 0, total = dense_layers * slowest_layer;
   double slowest_half = 0;
   if (options_.two_batch_overlap) {
-    for (const BatchShape& b : ranks) slowest_half = std::max(slowest_half, rank_layer(b, 0.5));
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (!dead(r)) slowest_half = std::max(slowest_half, rank_layer(ranks[r], 0.5));
+    }
   }
   const bool per_rank_experts = load_.gpus() == static_cast<int>(ranks.size());
   const double weights_read = ExpertSeconds(0, slots);
@@ -135,6 +140,9 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
         out.rank_busy_s[r] += std::max(pairs * load_.share(l, static_cast<int>(r)) * per_pair, weights_read);
       }
     }
+  }
+  for (size_t r = 0; r < dead_.size() && r < ranks.size(); ++r) {
+    if (dead_[r] != 0) out.rank_busy_s[r] = 0;  // the per-layer loop gave it the weights' read
   }
   out.attention_s = attention;
   out.experts_s = experts;

@@ -48,6 +48,10 @@ class MoeStepModel {
   // A new placement or popularity (rebalancing, drift); same shape required.
   void set_load(ExpertLoad load) { load_ = std::move(load); }
   const MoeOptions& options() const { return options_; }
+  // Elastic EP: ranks marked dead (non-zero) take no batch, no DP padding and no experts' load
+  // (the load must agree: ExpertLoad::FromPlacement with their slots -1). Empty: all live.
+  void set_dead_ranks(std::vector<uint8_t> dead) { dead_ = std::move(dead); }
+  bool dead(size_t rank) const { return rank < dead_.size() && dead_[rank] != 0; }
 
  private:
   struct LayerCost {
@@ -61,6 +65,7 @@ class MoeStepModel {
   const StepModel& base_;
   ExpertLoad load_;
   MoeOptions options_;
+  std::vector<uint8_t> dead_;
   double dense_params_per_layer_ = 0;
   double inter_copies_ = 0, intra_copies_ = 0;  // per token per layer
   double nic_bw_ = 0, nvl_bw_ = 0;

@@ -139,4 +139,84 @@ absl::StatusOr<int> SpreadReplicas(std::span<const double> weight, int gpus_per_
   return swaps;
 }
 
+absl::StatusOr<ElasticReplacement> ReplaceOnLiveGpus(std::span<const double> weight, const EplbPlacement& current,
+                                                     std::span<const int> failed_gpus, int num_groups,
+                                                     double expert_bytes, double fetch_bytes_per_s) {
+  auto verdict = CheckElasticEp(current, failed_gpus);
+  if (!verdict.ok()) return verdict.status();
+  const int per_gpu = current.experts_per_gpu();
+  const int gpus = current.num_gpus;
+  std::vector<int> live;
+  std::vector<bool> dead(static_cast<size_t>(gpus), false);
+  for (int g : failed_gpus) dead[static_cast<size_t>(g)] = true;
+  for (int g = 0; g < gpus; ++g) {
+    if (!dead[static_cast<size_t>(g)]) live.push_back(g);
+  }
+  if (live.empty()) return absl::InvalidArgumentError("elastic EP re-placement: no live GPU");
+  if (fetch_bytes_per_s <= 0) return absl::InvalidArgumentError("elastic EP re-placement: fetch_bytes_per_s must be positive");
+  const int n = static_cast<int>(live.size());
+  if (int64_t{n} * per_gpu < current.logical_experts) {
+    return absl::InvalidArgumentError(fmt::format("elastic EP re-placement: {} live GPUs of {} slots cannot hold {} experts",
+                                                  n, per_gpu, current.logical_experts));
+  }
+  // One node: the global policy, with nothing tying an expert's copies to a node.
+  auto fresh = RebalanceExperts(weight, current.layers, current.logical_experts, n * per_gpu, num_groups, 1, n);
+  if (!fresh.ok()) return fresh.status();
+  ElasticReplacement out;
+  EplbPlacement& p = out.placement;
+  p = current;
+  std::fill(p.phy2log.begin(), p.phy2log.end(), -1);
+  std::vector<int64_t> incoming(static_cast<size_t>(n), 0);
+  const auto physical = static_cast<size_t>(current.physical_experts);
+  const auto un = static_cast<size_t>(n), per = static_cast<size_t>(per_gpu);
+  // EPLB's GPUs are interchangeable packs: each layer's pack goes to the live GPU already
+  // holding most of its experts (greedy, largest overlap first), which moves far fewer weights.
+  std::vector<int> overlap(un * un);
+  std::vector<size_t> gpu_of(un);  // pack -> index into `live`
+  std::vector<bool> pack_done(un), gpu_done(un);
+  const auto held = [&](size_t l, size_t g, int32_t e) {
+    const int32_t* before = &current.phy2log[l * physical + g * per];
+    return std::find(before, before + per_gpu, e) != before + per_gpu;
+  };
+  for (size_t l = 0; l < static_cast<size_t>(current.layers); ++l) {
+    for (size_t i = 0; i < un; ++i) {
+      for (size_t j = 0; j < un; ++j) {
+        int c = 0;
+        for (size_t s = 0; s < per; ++s) {
+          c += held(l, static_cast<size_t>(live[j]), fresh->Phy2Log(static_cast<int>(l), static_cast<int>(i * per + s))) ? 1 : 0;
+        }
+        overlap[i * un + j] = c;
+      }
+    }
+    std::fill(pack_done.begin(), pack_done.end(), false);
+    std::fill(gpu_done.begin(), gpu_done.end(), false);
+    for (size_t k = 0; k < un; ++k) {
+      size_t bi = un, bj = un;
+      for (size_t i = 0; i < un; ++i) {
+        for (size_t j = 0; j < un && !pack_done[i]; ++j) {
+          if (!gpu_done[j] && (bi == un || overlap[i * un + j] > overlap[bi * un + bj])) bi = i, bj = j;
+        }
+      }
+      pack_done[bi] = gpu_done[bj] = true;
+      gpu_of[bi] = bj;
+    }
+    for (size_t i = 0; i < un; ++i) {
+      const auto g = static_cast<size_t>(live[gpu_of[i]]);
+      for (size_t s = 0; s < per; ++s) {
+        const int32_t e = fresh->Phy2Log(static_cast<int>(l), static_cast<int>(i * per + s));
+        p.phy2log[l * physical + g * per + s] = e;
+        if (!held(l, g, e)) {
+          ++out.moved_slots;
+          ++incoming[gpu_of[i]];
+        }
+      }
+    }
+  }
+  RebuildLog2Phy(&p);
+  out.bytes = static_cast<double>(out.moved_slots) * expert_bytes;
+  const int64_t worst = *std::max_element(incoming.begin(), incoming.end());
+  out.pause = SecondsToNanos(static_cast<double>(worst) * expert_bytes / fetch_bytes_per_s);
+  return out;
+}
+
 }  // namespace myriad::policy

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/time.h"
 #include "policy/eplb.h"
 
 namespace myriad::policy {
@@ -35,5 +36,24 @@ absl::StatusOr<ElasticVerdict> CheckElasticEp(const EplbPlacement& placement, st
 // node). Returns the swaps made (best effort: a copy stays put when no partner qualifies).
 absl::StatusOr<int> SpreadReplicas(std::span<const double> weight, int gpus_per_domain,
                                    EplbPlacement* placement);
+
+// Re-placement after a loss (what SGLang's elastic EP does instead of leaving the dead GPUs'
+// load on the surviving copies): a fresh EPLB (DeepSeek's, one copy of each expert first, the
+// rest by load) of every expert over the live GPUs alone, each keeping its slot count, and the
+// cost of moving there: a live GPU fetches, from a peer, every expert it did not hold.
+struct ElasticReplacement {
+  // Over all of `current`'s GPUs in their numbering, the failed GPUs' slots -1 (as in
+  // ElasticVerdict::phy2log); log2phy and logcnt count the live copies only.
+  EplbPlacement placement;
+  int64_t moved_slots = 0;  // (layer, slot) pairs whose expert the GPU did not hold before
+  double bytes = 0;
+  Nanos pause = 0;          // the slowest GPU's fetch
+};
+
+// `weight`: [layers x logical_experts] loads (what EPLB is fed); `expert_bytes`: one expert's
+// weights in one layer; `fetch_bytes_per_s`: per GPU. Fails when no GPU is left.
+absl::StatusOr<ElasticReplacement> ReplaceOnLiveGpus(std::span<const double> weight, const EplbPlacement& current,
+                                                     std::span<const int> failed_gpus, int num_groups,
+                                                     double expert_bytes, double fetch_bytes_per_s);
 
 }  // namespace myriad::policy

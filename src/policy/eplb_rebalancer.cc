@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "policy/elastic_ep.h"
+
 namespace myriad::policy {
 
 absl::StatusOr<EplbRebalancer> EplbRebalancer::Create(EplbLayout layout, RebalancerOptions options,
@@ -17,11 +19,19 @@ absl::StatusOr<EplbRebalancer> EplbRebalancer::Create(EplbLayout layout, Rebalan
   }
   EplbRebalancer r(layout, options);
   r.ema_.assign(initial_loads.begin(), initial_loads.end());
-  auto p = RebalanceExperts(r.ema_, layout.layers, layout.logical_experts, layout.physical_experts, layout.groups,
-                            layout.nodes, layout.gpus);
+  auto p = r.Place();
   if (!p.ok()) return p.status();
   r.placement_ = std::move(*p);
   return r;
+}
+
+absl::StatusOr<EplbPlacement> EplbRebalancer::Place() const {
+  auto p = RebalanceExperts(ema_, layout_.layers, layout_.logical_experts, layout_.physical_experts, layout_.groups,
+                            layout_.nodes, layout_.gpus, EplbTies::kStable, options_.min_copies);
+  if (!p.ok() || options_.spread_gpus_per_domain <= 0) return p;
+  auto swaps = SpreadReplicas(ema_, options_.spread_gpus_per_domain, &*p);
+  if (!swaps.ok()) return swaps.status();
+  return p;
 }
 
 void EplbRebalancer::Observe(std::span<const double> loads) {
@@ -38,8 +48,7 @@ double EplbRebalancer::MeanImbalance(const EplbPlacement& p) const {
 std::optional<Rebalance> EplbRebalancer::MaybeRebalance(Nanos now) {
   if (now - last_ < options_.interval) return std::nullopt;
   last_ = now;
-  auto next = RebalanceExperts(ema_, layout_.layers, layout_.logical_experts, layout_.physical_experts,
-                               layout_.groups, layout_.nodes, layout_.gpus);
+  auto next = Place();
   if (!next.ok()) return std::nullopt;
   Rebalance r;
   r.imbalance_before = MeanImbalance(placement_);

@@ -25,6 +25,11 @@ struct RebalancerOptions {
   double fetch_bytes_per_s = 40e9;       // per GPU, from a peer holding the expert
   // Skip a rebalance whose mean imbalance gain (max/mean) is below this.
   double min_gain = 0.02;
+  // Elastic EP's placement rules, kept by every rebalance: this many copies of each expert
+  // before the rest go by load, and (when positive) copies moved apart over domains of this
+  // many GPUs (policy::SpreadReplicas).
+  int min_copies = 1;
+  int spread_gpus_per_domain = 0;
 };
 
 struct Rebalance {
@@ -51,6 +56,7 @@ class EplbRebalancer {
  private:
   EplbRebalancer(EplbLayout layout, RebalancerOptions options) : layout_(layout), options_(options) {}
   double MeanImbalance(const EplbPlacement& p) const;
+  absl::StatusOr<EplbPlacement> Place() const;
 
   EplbLayout layout_;
   RebalancerOptions options_;

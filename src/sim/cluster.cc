@@ -8,6 +8,7 @@
 #include "perf/hardware.h"
 #include "perf/model.h"
 #include "policy/eplb.h"
+#include "sim/moe_placement.h"
 
 namespace myriad::sim {
 
@@ -133,8 +134,7 @@ absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> Cluster::BuildMoe(size_t p) 
   };
   if (!m.is_moe()) return fail(fmt::format("{} is not a mixture-of-experts model", m.name));
   if (lay.tp != 1 || lay.ep != lay.dp) return fail("rank-by-rank stepping needs tp = 1 and ep = dp");
-  const auto pop = perf::ExpertPopularity::Zipf(m.moe_layers(), m.experts, pool.moe.expert_skew,
-                                                Rng(scenario_.seed).Fork(0x6d6f65 + p).Next());
+  const auto pop = PoolPopularity(scenario_, p);
   perf::ExpertLoad load = perf::ExpertLoad::Balanced(m.moe_layers(), lay.ep);
   auto dyn = std::make_unique<MoeDynamics>();
   dyn->pool = p;
@@ -144,29 +144,33 @@ absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> Cluster::BuildMoe(size_t p) 
   if (pool.moe.placement == "contiguous") {
     load = perf::ExpertLoad::Contiguous(pop, lay.ep);
   } else if (pool.moe.placement == "eplb") {
-    std::vector<double> w(pop.p.begin(), pop.p.end());
-    for (double& x : w) x *= 1e6;  // token counts, as EPLB is fed in production
-    auto placement = policy::RebalanceExperts(w, pop.layers, pop.experts, dyn->physical, m.expert_groups, lay.nodes, lay.ep);
-    if (!placement.ok()) return fail(std::string(placement.status().message()));
-    auto l = perf::ExpertLoad::FromPlacement(pop, placement->phy2log, dyn->physical, lay.ep);
+    // With elastic EP on, min_copies copies of every expert spread over the nodes.
+    auto placed = PlacePoolExperts(scenario_, p);
+    if (!placed.ok()) return placed.status();
+    auto l = perf::ExpertLoad::FromPlacement(pop, placed->placement.phy2log, dyn->physical, lay.ep);
     if (!l.ok()) return fail(std::string(l.status().message()));
     load = std::move(*l);
-    dyn->phy2log = placement->phy2log;
+    dyn->placement = std::move(placed->placement);
+    dyn->swaps = placed->swaps;
     if (pool.moe.rebalance_interval > 0) {
+      const ElasticEpConfig& el = scenario_.faults.elastic_ep;
+      const bool spread = scenario_.faults.enabled && el.enabled && el.spread && lay.ep % lay.nodes == 0;
       auto r = policy::EplbRebalancer::Create(
           policy::EplbLayout{.layers = pop.layers, .logical_experts = pop.experts, .physical_experts = dyn->physical,
                              .groups = m.expert_groups, .nodes = lay.nodes, .gpus = lay.ep},
           policy::RebalancerOptions{.interval = pool.moe.rebalance_interval,
                                     .expert_bytes = m.ExpertParams() * m.weight_bytes,
-                                    .fetch_bytes_per_s = scenario_.hardware.nic_gbps / 8 * 1e9 * 0.8},
-          w);
+                                    .fetch_bytes_per_s = scenario_.hardware.nic_gbps / 8 * 1e9 * 0.8,
+                                    .min_copies = placed->min_copies,
+                                    .spread_gpus_per_domain = spread ? lay.ep / lay.nodes : 0},
+          placed->weights);
       if (!r.ok()) return fail(std::string(r.status().message()));
       dyn->rebalancer = std::make_unique<policy::EplbRebalancer>(std::move(*r));
     }
   } else if (pool.moe.rebalance_interval > 0) {
     return fail("rebalance_interval needs placement: eplb");
   }
-  if (pool.moe.drift_interval > 0 || dyn->rebalancer) moe_dynamics_.push_back(std::move(dyn));
+  moe_dynamics_.push_back(std::move(dyn));
   return std::make_unique<perf::MoeStepModel>(
       step, std::move(load),
       perf::MoeOptions{.dp_padding = pool.moe.dp_padding, .two_batch_overlap = pool.moe.two_batch_overlap,
@@ -178,10 +182,25 @@ void Cluster::RefreshLoad(MoeDynamics& d) {
   perf::MoeStepModel& model = *pool_moe_[d.pool];
   if (pool.moe.placement == "contiguous") {
     model.set_load(perf::ExpertLoad::Contiguous(d.popularity, pool.layout.ep));
-  } else if (!d.phy2log.empty()) {
-    auto l = perf::ExpertLoad::FromPlacement(d.popularity, d.phy2log, d.physical, pool.layout.ep);
+  } else if (!d.placement.phy2log.empty()) {
+    auto l = perf::ExpertLoad::FromPlacement(d.popularity, d.placement.phy2log, d.physical, pool.layout.ep);
     if (l.ok()) model.set_load(std::move(*l));
   }
+  if (failures_) failures_->MoeLoadChanged(static_cast<int>(d.pool));
+}
+
+MoePoolView Cluster::MoePool(int pool) const {
+  MoePoolView v;
+  const auto p = static_cast<size_t>(pool);
+  if (p >= pool_moe_.size() || !pool_moe_[p]) return v;
+  v.model = pool_moe_[p].get();
+  for (const auto& d : moe_dynamics_) {
+    if (d->pool != p) continue;
+    v.popularity = &d->popularity;
+    if (!d->placement.phy2log.empty()) v.placement = &d->placement;
+    v.swaps = d->swaps;
+  }
+  return v;
 }
 
 void Cluster::DriftExperts(MoeDynamics& d) {
@@ -206,7 +225,7 @@ void Cluster::DriftExperts(MoeDynamics& d) {
 void Cluster::RebalanceExperts(MoeDynamics& d) {
   auto r = d.rebalancer->MaybeRebalance(events_.now());
   if (!r) return;
-  d.phy2log = r->placement.phy2log;
+  d.placement = std::move(r->placement);
   ++d.rebalances;
   d.moved_slots += r->moved_slots;
   d.moved_bytes += r->bytes;
@@ -554,7 +573,7 @@ nlohmann::ordered_json Cluster::Report() const {
     if (pool_moe_[p]) {
       nlohmann::ordered_json dyn = nullptr;
       for (const auto& d : moe_dynamics_) {
-        if (d->pool != p) continue;
+        if (d->pool != p || !(pool.moe.drift_interval > 0 || d->rebalancer)) continue;
         dyn = {{"drifts", d->drifts}, {"rebalances", d->rebalances}, {"moved_expert_slots", d->moved_slots},
                {"moved_gigabytes", d->moved_bytes / 1e9}, {"pause_s", NanosToSeconds(d->pause)}};
       }

@@ -50,6 +50,7 @@ class Cluster final : public UnitHost, public FailureHost {
   void OnCacheStored(int unit, uint32_t first_position, std::span<const BlockKey> blocks) override;
   void OnCacheRemoved(int unit, std::span<const BlockKey> blocks) override;
   void EvacuateUnit(int unit) override;
+  MoePoolView MoePool(int pool) const override;
 
  private:
   Cluster(const Scenario& s, std::unique_ptr<Workload> workload);
@@ -88,8 +89,9 @@ class Cluster final : public UnitHost, public FailureHost {
   struct MoeDynamics {
     size_t pool = 0;
     perf::ExpertPopularity popularity;
-    std::vector<int32_t> phy2log;  // the current EPLB placement (empty: contiguous or balanced)
+    policy::EplbPlacement placement;  // the current EPLB placement (no phy2log: contiguous or balanced)
     int physical = 0;
+    int swaps = 0;  // elastic EP's anti-affinity swaps in the initial placement
     std::unique_ptr<policy::EplbRebalancer> rebalancer;
     Rng rng{0};
     int64_t drifts = 0, rebalances = 0, moved_slots = 0;

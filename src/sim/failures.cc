@@ -556,6 +556,11 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
                       {"detected_by", f.detected_by},
                       {"absorbed", f.absorbed}});
       if (f.resumed >= 0) list.back()["resumed_degraded_s"] = NanosToSeconds(f.resumed);
+      if (f.degraded_imbalance > 0) list.back()["degraded_expert_imbalance"] = f.degraded_imbalance;
+      if (f.replaced_bytes >= 0) {
+        list.back()["re_placement_gigabytes"] = f.replaced_bytes / 1e9;
+        list.back()["re_placement_pause_s"] = NanosToSeconds(f.replace_pause);
+      }
       if (f.kind == FaultKind::kStraggler) {
         list.back()["factor"] = f.factor;
         list.back()["rank"] = f.rank;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "absl/status/statusor.h"
 #include "core/rng.h"
 #include "core/stats.h"
+#include "perf/moe_step.h"
+#include "policy/eplb.h"
 #include "policy/straggler.h"
 #include "sim/event_queue.h"
 #include "sim/scenario.h"
@@ -24,12 +27,21 @@
 
 namespace myriad::sim {
 
+// A `moe:` pool as its units step now: elastic EP derives a degraded unit's model from it.
+struct MoePoolView {
+  const perf::MoeStepModel* model = nullptr;          // null: not a `moe:` pool
+  const perf::ExpertPopularity* popularity = nullptr;
+  const policy::EplbPlacement* placement = nullptr;   // null: not an EPLB placement
+  int swaps = 0;                                      // anti-affinity swaps in the initial placement
+};
+
 // What the failure model asks of the cluster.
 class FailureHost {
  public:
   virtual ~FailureHost() = default;
   // Every request the unit holds is retried elsewhere; the unit is left empty.
   virtual void EvacuateUnit(int unit) = 0;
+  virtual MoePoolView MoePool(int /*pool*/) const { return {}; }
 };
 
 struct FaultRecord {
@@ -43,6 +55,12 @@ struct FaultRecord {
   double factor = 1;      // stragglers
   int rank = -1;          // the unit's GPU it hit (-1: not tied to one)
   Nanos resumed = -1;     // elastic EP: serving again, degraded, before the rebuild ends
+  // Elastic EP on a `moe:` unit: the hottest live GPU's expert load while degraded (mean over
+  // layers, x the unit's GPUs: 1 is a perfectly balanced whole unit), and the surviving copies'
+  // re-placement, if made: weights moved and the pause to fetch them.
+  double degraded_imbalance = 0;
+  double replaced_bytes = -1;
+  Nanos replace_pause = 0;
 };
 
 class FailureModel {
@@ -67,6 +85,10 @@ class FailureModel {
   nlohmann::ordered_json Report(Nanos end) const;
   // Fraction of pool `pool`'s unit-time in [from, to) that its units were serving.
   double Availability(int pool, Nanos from, Nanos to) const;
+
+  // A `moe:` pool's expert popularity or placement changed (drift, rebalancing): its degraded
+  // units follow the popularity on their own placement.
+  void MoeLoadChanged(int pool);
 
   const std::vector<FaultRecord>& faults() const { return faults_; }
   int spares() const { return spares_; }
@@ -94,6 +116,10 @@ class FailureModel {
     double elastic_live = 1;   // the fraction of its ranks left
     Nanos degraded_since = 0;
     Nanos degraded_total = 0;
+    // A degraded `moe:` unit steps with its own model: the placement it keeps while degraded
+    // (the lost GPUs' slots -1, or re-placed over the live GPUs) and its dead ranks.
+    std::vector<int32_t> moe_phy2log;
+    std::unique_ptr<perf::MoeStepModel> moe;
     std::unique_ptr<policy::StragglerDetector> detector;
   };
 
@@ -118,6 +144,7 @@ class FailureModel {
   // live copy, and the degraded unit's step-time factor then.
   struct ElasticPool {
     bool applies = false;
+    bool moe = false;  // a `moe:` pool: the verdict is taken at the fault, on its placement then
     int gpus_per_node = 1;
     std::vector<uint8_t> node_ok, gpu_ok;
     std::vector<double> node_slow, gpu_slow;
@@ -127,6 +154,11 @@ class FailureModel {
   // After ejection: whether the unit's fault leaves it able to serve degraded; if so, it
   // resumes after the reconfiguration while its rebuild goes on.
   bool MaybeDegrade(int unit, bool node_lost);
+  absl::Status BuildElasticMoe(size_t pool, ElasticPool& e);
+  // A `moe:` unit that lost `dead` GPUs: whether every expert keeps a live copy on its pool's
+  // placement; if so its degraded model is made (re-placing the copies when asked).
+  bool PrepareDegradedMoe(int unit, std::span<const int> dead, FaultRecord& f);
+  void RefreshDegradedLoad(int unit, const perf::ExpertPopularity& pop);
   void ResumeDegraded(int unit, int fault);
   // The degraded unit is whole again (rebuilt), or stops after all (a second fault).
   void EndDegraded(int unit);
@@ -155,6 +187,9 @@ class FailureModel {
   std::vector<ElasticPool> elastic_;  // per pool; empty when elastic EP is off
   int64_t elastic_kept_ = 0;          // faults a unit rode out degraded
   int64_t elastic_stopped_ = 0;       // eligible faults whose placement left an expert orphaned
+  int64_t replacements_ = 0;          // `moe:` units whose surviving copies were re-placed
+  double replaced_bytes_ = 0;
+  Nanos replace_pause_ = 0;
   Nanos horizon_ = 0;
 };
 

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "core/rng.h"
 #include "perf/expert_load.h"
 #include "policy/elastic_ep.h"
 #include "policy/eplb.h"
 #include "sim/failures.h"
+#include "sim/moe_placement.h"
 
 namespace myriad::sim {
 
@@ -44,48 +44,36 @@ absl::Status FailureModel::BuildElastic() {
       if (u->config().pool == static_cast<int>(p)) unit = u.get();
     }
     const perf::UnitLayout& lay = pool.layout;
-    if (unit == nullptr || pool.moe.enabled || lay.ep < 2 || lay.redundant_experts < 1 || lay.ep % lay.nodes != 0) {
+    if (unit == nullptr || lay.ep < 2 || lay.redundant_experts < 1 || lay.ep % lay.nodes != 0) continue;
+    if (!unit->model().model().is_moe()) continue;
+    ElasticPool& e = elastic_[p];
+    e.gpus_per_node = lay.ep / lay.nodes;
+    if (pool.moe.enabled) {
+      if (absl::Status st = BuildElasticMoe(p, e); !st.ok()) return st;
       continue;
     }
-    const perf::ModelSpec& m = unit->model().model();
-    if (!m.is_moe()) continue;
-    ElasticPool& e = elastic_[p];
     e.applies = true;
-    e.gpus_per_node = lay.ep / lay.nodes;
     // The pool's popularity as the simulator's MoE stepping draws it, then EPLB (+ spreading).
-    const auto pop = perf::ExpertPopularity::Zipf(m.moe_layers(), m.experts, pool.moe.expert_skew,
-                                                  Rng(s_.seed).Fork(0x6d6f65 + p).Next());
-    std::vector<double> w(pop.p.begin(), pop.p.end());
-    for (double& x : w) x *= 1e6;
-    const int physical = m.experts + lay.redundant_experts;
-    const int copies = std::clamp(physical / m.experts, 1, c.min_copies);
-    auto placed = policy::RebalanceExperts(w, pop.layers, pop.experts, physical, m.expert_groups, lay.nodes, lay.ep,
-                                           policy::EplbTies::kStable, copies);
+    auto placed = PlacePoolExperts(s_, p);
     if (!placed.ok()) {
-      return absl::InvalidArgumentError(
-          fmt::format("faults.elastic_ep: pools[{}] ({}): {}", p, pool.name, std::string(placed.status().message())));
+      return absl::InvalidArgumentError(fmt::format("faults.elastic_ep: {}", std::string(placed.status().message())));
     }
-    if (c.spread) {
-      auto swaps = policy::SpreadReplicas(w, e.gpus_per_node, &*placed);
-      if (!swaps.ok()) {
-        return absl::InvalidArgumentError(
-            fmt::format("faults.elastic_ep: pools[{}] ({}): {}", p, pool.name, std::string(swaps.status().message())));
-      }
-      e.swaps = *swaps;
-    }
-    auto healthy = perf::ExpertLoad::FromPlacement(pop, placed->phy2log, physical, lay.ep);
+    e.swaps = placed->swaps;
+    const perf::ExpertPopularity& pop = placed->popularity;
+    const policy::EplbPlacement& placement = placed->placement;
+    auto healthy = perf::ExpertLoad::FromPlacement(pop, placement.phy2log, placement.physical_experts, lay.ep);
     if (!healthy.ok()) return healthy.status();
     std::vector<int> dead;
     bool ok = false;
     for (int n = 0; n < lay.nodes; ++n) {
       dead.clear();
       for (int g = 0; g < e.gpus_per_node; ++g) dead.push_back(n * e.gpus_per_node + g);
-      e.node_slow.push_back(DegradedFactor(pop, *placed, *healthy, dead, &ok));
+      e.node_slow.push_back(DegradedFactor(pop, placement, *healthy, dead, &ok));
       e.node_ok.push_back(ok ? 1 : 0);
     }
     for (int g = 0; g < lay.ep; ++g) {
       dead.assign(1, g);
-      e.gpu_slow.push_back(DegradedFactor(pop, *placed, *healthy, dead, &ok));
+      e.gpu_slow.push_back(DegradedFactor(pop, placement, *healthy, dead, &ok));
       e.gpu_ok.push_back(ok ? 1 : 0);
     }
   }
@@ -113,17 +101,32 @@ bool FailureModel::MaybeDegrade(int u, bool node_lost) {
   const auto ep = static_cast<int>(e.gpu_ok.size());
   const int g = std::clamp(f.rank, 0, gpus - 1) * ep / gpus;
   const auto i = static_cast<size_t>(node_lost ? g / e.gpus_per_node : g);
-  const bool ok = node_lost ? e.node_ok[i] != 0 : e.gpu_ok[i] != 0;
+  bool ok = false;
+  if (e.moe) {
+    // On the placement the unit runs now (it may have been rebalanced since the start).
+    std::vector<int> dead;
+    if (node_lost) {
+      for (int k = 0; k < e.gpus_per_node; ++k) dead.push_back(static_cast<int>(i) * e.gpus_per_node + k);
+    } else {
+      dead.push_back(g);
+    }
+    ok = PrepareDegradedMoe(u, dead, faults_[static_cast<size_t>(st.fault)]);
+  } else {
+    ok = node_lost ? e.node_ok[i] != 0 : e.gpu_ok[i] != 0;
+  }
   if (!ok) {
     ++elastic_stopped_;
     return false;
   }
   st.elastic = true;
-  st.elastic_slow = node_lost ? e.node_slow[i] : e.gpu_slow[i];
+  // A `moe:` unit's own model paces its steps by its hottest live GPU: no blanket factor.
+  st.elastic_slow = e.moe ? 1.0 : node_lost ? e.node_slow[i] : e.gpu_slow[i];
   st.elastic_live = 1.0 - (node_lost ? static_cast<double>(e.gpus_per_node) : 1.0) / ep;
   st.elastic_node = node_lost;
   const int fi = st.fault;
-  events_.After(cfg_.elastic_ep.reconfigure, [this, u, fi] { ResumeDegraded(u, fi); });
+  // Re-placed copies are fetched once the communicator is rebuilt, before serving.
+  const Nanos pause = faults_[static_cast<size_t>(fi)].replace_pause;
+  events_.After(cfg_.elastic_ep.reconfigure + pause, [this, u, fi] { ResumeDegraded(u, fi); });
   return true;
 }
 
@@ -136,6 +139,7 @@ void FailureModel::ResumeDegraded(int u, int fi) {
   st.degraded_since = now;
   faults_[static_cast<size_t>(fi)].resumed = now;
   ++elastic_kept_;
+  if (st.moe) unit.set_moe(st.moe.get());
   unit.set_capacity_fraction(st.elastic_live);
   ApplySlowdown(u);
   unit.Resume();
@@ -148,6 +152,9 @@ void FailureModel::EndDegraded(int u) {
   if (st.degraded) st.degraded_total += events_.now() - st.degraded_since;
   st.degraded = st.elastic = false;
   st.elastic_slow = 1;
+  units_[static_cast<size_t>(u)]->set_moe(nullptr);  // the pool's model and placement again
+  st.moe.reset();
+  st.moe_phy2log.clear();
   units_[static_cast<size_t>(u)]->set_capacity_fraction(1);
   ApplySlowdown(u);
 }
@@ -176,16 +183,22 @@ nlohmann::ordered_json FailureModel::ElasticReport(Nanos end) const {
     for (size_t n = 0; n < e.node_ok.size(); ++n) {
       if (e.node_ok[n]) worst = std::max(worst, e.node_slow[n]);
     }
+    // `moe:` pools: of the initial placement; the hottest live GPU's expert load (x GPUs).
     pools[s_.pools[p].name] = {{"applies", true},
+                               {"stepped", e.moe ? "rank_by_rank" : "evenly_loaded"},
                                {"node_losses_survivable", fmt::format("{}/{}", count(e.node_ok), e.node_ok.size())},
                                {"gpu_losses_survivable", fmt::format("{}/{}", count(e.gpu_ok), e.gpu_ok.size())},
                                {"anti_affinity_swaps", e.swaps},
-                               {"worst_degraded_step_factor", worst}};
+                               {e.moe ? "worst_degraded_expert_imbalance" : "worst_degraded_step_factor", worst}};
   }
   return {{"enabled", true},
           {"faults_ridden_out_degraded", elastic_kept_},
           {"faults_stopping_the_unit_orphaned_experts", elastic_stopped_},
           {"degraded_unit_hours", NanosToSeconds(degraded) / 3600.0},
+          {"re_placements", {{"enabled", cfg_.elastic_ep.rebalance},
+                             {"count", replacements_},
+                             {"moved_gigabytes", replaced_bytes_ / 1e9},
+                             {"pause_s", NanosToSeconds(replace_pause_)}}},
           {"pools", pools}};
 }
 

@@ -197,7 +197,8 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
   if (const YAML::Node e = n["elastic_ep"]) {
     const std::string q = "faults.elastic_ep";
     ElasticEpConfig& o = c->elastic_ep;
-    MYRIAD_RETURN_IF_ERROR(rd.Map(e, q, {"enabled", "min_copies", "spread", "reconfigure"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Map(e, q, {"enabled", "min_copies", "spread", "reconfigure", "rebalance"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "rebalance", q, &o.rebalance));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "enabled", q, &o.enabled));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "min_copies", q, &o.min_copies));
     MYRIAD_RETURN_IF_ERROR(rd.Check(e, "min_copies", q, o.min_copies >= 1, "must be at least 1", o.min_copies));

@@ -67,8 +67,10 @@ struct StragglerDetection {
 
 // Elastic EP: a unit whose lost rank (a node, for faults that take one) leaves every expert a
 // live copy keeps serving with fewer ranks while the node is replaced, instead of stopping.
-// Applies to pools with expert parallelism and redundant experts, stepped by the evenly-loaded
-// model (not to pools with a `moe:` section); other units stop as a whole.
+// Applies to pools with expert parallelism and redundant experts: those stepped by the
+// evenly-loaded model (slowed by a factor from a placement made for the purpose) and those with
+// a `moe:` section and an EPLB placement (stepped rank by rank without the lost ranks, on the
+// pool's own placement, which then keeps these copies); other units stop as a whole.
 struct ElasticEpConfig {
   bool enabled = false;
   // Copies of every expert before the redundant slots go by load (as far as the slots allow):
@@ -79,6 +81,10 @@ struct ElasticEpConfig {
   // Rebuilding the communicator without the lost ranks, and again with the new node; -1: the
   // recovery's comm_init.
   Nanos reconfigure = -1;
+  // `moe:` pools: after a loss, a fresh EPLB of the experts over the live GPUs (the weights
+  // each fetches from peers are charged, after the reconfiguration) instead of leaving the lost
+  // copies' load on the surviving ones.
+  bool rebalance = false;
 };
 
 struct FaultConfig {

@@ -12,6 +12,8 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
   step_budget_ = int64_t{cfg.max_batch_tokens_per_rank} * model.layout().dp;
   if (cfg.moe != nullptr) {
     const auto dp = static_cast<size_t>(model.layout().dp);
+    moe_ = cfg.moe;
+    for (int r = 0; r < model.layout().dp; ++r) live_ranks_.push_back(r);
     rank_running_.assign(dp, 0);
     rank_context_.assign(dp, 0);
     rank_batches_.resize(dp);
@@ -19,19 +21,33 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
   }
 }
 
-Nanos Unit::TimeStep(const perf::BatchShape& total) {
-  if (cfg_.moe == nullptr) return model_.StepTime(total);
-  // Decode by rank as assigned; this step's prefill chunks spread evenly over the ranks.
-  const int64_t dp = static_cast<int64_t>(rank_batches_.size());
-  for (int64_t r = 0; r < dp; ++r) {
-    perf::BatchShape& b = rank_batches_[static_cast<size_t>(r)];
-    b.decode_seqs = rank_running_[static_cast<size_t>(r)];
-    b.decode_context = rank_context_[static_cast<size_t>(r)];
-    b.prefill_tokens = total.prefill_tokens / dp + (r < total.prefill_tokens % dp ? 1 : 0);
-    b.prefill_seqs = total.prefill_seqs / dp + (r < total.prefill_seqs % dp ? 1 : 0);
-    b.prefill_attended = total.prefill_attended / static_cast<double>(dp);
+void Unit::set_moe(const perf::MoeStepModel* moe) {
+  if (cfg_.moe == nullptr) return;
+  moe_ = moe != nullptr ? moe : cfg_.moe;
+  live_ranks_.clear();
+  for (int r = 0; r < model_.layout().dp; ++r) {
+    if (!moe_->dead(static_cast<size_t>(r))) live_ranks_.push_back(r);
   }
-  const perf::MoeStepResult res = cfg_.moe->Step(rank_batches_);
+  Kick();
+}
+
+Nanos Unit::TimeStep(const perf::BatchShape& total) {
+  if (moe_ == nullptr) return model_.StepTime(total);
+  // Decode by rank as assigned; this step's prefill chunks spread evenly over the live ranks.
+  for (size_t r = 0; r < rank_batches_.size(); ++r) {
+    perf::BatchShape& b = rank_batches_[r];
+    b = perf::BatchShape{};
+    b.decode_seqs = rank_running_[r];
+    b.decode_context = rank_context_[r];
+  }
+  const auto live = static_cast<int64_t>(live_ranks_.size());
+  for (int64_t i = 0; i < live; ++i) {
+    perf::BatchShape& b = rank_batches_[static_cast<size_t>(live_ranks_[static_cast<size_t>(i)])];
+    b.prefill_tokens = total.prefill_tokens / live + (i < total.prefill_tokens % live ? 1 : 0);
+    b.prefill_seqs = total.prefill_seqs / live + (i < total.prefill_seqs % live ? 1 : 0);
+    b.prefill_attended = total.prefill_attended / static_cast<double>(live);
+  }
+  const perf::MoeStepResult res = moe_->Step(rank_batches_);
   for (size_t r = 0; r < rank_batches_.size(); ++r) stats_.rank_busy_s[r] += res.rank_busy_s[r];
   return SecondsToNanos(res.total_s);
 }
@@ -153,9 +169,13 @@ void Unit::JoinDecode(uint32_t slot) {
   ++running_;
   running_context_ += r.kv_reserved;
   if (!rank_running_.empty()) {
-    const auto it = std::min_element(rank_running_.begin(), rank_running_.end());
-    r.rank = static_cast<int16_t>(it - rank_running_.begin());
-    ++*it;
+    // The live DP rank running the fewest (the first such).
+    int best = live_ranks_.front();
+    for (int k : live_ranks_) {
+      if (rank_running_[static_cast<size_t>(k)] < rank_running_[static_cast<size_t>(best)]) best = k;
+    }
+    r.rank = static_cast<int16_t>(best);
+    ++rank_running_[static_cast<size_t>(best)];
     rank_context_[static_cast<size_t>(r.rank)] += r.kv_reserved;
   }
   finishes_.push({step_ + remaining, slot, r.epoch});

@@ -88,6 +88,10 @@ class Unit {
   // running sequences and step token budget scaled alike. Set on an empty unit when it
   // shrinks (after Evacuate); growing back may happen at any time.
   void set_capacity_fraction(double f);
+  // Elastic EP on a rank-by-rank unit: step with `moe` (null: the pool's model again), whose
+  // dead ranks take no DP batch: neither decode sequences nor prefill chunks. Shrinking is
+  // done on an empty unit (after Evacuate); growing back may happen at any time.
+  void set_moe(const perf::MoeStepModel* moe);
   // A slow rank stretches every synchronous step by this factor (1: healthy).
   void set_slowdown(double f) { slowdown_ = f; }
   double slowdown() const { return slowdown_; }
@@ -193,6 +197,8 @@ class Unit {
   std::vector<std::pair<uint32_t, uint32_t>> awaiting_first_;   // joined with no token yet
   int64_t step_decode_seqs_ = 0;
   // Per-rank decode state, kept only with a per-rank model.
+  const perf::MoeStepModel* moe_ = nullptr;  // the model steps use (cfg_.moe unless degraded)
+  std::vector<int> live_ranks_;              // the DP ranks that take batches, in order
   std::vector<int64_t> rank_running_, rank_context_;
   std::vector<perf::BatchShape> rank_batches_;  // scratch
   Nanos TimeStep(const perf::BatchShape& total);

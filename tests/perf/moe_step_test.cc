@@ -185,3 +185,32 @@ TEST(MoeStep, KimiK2OnH200) {
 
 }  // namespace
 }  // namespace myriad::perf
+
+namespace myriad::perf {
+namespace {
+
+TEST(MoeStep, DeadRanksTakeNoBatchNoPaddingAndNoBusyTime) {
+  // Elastic EP: a unit that lost ranks 0-7 steps on the other eight; whatever a dead rank's
+  // batch says is ignored, and DP padding pads to the largest live batch.
+  StepModel unit = Unit("H200", 2, 256);
+  MoeStepModel live(unit, ExpertLoad::Balanced(58, 16));
+  MoeStepModel degraded(unit, ExpertLoad::Balanced(58, 16));
+  std::vector<uint8_t> dead(16, 0);
+  for (int r = 0; r < 8; ++r) dead[static_cast<size_t>(r)] = 1;
+  degraded.set_dead_ranks(dead);
+  EXPECT_TRUE(degraded.dead(3));
+  EXPECT_FALSE(degraded.dead(8));
+  auto ranks = DecodeRanks(16, 64, 3000);
+  ranks[2].decode_seqs = 512;  // a dead rank's stale batch
+  const MoeStepResult a = degraded.Step(ranks);
+  ranks[2] = BatchShape{};
+  const MoeStepResult b = degraded.Step(ranks);
+  EXPECT_DOUBLE_EQ(a.total_s, b.total_s);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(a.rank_busy_s[static_cast<size_t>(r)], 0.0);
+  EXPECT_GT(a.rank_busy_s[8], 0.0);
+  // Half the ranks send half the tokens: less routed work than the whole unit's step.
+  EXPECT_LT(a.experts_s, live.Step(DecodeRanks(16, 64, 3000)).experts_s + 1e-12);
+}
+
+}  // namespace
+}  // namespace myriad::perf

@@ -244,3 +244,70 @@ TEST(EplbRebalancer, MovingAverage) {
 
 }  // namespace
 }  // namespace myriad::policy
+
+namespace myriad::policy {
+namespace {
+
+TEST(ElasticEp, ReplacingOnTheLiveGpusBalancesThemAndChargesTheFetches) {
+  // 64 experts with skewed loads, two spread copies of each on 4 nodes of 4 GPUs; node 0 dies.
+  const auto pop = perf::ExpertPopularity::Zipf(4, 64, 1.0, 11);
+  std::vector<double> w(pop.p.begin(), pop.p.end());
+  for (double& x : w) x *= 1e6;
+  auto placed = RebalanceExperts(w, 4, 64, 128, 8, 4, 16, EplbTies::kStable, 2);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_TRUE(SpreadReplicas(w, 4, &*placed).ok());
+  const std::vector<int> dead = {0, 1, 2, 3};
+  auto kept = CheckElasticEp(*placed, dead);
+  ASSERT_TRUE(kept.ok() && kept->survives);
+  auto re = ReplaceOnLiveGpus(w, *placed, dead, 8, 1e9, 1e10);
+  ASSERT_TRUE(re.ok()) << re.status();
+  const EplbPlacement& p = re->placement;
+  ASSERT_EQ(p.phy2log.size(), placed->phy2log.size());
+  for (int l = 0; l < 4; ++l) {
+    std::vector<int> copies(64, 0);
+    for (int q = 0; q < 128; ++q) {
+      const int32_t e = p.Phy2Log(l, q);
+      if (q / 8 < 4) {
+        EXPECT_EQ(e, -1) << "a dead GPU's slot";
+      } else {
+        ASSERT_GE(e, 0) << "a live GPU keeps every slot";
+        ++copies[static_cast<size_t>(e)];
+      }
+    }
+    for (int e = 0; e < 64; ++e) {
+      EXPECT_GE(copies[static_cast<size_t>(e)], 1);
+      EXPECT_EQ(p.logcnt[static_cast<size_t>(l) * 64 + static_cast<size_t>(e)], copies[static_cast<size_t>(e)]);
+    }
+  }
+  // The hottest live GPU carries less than when the lost copies' load stays on their twins.
+  auto before = perf::ExpertLoad::FromPlacement(pop, kept->phy2log, 128, 16);
+  auto after = perf::ExpertLoad::FromPlacement(pop, p.phy2log, 128, 16);
+  ASSERT_TRUE(before.ok() && after.ok());
+  EXPECT_LT(after->mean_imbalance(), before->mean_imbalance());
+  // The fetches: every slot whose expert its GPU did not hold, the slowest GPU's at 10 GB/s.
+  int64_t moved = 0, worst = 0;
+  for (int g = 4; g < 16; ++g) {
+    int64_t in = 0;
+    for (int l = 0; l < 4; ++l) {
+      for (int s = 0; s < 8; ++s) {
+        const int32_t e = p.Phy2Log(l, g * 8 + s);
+        bool held = false;
+        for (int t = 0; t < 8; ++t) held = held || placed->Phy2Log(l, g * 8 + t) == e;
+        in += held ? 0 : 1;
+      }
+    }
+    moved += in;
+    worst = std::max(worst, in);
+  }
+  EXPECT_EQ(re->moved_slots, moved);
+  EXPECT_GT(moved, 0);
+  EXPECT_DOUBLE_EQ(re->bytes, static_cast<double>(moved) * 1e9);
+  EXPECT_EQ(re->pause, SecondsToNanos(static_cast<double>(worst) * 1e9 / 1e10));
+  // Deterministic; impossible when the live slots cannot hold every expert.
+  EXPECT_EQ(ReplaceOnLiveGpus(w, *placed, dead, 8, 1e9, 1e10)->placement.phy2log, p.phy2log);
+  const std::vector<int> most = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  EXPECT_FALSE(ReplaceOnLiveGpus(w, *placed, most, 8, 1e9, 1e10).ok());
+}
+
+}  // namespace
+}  // namespace myriad::policy
