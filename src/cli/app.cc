@@ -2,9 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string_view>
+
 #include "cli/emu_command.h"
 #include "cli/eplb_command.h"
 #include "cli/gateway_command.h"
+#include "cli/huge_pages.h"
 #include "cli/kvstore_command.h"
 #include "cli/loadgen_command.h"
 #include "cli/sim_command.h"
@@ -14,6 +17,7 @@
 namespace myriad::cli {
 
 int Main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "sim") ReexecWithHugePages(argv);
   CLI::App app{"Myriad: the infrastructure around LLM inference engines on 10,000-GPU clusters"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "myriad 0.1.0");

@@ -71,4 +71,30 @@ workload: {type: synthetic, rate: 20}
   EXPECT_NE(Sh("sim " + scenario + " --router psychic").code, 0);
 }
 
+// `myriad sim` re-executes itself with glibc's huge-page tunable (cli/huge_pages.h) unless told
+// not to or already set: the arguments must survive it and the results must not depend on it.
+TEST(Cli, SimResultsDoNotDependOnHugePages) {
+  auto scenario = TempFile("hp.yaml", R"(
+seed: 3
+duration: 20s
+hardware: {gpu: H200, nodes: 1}
+model: Llama-3.1-8B
+pools:
+  - {name: u, role: colocated, count: 4, layout: {tp: 1, dp: 1, ep: 1}}
+workload: {type: synthetic, rate: 20}
+)");
+  const std::string args = "sim " + scenario + " --json --seed 5 --router round-robin";
+  const auto plain = RunMyriad(args);
+  const auto off = RunMyriad(args, "MYRIAD_HUGE_PAGES=0");
+  const auto other = RunMyriad(args, "GLIBC_TUNABLES=glibc.malloc.check=0");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  ASSERT_EQ(off.code, 0) << off.out;
+  ASSERT_EQ(other.code, 0) << other.out;
+  const auto j = nlohmann::json::parse(plain.out);
+  EXPECT_EQ(j["scenario"]["seed"], 5);
+  EXPECT_EQ(j["scenario"]["router"], "round-robin");
+  EXPECT_EQ(plain.out, off.out);
+  EXPECT_EQ(plain.out, other.out);
+}
+
 }  // namespace

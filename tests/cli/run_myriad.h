@@ -15,8 +15,9 @@ struct CommandResult {
   std::string out;  // stdout and stderr together
 };
 
-inline CommandResult RunMyriad(const std::string& args) {
-  const std::string cmd = std::string(MYRIAD_BINARY) + " " + args + " 2>&1";
+// `env` (e.g. "FOO=1 BAR=2") is set for the command only.
+inline CommandResult RunMyriad(const std::string& args, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(MYRIAD_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
