@@ -49,23 +49,42 @@ class LeastLoadedBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "least-loaded"; }
   int Pick(std::span<const UnitLoad> c, Phase phase, Rng&) override {
-    int best = -1;
-    for (size_t i = 0; i < c.size(); ++i) {
-      if (!c[i].available) continue;
-      if (best < 0 || Less(c[i], c[static_cast<size_t>(best)], phase)) best = static_cast<int>(i);
-    }
-    return best;
+    return phase == Phase::kPrefill ? PickPrefill(c) : PickDecode(c);
   }
 
  private:
-  static bool Less(const UnitLoad& a, const UnitLoad& b, Phase phase) {
-    if (phase == Phase::kPrefill) {
-      if (a.queued_prefill_tokens != b.queued_prefill_tokens) return a.queued_prefill_tokens < b.queued_prefill_tokens;
-      return a.running + a.waiting < b.running + b.waiting;
+  // Both scans keep the best so far in scalars and update them with selects, not branches:
+  // which candidate wins is data-dependent and the branches mispredicted on every few units
+  // (the loop ran at full-cluster scale on every request).
+  static int PickPrefill(std::span<const UnitLoad> c) {
+    int best = -1;
+    int64_t best_queued = 0, best_seqs = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const UnitLoad& u = c[i];
+      const int64_t queued = u.queued_prefill_tokens;
+      const int64_t seqs = int64_t{u.running} + u.waiting;
+      const bool better = u.available & ((best < 0) | (queued < best_queued) |
+                                         ((queued == best_queued) & (seqs < best_seqs)));
+      best_queued = better ? queued : best_queued;
+      best_seqs = better ? seqs : best_seqs;
+      best = better ? static_cast<int>(i) : best;
     }
-    const int32_t la = a.running + a.waiting, lb = b.running + b.waiting;
-    if (la != lb) return la < lb;
-    return a.kv_usage < b.kv_usage;
+    return best;
+  }
+  static int PickDecode(std::span<const UnitLoad> c) {
+    int best = -1;
+    int64_t best_seqs = 0;
+    double best_kv = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const UnitLoad& u = c[i];
+      const int64_t seqs = int64_t{u.running} + u.waiting;
+      const bool better = u.available & ((best < 0) | (seqs < best_seqs) |
+                                         ((seqs == best_seqs) & (u.kv_usage < best_kv)));
+      best_seqs = better ? seqs : best_seqs;
+      best_kv = better ? u.kv_usage : best_kv;
+      best = better ? static_cast<int>(i) : best;
+    }
+    return best;
   }
 };
 

@@ -67,10 +67,14 @@ Router::Router(RouterOptions options, PrefixIndex* index) : options_(options), i
       options.policy == RoutingPolicy::kRandom || options.policy == RoutingPolicy::kRoundRobin ? name : "least-loaded"));
 }
 
+void Router::CopyLoads(std::span<const Candidate> cands) {
+  loads_.resize(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) loads_[i] = cands[i].load;
+}
+
 int Router::PickDecode(std::span<const Candidate> decode, Rng& rng) {
   if (decode.empty()) return -1;
-  loads_.clear();
-  for (const Candidate& c : decode) loads_.push_back(c.load);
+  CopyLoads(decode);
   return decode_balancer_->Pick(loads_, Phase::kDecode, rng);
 }
 
@@ -98,8 +102,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
 
   if (options_.policy == RoutingPolicy::kRandom || options_.policy == RoutingPolicy::kRoundRobin ||
       options_.policy == RoutingPolicy::kLeastLoaded) {
-    loads_.clear();
-    for (const Candidate& c : entry) loads_.push_back(c.load);
+    CopyLoads(entry);
     d.entry = balancer_->Pick(loads_, Phase::kPrefill, rng);
   } else {
     MatchAll(req, entry);

@@ -89,6 +89,7 @@ class Router {
   const RouterOptions& options() const { return options_; }
 
  private:
+  void CopyLoads(std::span<const Candidate> cands);  // into loads_
   void MatchAll(const RouteRequest& req, std::span<const Candidate> entry);
 
   RouterOptions options_;
