@@ -178,7 +178,7 @@ void Unit::JoinDecode(uint32_t slot) {
     ++rank_running_[static_cast<size_t>(best)];
     rank_context_[static_cast<size_t>(r.rank)] += r.kv_reserved;
   }
-  finishes_.push({step_ + remaining, slot, r.epoch});
+  finishes_.Push(step_, {step_ + remaining, slot, r.epoch});
   admission_order_.emplace_back(slot, r.epoch);
   if (r.first_token < 0) awaiting_first_.emplace_back(slot, r.epoch);
 }
@@ -268,7 +268,7 @@ int64_t Unit::Evacuate(std::vector<uint32_t>* out) {
   queued_prefill_tokens_ = 0;
   chunks_.clear();
   decode_wait_.clear();
-  finishes_ = {};
+  finishes_.Clear();
   admission_order_.clear();
   awaiting_first_.clear();
   running_ = running_context_ = 0;
@@ -382,9 +382,8 @@ void Unit::OnStepDone() {
       if (r.epoch == epoch && r.first_token < 0) r.first_token = now;
     }
     awaiting_first_.clear();
-    while (!finishes_.empty() && finishes_.top().step <= step_) {
-      Finish f = finishes_.top();
-      finishes_.pop();
+    finishes_.TakeDue(step_, &due_);
+    for (const FinishWheel::Entry& f : due_) {
       const ReqState& r = table_[f.slot];
       if (r.epoch != f.epoch || !r.decoding || r.decode_unit != cfg_.id) continue;
       FinishSeq(f.slot);

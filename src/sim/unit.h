@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <deque>
 #include <span>
-#include <queue>
 #include <vector>
 
 #include "perf/moe_step.h"
 #include "perf/step_model.h"
+#include "sim/finish_wheel.h"
 #include "policy/load_balancer.h"
 #include "sim/event_queue.h"
 #include "sim/prefix_cache.h"
@@ -139,12 +139,6 @@ class Unit {
     int32_t cached_blocks = 0;  // leading blocks found in the cache at admission (already touched)
     bool admitted = false;
   };
-  struct Finish {
-    int64_t step;
-    uint32_t slot;
-    uint32_t epoch;
-    bool operator>(const Finish& o) const { return step != o.step ? step > o.step : slot > o.slot; }
-  };
 
   void Kick();
   void StartStepIfIdle();
@@ -192,7 +186,8 @@ class Unit {
   int64_t step_ = 0;
   int64_t running_ = 0;
   int64_t running_context_ = 0;
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
+  FinishWheel finishes_;
+  std::vector<FinishWheel::Entry> due_;  // scratch of OnStepDone
   std::vector<std::pair<uint32_t, uint32_t>> admission_order_;  // (slot, epoch), LIFO victims
   std::vector<std::pair<uint32_t, uint32_t>> awaiting_first_;   // joined with no token yet
   int64_t step_decode_seqs_ = 0;
