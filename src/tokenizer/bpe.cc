@@ -7,15 +7,6 @@
 #include "tokenizer/json_util.h"
 
 namespace myriad::tokenizer {
-namespace {
-
-// Words up to this many symbols merge by rescanning the pair ranks (quadratic but cache-
-// friendly); longer ones (whitespace runs, base64) use Hugging Face's heap, which is linear-
-// logarithmic. Both apply the lowest-ranked, then leftmost, pair first, so they agree.
-constexpr size_t kLinearMax = 48;
-
-}  // namespace
-
 absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std::string& field) {
   auto type = GetString(model, "type", field);
   if (!type.ok()) return type.status();
@@ -111,23 +102,24 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
 }
 
 void BpeModel::BuildWholeWords() {
-  // Raw bytes of every byte-level token, laid out once so the map's views stay valid.
-  std::vector<std::pair<size_t, uint32_t>> spans;  // (offset into whole_arena_, id); length next
+  // Raw bytes of every byte-level token.
+  std::string arena;
+  std::vector<std::pair<size_t, uint32_t>> spans;  // (offset into arena, id); length next
   std::vector<size_t> lengths;
   std::string raw;
   for (uint32_t id = 0; id < id_to_token_.size(); ++id) {
     if (id_to_token_[id].empty()) continue;
     raw.clear();
-    if (!ByteLevelUnspell(id_to_token_[id], raw)) continue;
-    spans.push_back({whole_arena_.size(), id});
+    if (!ByteLevelUnspell(id_to_token_[id], raw) || raw.size() > WordTable::kMaxWordBytes) continue;
+    spans.push_back({arena.size(), id});
     lengths.push_back(raw.size());
-    whole_arena_.insert(whole_arena_.end(), raw.begin(), raw.end());
+    arena += raw;
   }
-  whole_words_.reserve(spans.size());
+  whole_words_ = WordTable(spans.size(), spans.size() * 2 + arena.size() / 4 + spans.size());
   BpeScratch scratch;
   std::vector<uint32_t> ids;
   for (size_t k = 0; k < spans.size(); ++k) {
-    const std::string_view word(whole_arena_.data() + spans[k].first, lengths[k]);
+    const std::string_view word(arena.data() + spans[k].first, lengths[k]);
     const uint32_t id = spans[k].second;
     if (!ignore_merges_) {
       // With ignore_merges (Llama 3), any vocabulary word is taken whole; otherwise only
@@ -136,7 +128,9 @@ void BpeModel::BuildWholeWords() {
       MergeWord(word, ids, scratch);
       if (ids.size() != 1 || ids[0] != id) continue;
     }
-    whole_words_.emplace(word, id);
+    // Two tokens may spell the same bytes; the first wins, as the map before did.
+    const uint64_t hash = WordTable::Hash(word);
+    if (whole_words_.Find(word, hash) == nullptr) whole_words_.Insert(word, hash, &id, 1);
   }
 }
 

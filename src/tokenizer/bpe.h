@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,9 +14,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "tokenizer/merge_table.h"
-#include "tokenizer/word_hash.h"
+#include "tokenizer/word_table.h"
 
 namespace myriad::tokenizer {
+
+struct IdSpan {
+  uint32_t offset, count;
+};
+
+// Words up to this many symbols merge by rescanning the pair ranks (quadratic but cache-
+// friendly); longer ones (whitespace runs, base64) use Hugging Face's heap, which is linear-
+// logarithmic. Both apply the lowest-ranked, then leftmost, pair first, so they agree.
+inline constexpr size_t kLinearMax = 48;
 
 // Buffers reused across words so the merge loop allocates nothing once warm.
 struct BpeScratch {
@@ -30,6 +40,15 @@ struct BpeScratch {
     uint32_t rank, pos;
   };
   std::vector<Candidate> heap;
+  // MergeMany's words in flight: the symbols of each as a list in place (a merge unlinks the
+  // right symbol, so nothing moves), and the rank and result of merging each symbol with its
+  // successor (kNone for a symbol unlinked or last).
+  struct Lane {
+    uint32_t word, n, pending[2], npending;
+    uint32_t ids[kLinearMax], ranks[kLinearMax], results[kLinearMax];
+    uint8_t next[kLinearMax], prev[kLinearMax];
+  };
+  std::vector<Lane> lanes;
 };
 
 class BpeModel {
@@ -47,9 +66,17 @@ class BpeModel {
   // lookup table of every such token, filled at load time by running the merges on each
   // token's bytes: the result is the same as merging, at the cost of one hash lookup.
   uint32_t WholeWord(std::string_view word) const {
-    auto it = whole_words_.find(word);
-    return it == whole_words_.end() ? kNone : it->second;
+    const uint32_t* e = whole_words_.Find(word, WordTable::Hash(word));
+    return e == nullptr ? kNone : WordTable::Ids(e)[0];
   }
+  // The same table, for callers that hash a word once and prefetch.
+  const WordTable& whole_words() const { return whole_words_; }
+
+  // Merges every word of `words` (as Encode does when WholeWord has no answer), working on
+  // several at a time so that one word's merge-table probes overlap the others' work: word k's
+  // ids are appended to `ids` (in no particular order) at spans[k].
+  void MergeMany(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
+                 std::vector<IdSpan>& spans, BpeScratch& scratch) const;
 
   // Hugging Face's merge loop (a heap of candidate merges) on any word, without the whole-word
   // table or the short-word loop: the reference those are tested against.
@@ -80,8 +107,7 @@ class BpeModel {
   void BuildWholeWords();
   void MergeWord(std::string_view word, std::vector<uint32_t>& out, BpeScratch& scratch) const;
 
-  std::vector<char> whole_arena_;  // the keys' bytes; a vector's buffer survives moves
-  absl::flat_hash_map<std::string_view, uint32_t, WordHash> whole_words_;
+  WordTable whole_words_{0, 0};
 };
 
 }  // namespace myriad::tokenizer
