@@ -25,7 +25,7 @@ struct IdSpan {
 // Words up to this many symbols merge by rescanning the pair ranks (quadratic but cache-
 // friendly); longer ones (whitespace runs, base64) use Hugging Face's heap, which is linear-
 // logarithmic. Both apply the lowest-ranked, then leftmost, pair first, so they agree.
-inline constexpr size_t kLinearMax = 48;
+inline constexpr size_t kLinearMax = 48;  // a multiple of 4 (MergeMany's vector scan)
 
 // Buffers reused across words so the merge loop allocates nothing once warm.
 struct BpeScratch {
@@ -44,8 +44,11 @@ struct BpeScratch {
   // right symbol, so nothing moves), and the rank and result of merging each symbol with its
   // successor (kNone for a symbol unlinked or last).
   struct Lane {
-    uint32_t word, n, pending[2], npending;
-    uint32_t ids[kLinearMax], ranks[kLinearMax], results[kLinearMax];
+    uint32_t word, n, npending;
+    uint32_t pending[2];
+    MergeTable::Probe probes[2];
+    int32_t ranks[kLinearMax];  // INT32_MAX: no merge
+    uint32_t ids[kLinearMax], results[kLinearMax];
     uint8_t next[kLinearMax], prev[kLinearMax];
   };
   std::vector<Lane> lanes;

@@ -34,7 +34,24 @@ class MergeTable {
     }
   }
 
-  void Prefetch(uint32_t a, uint32_t b) const { __builtin_prefetch(&slots_[Home(Key(a, b))]); }
+  // A lookup split in two, so that the slot can be prefetched in between.
+  struct Probe {
+    uint64_t key;
+    size_t home;
+  };
+  Probe Start(uint32_t a, uint32_t b) const {
+    const uint64_t key = Key(a, b);
+    const size_t home = Home(key);
+    __builtin_prefetch(&slots_[home]);
+    return {key, home};
+  }
+  Merge Finish(const Probe& p) const {
+    for (size_t i = p.home;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == p.key) return {s.rank, s.result};
+      if (s.key == kEmpty) return {kNone, kNone};
+    }
+  }
 
  private:
   struct Slot {
