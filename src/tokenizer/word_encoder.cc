@@ -27,6 +27,7 @@ WordEncoder::WordEncoder(size_t cache_words) : cache_(cache_words, cache_words *
 void WordEncoder::Encode(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
                          std::vector<uint32_t>& out) {
   const size_t n = pieces.size();
+  out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
   uint64_t ring[kAhead];
   auto word_at = [&](size_t j) { return text.substr(pieces[j].offset, pieces[j].len); };
   auto hash_ahead = [&](size_t j) {
@@ -52,7 +53,7 @@ void WordEncoder::Encode(const BpeModel& model, std::string_view text, std::span
     if (const uint32_t* e = cache_.Find(word, h)) {
       const uint32_t count = WordTable::Count(e);
       if (count != WordTable::kPending) {
-        out.insert(out.end(), WordTable::Ids(e), WordTable::Ids(e) + count);
+        for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
         continue;
       }
       placeholders_.push_back({out.size(), WordTable::Ids(e)[0]});
@@ -116,7 +117,7 @@ void WordEncoder::CacheResults() {
     const Job& job = jobs_[k];
     if (job.entry == 0) continue;
     const IdSpan span = job_spans_[k];
-    if (!cache_.HasRoom(job.word.size(), span.count, /*new_word=*/false)) {
+    if (!cache_.FitsInPlace(span.count) && !cache_.HasRoom(job.word.size(), span.count, /*new_word=*/false)) {
       // No room to finish: forget everything rather than leave entries naming this call's jobs.
       cache_.Clear();
       return;

@@ -43,6 +43,12 @@ uint32_t WordTable::Insert(std::string_view word, uint64_t hash, const uint32_t*
 
 void WordTable::Replace(std::string_view word, uint64_t hash, uint32_t offset, const uint32_t* ids, size_t count) {
   if (!enabled()) return;
+  if (count == 1) {
+    uint32_t* e = &arena_[offset];
+    e[0] = static_cast<uint32_t>(word.size()) | uint32_t{1} << 16;
+    e[1] = ids[0];
+    return;
+  }
   const uint64_t old = (hash >> 32) << 32 | offset;
   for (size_t i = (hash >> 32) & mask_;; i = (i + 1) & mask_) {
     const uint64_t s = slots_[i];
@@ -73,14 +79,8 @@ void WordTable::Clear() {
   if (!enabled()) return;
   size_ = 0;
   used_ = 1;
-  size_t slots = 16;
-  while (slots < 2 * std::min(max_words_, kInitialWords)) slots *= 2;
-  if (slots != mask_ + 1) {
-    slots_ = HugeArray<uint64_t>(slots, 0);
-    mask_ = slots - 1;
-  } else {
-    std::fill(slots_.data(), slots_.data() + slots, uint64_t{0});
-  }
+  // The slots keep the size they grew to: a cache that filled up once will again.
+  std::fill(slots_.data(), slots_.data() + mask_ + 1, uint64_t{0});
 }
 
 }  // namespace myriad::tokenizer

@@ -34,7 +34,7 @@ class WordTable {
       if (s == 0) return nullptr;
       if ((s >> 32) == tag) {
         const uint32_t* e = &arena_[static_cast<uint32_t>(s)];
-        if (Len(e) == word.size() && std::memcmp(KeyOf(e), word.data(), word.size()) == 0) return e;
+        if (Len(e) == word.size() && SameBytes(KeyOf(e), word.data(), word.size())) return e;
       }
     }
   }
@@ -63,8 +63,10 @@ class WordTable {
   // Adds a word that is not in the table; needs HasRoom and word.size() <= kMaxWordBytes.
   // Returns the entry's offset.
   uint32_t Insert(std::string_view word, uint64_t hash, const uint32_t* ids, size_t count);
-  // Points the slot of `word`, whose entry is at `offset` (Insert's), at a new entry with
-  // `ids`; needs HasRoom(..., new_word = false).
+  // Gives the pending entry of `word` at `offset` (Insert's) its ids: in place when one id
+  // fits where the job number was, else a new entry its slot points to, which needs
+  // HasRoom(..., new_word = false).
+  bool FitsInPlace(size_t count) const { return count == 1; }
   void Replace(std::string_view word, uint64_t hash, uint32_t offset, const uint32_t* ids, size_t count);
 
   size_t size() const { return size_; }
@@ -74,6 +76,23 @@ class WordTable {
 
  private:
   static uint32_t Len(const uint32_t* e) { return e[0] & 0xFFFF; }
+  // memcmp == 0 without the call for the short words that are most of a prompt: two
+  // overlapping loads from each side cover 4-16 bytes.
+  static bool SameBytes(const char* a, const char* b, size_t n) {
+    auto load8 = [](const char* p) {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    };
+    auto load4 = [](const char* p) {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    };
+    if (n >= 8 && n <= 16) return load8(a) == load8(b) && load8(a + n - 8) == load8(b + n - 8);
+    if (n >= 4 && n < 8) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+    return std::memcmp(a, b, n) == 0;
+  }
   static const char* KeyOf(const uint32_t* e) {
     const uint32_t c = Count(e);
     return reinterpret_cast<const char*>(e + 1 + (c == kPending ? 1 : c));
