@@ -47,9 +47,9 @@ struct BpeScratch {
     uint32_t word, n, npending;
     uint32_t pending[2];
     MergeTable::Probe probes[2];
-    int32_t ranks[kLinearMax];  // INT32_MAX: no merge
-    uint32_t ids[kLinearMax], results[kLinearMax];
-    uint8_t next[kLinearMax], prev[kLinearMax];
+    int32_t ranks[kLinearMax + 4];  // INT32_MAX: no merge; the last, a scratch the scan skips
+    uint32_t ids[kLinearMax], results[kLinearMax + 4];
+    uint8_t next[kLinearMax], prev[kLinearMax + 1];  // prev[kLinearMax]: a scratch
   };
   std::vector<Lane> lanes;
 };

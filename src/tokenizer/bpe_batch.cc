@@ -34,12 +34,12 @@ int ArgMin(const int32_t* ranks, uint32_t count) {
   m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
   m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
   if (_mm_cvtsi128_si32(m) == kNoMerge) return -1;
-  for (uint32_t c = 0;; ++c) {
+  uint64_t where = 0;  // bit 4c + j: ranks[4c + j] is the lowest
+  for (uint32_t c = 0; c < chunks; ++c) {
     const __m128i eq = _mm_cmpeq_epi32(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(ranks + 4 * c)));
-    if (const int mask = _mm_movemask_ps(_mm_castsi128_ps(eq)); mask != 0) {
-      return static_cast<int>(4 * c) + __builtin_ctz(static_cast<unsigned>(mask));
-    }
+    where |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(eq))) << (4 * c);
   }
+  return __builtin_ctzll(where);
 #else
   int best = -1;
   int32_t best_rank = kNoMerge;
@@ -127,12 +127,15 @@ void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<ui
   while (active > 0) {
     for (auto& lane : s.lanes) {
       if (lane.word == kNone) continue;
-      for (uint32_t p = 0; p < lane.npending; ++p) {
-        const MergeTable::Merge m = merges_.Finish(lane.probes[p]);
-        lane.ranks[lane.pending[p]] = LaneRank(m.rank);
-        lane.results[lane.pending[p]] = m.result;
+      if (lane.npending != 0) {
+        // Both pairs a merge made, without branches on whether they exist (StartIf).
+        for (uint32_t p = 0; p < 2; ++p) {
+          const MergeTable::Merge m = merges_.Finish(lane.probes[p]);
+          lane.ranks[lane.pending[p]] = LaneRank(m.rank);
+          lane.results[lane.pending[p]] = m.result;
+        }
+        lane.npending = 0;
       }
-      lane.npending = 0;
       const int found = ArgMin(lane.ranks, lane.n - 1);
       if (found < 0) {
         const auto offset = static_cast<uint32_t>(ids.size());
@@ -150,18 +153,18 @@ void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<ui
       lane.ids[best] = lane.results[best];
       lane.ranks[right] = kNoMerge;
       lane.next[best] = static_cast<uint8_t>(after);
-      if (after < lane.n) {
-        lane.prev[after] = static_cast<uint8_t>(best);
-        lane.pending[lane.npending] = best;
-        lane.probes[lane.npending++] = merges_.Start(lane.ids[best], lane.ids[after]);
-      } else {
-        lane.ranks[best] = kNoMerge;
-      }
-      if (best > 0) {
-        const uint32_t before = lane.prev[best];
-        lane.pending[lane.npending] = before;
-        lane.probes[lane.npending++] = merges_.Start(lane.ids[before], lane.ids[best]);
-      }
+      // The new pairs (best, after) and (before, best), where they exist; a missing one reads
+      // the table's empty slot, and the one before the first symbol goes to a scratch rank.
+      const bool has_after = after < lane.n;
+      const bool has_before = best > 0;
+      const uint32_t after_id = lane.ids[has_after ? after : best];
+      lane.prev[has_after ? after : kLinearMax] = static_cast<uint8_t>(best);
+      const uint32_t before = has_before ? lane.prev[best] : 0;
+      lane.pending[0] = best;
+      lane.probes[0] = merges_.StartIf(has_after, lane.ids[best], after_id);
+      lane.pending[1] = has_before ? before : kLinearMax + 3;
+      lane.probes[1] = merges_.StartIf(has_before, lane.ids[before], lane.ids[best]);
+      lane.npending = 2;
     }
   }
 }

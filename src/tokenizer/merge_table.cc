@@ -5,7 +5,7 @@ namespace myriad::tokenizer {
 MergeTable::MergeTable(size_t merges) {
   int bits = 4;
   while ((size_t{1} << bits) * 5 / 8 < merges + 1) ++bits;
-  slots_ = HugeArray<Slot>(size_t{1} << bits, Slot{kEmpty, kNone, kNone});
+  slots_ = HugeArray<Slot>((size_t{1} << bits) + 1, Slot{kEmpty, kNone, kNone});
   mask_ = (size_t{1} << bits) - 1;
   shift_ = 64 - bits;
 }

@@ -45,6 +45,14 @@ class MergeTable {
     __builtin_prefetch(&slots_[home]);
     return {key, home};
   }
+  // Start for a pair that may not exist: when `exists` is false, the probe reads a slot kept
+  // empty (no memory traffic, no branch) and finds no merge.
+  Probe StartIf(bool exists, uint32_t a, uint32_t b) const {
+    const uint64_t key = Key(a, b);
+    const size_t home = exists ? Home(key) : mask_ + 1;
+    __builtin_prefetch(&slots_[home]);
+    return {key, home};
+  }
   Merge Finish(const Probe& p) const {
     for (size_t i = p.home;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
@@ -62,7 +70,7 @@ class MergeTable {
   static uint64_t Key(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
   size_t Home(uint64_t key) const { return ((key ^ (key >> 29)) * 0x9E3779B97F4A7C15ull) >> shift_; }
 
-  HugeArray<Slot> slots_;
+  HugeArray<Slot> slots_;  // mask_ + 1 of them, then one always empty (StartIf)
   size_t mask_ = 0;
   int shift_ = 63;
 };
