@@ -60,7 +60,8 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
   if (mit->size() >= (size_t{1} << 24)) {
     return absl::InvalidArgumentError(Cat(field, ".merges: more than 16,777,215 merges are not supported"));
   }
-  m.merges_ = MergeTable(mit->size());
+  std::vector<MergeTable::Entry> merges;
+  merges.reserve(mit->size());
   std::string left, right;
   for (size_t i = 0; i < mit->size(); ++i) {
     const auto& e = (*mit)[i];
@@ -87,8 +88,9 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
                                                      "' is not in the vocabulary"));
     }
     // A repeated pair keeps its last rank, as Hugging Face's map insertion does.
-    m.merges_.Insert(*a, *b, static_cast<uint32_t>(i), *c);
+    merges.push_back({*a, *b, *c});
   }
+  m.merges_ = MergeTable(merges);
   m.byte_pairs_.assign(256 * 256, MergeTable::Merge{kNone, kNone});
   for (int a = 0; a < 256; ++a) {
     for (int b = 0; b < 256; ++b) {
