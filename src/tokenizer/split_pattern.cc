@@ -52,8 +52,9 @@ inline size_t AsciiLettersAt(const char* p) {
 
 // End of the run of characters from `i` whose class intersects `mask`.
 inline size_t RunOf(std::string_view s, size_t i, uint8_t mask) {
-  if (mask == kLetter) {
-    // Runs of ASCII letters (most words) 8 bytes at a time.
+  if ((mask & kLetter) && !(mask & ~(kLetter | kMark))) {
+    // Runs of ASCII letters (most words) 8 bytes at a time: for such a mask the ASCII
+    // characters in the run are exactly the letters (ASCII has no marks).
     while (i + 8 <= s.size()) {
       const size_t k = AsciiLettersAt(s.data() + i);
       i += k;
@@ -258,6 +259,11 @@ class DeepSeekWords final : public BuiltinPattern<DeepSeekWords> {
     // [ASCII punctuation][A-Za-z]+
     if (IsAsciiPunct(s[i]) && i + 1 < s.size() && IsAsciiAlpha(s[i + 1])) {
       size_t j = i + 2;
+      while (j + 8 <= s.size()) {
+        const size_t k = AsciiLettersAt(s.data() + j);
+        j += k;
+        if (k < 8) break;
+      }
       while (j < s.size() && IsAsciiAlpha(s[j])) ++j;
       return j;
     }
