@@ -205,5 +205,33 @@ TEST(TokenizerMergeProperty, CacheSizesAgree) {
   }
 }
 
+// A piece whose every byte the vocabulary lacks has no ids at all (Hugging Face drops such
+// bytes without an unk token): the placeholders of the cold path then shrink the output.
+TEST(TokenizerMergeProperty, WordWithoutIdsLeavesNoPlaceholder) {
+  json vocab = json::object();
+  uint32_t next = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (b != 'x') vocab[ByteLevelSpell(std::string(1, static_cast<char>(b)))] = next++;
+  }
+  vocab["ab"] = next++;
+  const json j = {{"version", "1.0"},
+                  {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                  {"decoder", {{"type", "ByteLevel"}}},
+                  {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({"a b"})}}}};
+  for (size_t cache_words : {size_t{0}, size_t{3}, size_t{1} << 16}) {
+    TokenizerOptions options;
+    options.cache_words = cache_words;
+    auto t = Tokenizer::FromJson(j.dump(), "no_x.json", options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const uint32_t ab = *(*t)->TokenToId("ab");
+    const uint32_t comma = *(*t)->TokenToId(",");
+    for (int round = 0; round < 2; ++round) {
+      EXPECT_EQ((*t)->Encode("ab,xx,ab,xxx,ab", false), (std::vector<uint32_t>{ab, comma, comma, ab, comma, comma, ab}))
+          << "cache_words " << cache_words << ", round " << round;
+      EXPECT_EQ((*t)->Encode("xx", false), std::vector<uint32_t>{});
+    }
+  }
+}
+
 }  // namespace
 }  // namespace myriad::tokenizer
