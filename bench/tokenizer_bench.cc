@@ -136,10 +136,11 @@ void Tokenize(benchmark::State& state, const std::string& package, bool zipf, bo
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(prompt.size()));
 }
 
-// The whole path: tokenize a 100 k-token prompt (warm cache), key its 16-token blocks,
-// and match the keys in a prefix index of 2 M other blocks where 8 holders hold 1/8 .. 8/8 of
-// this prompt (a repeated long prompt: the match walks all 6,250 blocks).
-void TokenizeHashRoute(benchmark::State& state, const std::string& package) {
+// The whole path: tokenize a 100 k-token prompt, key its 16-token blocks, and match the
+// keys in a prefix index of 2 M other blocks where 8 holders hold 1/8 .. 8/8 of this prompt (a
+// repeated long prompt: the match walks all 6,250 blocks). `cold`: the word caches emptied
+// before each run, as for a prompt of words no earlier prompt brought.
+void TokenizeHashRoute(benchmark::State& state, const std::string& package, bool cold) {
   const Tokenizer* t = Load(package);
   if (t == nullptr) {
     state.SkipWithError(("no " + TokenizerPath(package) + ": run scripts/setup.sh").c_str());
@@ -162,6 +163,11 @@ void TokenizeHashRoute(benchmark::State& state, const std::string& package) {
   std::vector<policy::PrefixMatch> matches;
   Nanos now = 0;
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      t->ClearCache();
+      state.ResumeTiming();
+    }
     t->Encode(prompt, true, ids);
     const std::vector<BlockKey> k = HashTokenBlocks(ids, 16);
     index.Match(k, ++now, &matches);
@@ -171,8 +177,10 @@ void TokenizeHashRoute(benchmark::State& state, const std::string& package) {
   state.counters["blocks"] = static_cast<double>(keys.size());
   state.counters["holders_matched"] = static_cast<double>(matches.size());
 }
-BENCHMARK_CAPTURE(TokenizeHashRoute, Qwen3Natural, std::string("tokenizer-qwen3"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(TokenizeHashRoute, DeepSeekV3Natural, std::string("tokenizer-deepseek_v3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(TokenizeHashRoute, Qwen3Natural, std::string("tokenizer-qwen3"), false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(TokenizeHashRoute, DeepSeekV3Natural, std::string("tokenizer-deepseek_v3"), false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(TokenizeHashRoute, Qwen3NaturalCold, std::string("tokenizer-qwen3"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(TokenizeHashRoute, DeepSeekV3NaturalCold, std::string("tokenizer-deepseek_v3"), true)->Unit(benchmark::kMillisecond);
 
 #define TOKENIZE_BENCH(name, package)                                                                     \
   BENCHMARK_CAPTURE(Tokenize, name##VariedCold, std::string(package), false, false, false)->Unit(benchmark::kMillisecond); \

@@ -7,15 +7,6 @@
 #include "tokenizer/json_util.h"
 
 namespace myriad::tokenizer {
-namespace {
-
-// Words up to this many symbols merge by rescanning the pair ranks (quadratic but cache-
-// friendly); longer ones (whitespace runs, base64) use Hugging Face's heap, which is linear-
-// logarithmic. Both apply the lowest-ranked, then leftmost, pair first, so they agree.
-constexpr size_t kLinearMax = 48;
-
-}  // namespace
-
 absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std::string& field) {
   auto type = GetString(model, "type", field);
   if (!type.ok()) return type.status();
@@ -66,19 +57,11 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
   if (mit == model.end() || !mit->is_array()) {
     return absl::InvalidArgumentError(Cat(field, ".merges: expected an array"));
   }
-  if (m.id_to_token_.size() >= (size_t{1} << kIdBits) - 1) {
-    return absl::InvalidArgumentError(Cat(field, ".vocab: more than ", (1 << kIdBits) - 2, " ids are not supported"));
-  }
   if (mit->size() >= (size_t{1} << 24)) {
     return absl::InvalidArgumentError(Cat(field, ".merges: more than 16,777,215 merges are not supported"));
   }
-  int bits = 4;
-  // Load factor at most 3/4: 2 MiB for Qwen3's 151 k merges, the size of a core's L2 here.
-  while ((size_t{1} << bits) < mit->size() * 4 / 3 + 1) ++bits;
-  m.pair_slots_.assign(size_t{1} << bits, kEmptySlot);
-  m.pair_mask_ = (size_t{1} << bits) - 1;
-  m.pair_shift_ = 64 - bits;
-  m.merge_result_.assign(mit->size(), kNone);
+  std::vector<MergeTable::Entry> merges;
+  merges.reserve(mit->size());
   std::string left, right;
   for (size_t i = 0; i < mit->size(); ++i) {
     const auto& e = (*mit)[i];
@@ -105,14 +88,14 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
                                                      "' is not in the vocabulary"));
     }
     // A repeated pair keeps its last rank, as Hugging Face's map insertion does.
-    m.merge_result_[i] = *c;
-    m.InsertMerge(*a, *b, static_cast<uint32_t>(i));
+    merges.push_back({*a, *b, *c});
   }
-  m.byte_pair_rank_.assign(256 * 256, kNone);
+  m.merges_ = MergeTable(merges);
+  m.byte_pairs_.assign(256 * 256, MergeTable::Merge{kNone, kNone});
   for (int a = 0; a < 256; ++a) {
     for (int b = 0; b < 256; ++b) {
       if (m.byte_ids_[a] != kNone && m.byte_ids_[b] != kNone) {
-        m.byte_pair_rank_[(a << 8) | b] = m.MergeRank(m.byte_ids_[a], m.byte_ids_[b]);
+        m.byte_pairs_[(a << 8) | b] = m.merges_.Find(m.byte_ids_[a], m.byte_ids_[b]);
       }
     }
   }
@@ -120,35 +103,25 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const nlohmann::json& model, const std:
   return m;
 }
 
-void BpeModel::InsertMerge(uint32_t a, uint32_t b, uint32_t rank) {
-  const uint64_t key = PairKey(a, b);
-  const uint64_t entry = key | (static_cast<uint64_t>(rank) << (2 * kIdBits));
-  for (size_t i = SlotOf(key);; i = (i + 1) & pair_mask_) {
-    if (pair_slots_[i] == kEmptySlot || (pair_slots_[i] & kKeyMask) == key) {
-      pair_slots_[i] = entry;
-      return;
-    }
-  }
-}
-
 void BpeModel::BuildWholeWords() {
-  // Raw bytes of every byte-level token, laid out once so the map's views stay valid.
-  std::vector<std::pair<size_t, uint32_t>> spans;  // (offset into whole_arena_, id); length next
+  // Raw bytes of every byte-level token.
+  std::string arena;
+  std::vector<std::pair<size_t, uint32_t>> spans;  // (offset into arena, id); length next
   std::vector<size_t> lengths;
   std::string raw;
   for (uint32_t id = 0; id < id_to_token_.size(); ++id) {
     if (id_to_token_[id].empty()) continue;
     raw.clear();
-    if (!ByteLevelUnspell(id_to_token_[id], raw)) continue;
-    spans.push_back({whole_arena_.size(), id});
+    if (!ByteLevelUnspell(id_to_token_[id], raw) || raw.size() > WordTable::kMaxWordBytes) continue;
+    spans.push_back({arena.size(), id});
     lengths.push_back(raw.size());
-    whole_arena_.insert(whole_arena_.end(), raw.begin(), raw.end());
+    arena += raw;
   }
-  whole_words_.reserve(spans.size());
+  whole_words_ = WordTable(spans.size(), spans.size() * 2 + arena.size() / 4 + spans.size());
   BpeScratch scratch;
   std::vector<uint32_t> ids;
   for (size_t k = 0; k < spans.size(); ++k) {
-    const std::string_view word(whole_arena_.data() + spans[k].first, lengths[k]);
+    const std::string_view word(arena.data() + spans[k].first, lengths[k]);
     const uint32_t id = spans[k].second;
     if (!ignore_merges_) {
       // With ignore_merges (Llama 3), any vocabulary word is taken whole; otherwise only
@@ -157,7 +130,9 @@ void BpeModel::BuildWholeWords() {
       MergeWord(word, ids, scratch);
       if (ids.size() != 1 || ids[0] != id) continue;
     }
-    whole_words_.emplace(word, id);
+    // Two tokens may spell the same bytes; the first wins, as the map before did.
+    const uint64_t hash = WordTable::Hash(word);
+    if (whole_words_.Find(word, hash) == nullptr) whole_words_.Insert(word, hash, &id, 1);
   }
 }
 
@@ -175,41 +150,64 @@ void BpeModel::Encode(std::string_view word, std::vector<uint32_t>& out, BpeScra
   MergeWord(word, out, s);
 }
 
-void BpeModel::MergeWord(std::string_view word, std::vector<uint32_t>& out, BpeScratch& s) const {
+void BpeModel::ByteIds(std::string_view word, BpeScratch& s) const {
   s.ids.clear();
   for (char c : word) {
     // A byte the vocabulary lacks becomes unk, or is dropped without one (as Hugging Face does).
     const uint32_t id = byte_ids_[static_cast<uint8_t>(c)];
     if (id != kNone) s.ids.push_back(id);
   }
+}
+
+void BpeModel::EncodeReference(std::string_view word, std::vector<uint32_t>& out, BpeScratch& s) const {
+  ByteIds(word, s);
+  if (s.ids.size() <= 1) {
+    out.insert(out.end(), s.ids.begin(), s.ids.end());
+    return;
+  }
+  MergeHeap(out, s);
+}
+
+void BpeModel::MergeWord(std::string_view word, std::vector<uint32_t>& out, BpeScratch& s) const {
+  ByteIds(word, s);
   if (s.ids.size() <= 1) {
     out.insert(out.end(), s.ids.begin(), s.ids.end());
     return;
   }
   if (s.ids.size() <= kLinearMax) {
-    MergeLinear(s.ids.size() == word.size() ? word : std::string_view(), out, s);
+    MergeLinear(s.ids.size() == word.size() ? word : std::string_view(), out, s.ids);
   } else {
     MergeHeap(out, s);
   }
 }
 
-void BpeModel::MergeLinear(std::string_view bytes, std::vector<uint32_t>& out, BpeScratch& s) const {
-  auto& ids = s.ids;
-  auto& ranks = s.ranks;
-  const size_t n = ids.size();
-  ranks.resize(n - 1);
-  auto set_pair = [&](size_t i) {
-    ranks[i] = MergeRank(ids[i], ids[i + 1]);
-  };
+void BpeModel::MergeLinear(std::string_view bytes, std::vector<uint32_t>& out, const std::vector<uint32_t>& in) const {
+  // Fixed arrays on the stack: pair i is (ids[i], ids[i + 1]), with the rank and result of
+  // merging it; a merge shifts the tails left by one.
+  uint32_t ids[kLinearMax], ranks[kLinearMax], results[kLinearMax];
+  const size_t n = in.size();
+  std::copy(in.begin(), in.end(), ids);
   if (!bytes.empty()) {
-    // One symbol per byte: the first ranks come from the 256 x 256 table, which stays in the
+    // One symbol per byte: the first merges come from the 256 x 256 table, which stays in the
     // processor's cache, instead of the large merge table.
     for (size_t i = 0; i + 1 < n; ++i) {
-      ranks[i] = byte_pair_rank_[(static_cast<uint8_t>(bytes[i]) << 8) | static_cast<uint8_t>(bytes[i + 1])];
+      const MergeTable::Merge m =
+          byte_pairs_[(static_cast<uint8_t>(bytes[i]) << 8) | static_cast<uint8_t>(bytes[i + 1])];
+      ranks[i] = m.rank;
+      results[i] = m.result;
     }
   } else {
-    for (size_t i = 0; i + 1 < n; ++i) set_pair(i);
+    for (size_t i = 0; i + 1 < n; ++i) {
+      const MergeTable::Merge m = merges_.Find(ids[i], ids[i + 1]);
+      ranks[i] = m.rank;
+      results[i] = m.result;
+    }
   }
+  auto set_pair = [&](size_t i) {
+    const MergeTable::Merge m = merges_.Find(ids[i], ids[i + 1]);
+    ranks[i] = m.rank;
+    results[i] = m.result;
+  };
   size_t count = n;
   while (count > 1) {
     size_t best = 0;
@@ -217,14 +215,16 @@ void BpeModel::MergeLinear(std::string_view bytes, std::vector<uint32_t>& out, B
       if (ranks[i] < ranks[best]) best = i;
     }
     if (ranks[best] == kNone) break;
-    ids[best] = merge_result_[ranks[best]];
-    ids.erase(ids.begin() + static_cast<ptrdiff_t>(best) + 1);
-    ranks.erase(ranks.begin() + static_cast<ptrdiff_t>(best));
+    ids[best] = results[best];
+    // Symbol best + 1 is gone, and with it pair best + 1's old left side: shift both tails.
+    std::copy(ids + best + 2, ids + count, ids + best + 1);
+    std::copy(ranks + best + 1, ranks + count - 1, ranks + best);
+    std::copy(results + best + 1, results + count - 1, results + best);
     --count;
     if (best > 0) set_pair(best - 1);
     if (best + 1 < count) set_pair(best);
   }
-  out.insert(out.end(), ids.begin(), ids.begin() + static_cast<ptrdiff_t>(count));
+  out.insert(out.end(), ids, ids + count);
 }
 
 // Hugging Face's Word::merge_all (tokenizers/src/models/bpe/word.rs): a min-heap of candidate
@@ -245,7 +245,7 @@ void BpeModel::MergeHeap(std::vector<uint32_t>& out, BpeScratch& s) const {
   auto push = [&](uint32_t pos) {
     const int32_t next = sym[pos].next;
     if (next < 0) return;
-    if (const uint32_t rank = MergeRank(sym[pos].id, sym[next].id); rank != kNone) {
+    if (const uint32_t rank = merges_.Find(sym[pos].id, sym[next].id).rank; rank != kNone) {
       heap.push_back({rank, pos});
       std::push_heap(heap.begin(), heap.end(), worse);
     }
@@ -260,8 +260,9 @@ void BpeModel::MergeHeap(std::vector<uint32_t>& out, BpeScratch& s) const {
     const int32_t next = cur.next;
     // Stale when the pair at pos changed since it was pushed. (Hugging Face compares the merged
     // id; a rank names one pair, so comparing ranks is the same test.)
-    if (MergeRank(cur.id, sym[next].id) != top.rank) continue;
-    cur.id = merge_result_[top.rank];
+    const MergeTable::Merge m = merges_.Find(cur.id, sym[next].id);
+    if (m.rank != top.rank) continue;
+    cur.id = m.result;
     sym[next].alive = false;
     cur.next = sym[next].next;
     if (cur.next >= 0) sym[cur.next].prev = static_cast<int32_t>(top.pos);

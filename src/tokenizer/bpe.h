@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,14 +13,23 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "tokenizer/word_hash.h"
+#include "tokenizer/merge_table.h"
+#include "tokenizer/word_table.h"
 
 namespace myriad::tokenizer {
+
+struct IdSpan {
+  uint32_t offset, count;
+};
+
+// Words up to this many symbols merge by rescanning the pair ranks (quadratic but cache-
+// friendly); longer ones (whitespace runs, base64) use Hugging Face's heap, which is linear-
+// logarithmic. Both apply the lowest-ranked, then leftmost, pair first, so they agree.
+inline constexpr size_t kLinearMax = 48;  // a multiple of 4 (MergeMany's vector scan)
 
 // Buffers reused across words so the merge loop allocates nothing once warm.
 struct BpeScratch {
   std::vector<uint32_t> ids;
-  std::vector<uint32_t> ranks;
   struct Symbol {
     uint32_t id;
     int32_t prev, next;
@@ -30,6 +40,18 @@ struct BpeScratch {
     uint32_t rank, pos;
   };
   std::vector<Candidate> heap;
+  // MergeMany's words in flight: the symbols of each as a list in place (a merge unlinks the
+  // right symbol, so nothing moves), and the rank and result of merging each symbol with its
+  // successor (kNone for a symbol unlinked or last).
+  struct Lane {
+    uint32_t word, n, npending;
+    uint32_t pending[2];
+    MergeTable::Probe probes[2];
+    int32_t ranks[kLinearMax + 4];  // INT32_MAX: no merge; the last, a scratch the scan skips
+    uint32_t ids[kLinearMax], results[kLinearMax + 4];
+    uint8_t next[kLinearMax], prev[kLinearMax + 1];  // prev[kLinearMax]: a scratch
+  };
+  std::vector<Lane> lanes;
 };
 
 class BpeModel {
@@ -47,9 +69,21 @@ class BpeModel {
   // lookup table of every such token, filled at load time by running the merges on each
   // token's bytes: the result is the same as merging, at the cost of one hash lookup.
   uint32_t WholeWord(std::string_view word) const {
-    auto it = whole_words_.find(word);
-    return it == whole_words_.end() ? kNone : it->second;
+    const uint32_t* e = whole_words_.Find(word, WordTable::Hash(word));
+    return e == nullptr ? kNone : WordTable::Ids(e)[0];
   }
+  // The same table, for callers that hash a word once and prefetch.
+  const WordTable& whole_words() const { return whole_words_; }
+
+  // Merges every word of `words` (as Encode does when WholeWord has no answer), working on
+  // several at a time so that one word's merge-table probes overlap the others' work: word k's
+  // ids are appended to `ids` (in no particular order) at spans[k].
+  void MergeMany(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
+                 std::vector<IdSpan>& spans, BpeScratch& scratch) const;
+
+  // Hugging Face's merge loop (a heap of candidate merges) on any word, without the whole-word
+  // table or the short-word loop: the reference those are tested against.
+  void EncodeReference(std::string_view word, std::vector<uint32_t>& out, BpeScratch& scratch) const;
 
   // The id of byte `b` as a one-byte token (kNone when the vocabulary lacks it).
   uint32_t ByteId(uint8_t b) const { return byte_ids_[b]; }
@@ -60,43 +94,23 @@ class BpeModel {
   size_t size() const { return vocab_.size(); }
 
  private:
-  // The merges as one open-addressing table of 8-byte slots, (left id, right id) in the low 40
-  // bits and the rank above: 2 MiB for 150 k merges, under half a general hash map, which is
-  // what a cold-cache encode spends its time probing.
-  static constexpr int kIdBits = 20;
-  static constexpr uint64_t kKeyMask = (uint64_t{1} << (2 * kIdBits)) - 1;
-  static constexpr uint64_t kEmptySlot = ~uint64_t{0};
-  static uint64_t PairKey(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << kIdBits) | b; }
-  size_t SlotOf(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> pair_shift_; }
-  // The rank of merging (a, b), or kNone.
-  uint32_t MergeRank(uint32_t a, uint32_t b) const {
-    const uint64_t key = PairKey(a, b);
-    for (size_t i = SlotOf(key);; i = (i + 1) & pair_mask_) {
-      const uint64_t e = pair_slots_[i];
-      if (e == kEmptySlot) return kNone;
-      if ((e & kKeyMask) == key) return static_cast<uint32_t>(e >> (2 * kIdBits));
-    }
-  }
-  void InsertMerge(uint32_t a, uint32_t b, uint32_t rank);
   // `bytes`: the word when each of its bytes is one symbol of s.ids, else empty.
-  void MergeLinear(std::string_view bytes, std::vector<uint32_t>& out, BpeScratch& s) const;
+  void MergeLinear(std::string_view bytes, std::vector<uint32_t>& out, const std::vector<uint32_t>& ids) const;
+  // The word's bytes as one-byte tokens into s.ids (bytes the vocabulary lacks dropped).
+  void ByteIds(std::string_view word, BpeScratch& s) const;
   void MergeHeap(std::vector<uint32_t>& out, BpeScratch& s) const;
 
   absl::flat_hash_map<std::string, uint32_t> vocab_;  // spelling -> id
   std::vector<std::string> id_to_token_;               // id -> spelling ("" for gaps)
-  std::vector<uint64_t> pair_slots_;
-  size_t pair_mask_ = 0;
-  int pair_shift_ = 64;
-  std::vector<uint32_t> merge_result_;  // rank -> the merged token's id
-  std::vector<uint32_t> byte_pair_rank_;  // (byte << 8 | byte) -> rank of merging their tokens
+  MergeTable merges_;
+  std::vector<MergeTable::Merge> byte_pairs_;  // (byte << 8 | byte) -> the merge of their tokens
   std::array<uint32_t, 256> byte_ids_{};
   uint32_t unk_id_ = kNone;
   bool ignore_merges_ = false;
   void BuildWholeWords();
   void MergeWord(std::string_view word, std::vector<uint32_t>& out, BpeScratch& scratch) const;
 
-  std::vector<char> whole_arena_;  // the keys' bytes; a vector's buffer survives moves
-  absl::flat_hash_map<std::string_view, uint32_t, WordHash> whole_words_;
+  WordTable whole_words_{0, 0};
 };
 
 }  // namespace myriad::tokenizer

@@ -1,5 +1,8 @@
 #include "tokenizer/split_pattern.h"
 
+#include <bit>
+#include <cstring>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -29,8 +32,35 @@ constexpr std::string_view kDeepSeekWords =
 
 inline uint8_t Cls(std::string_view s, size_t i, size_t& len) { return ClassAt(s, i, len); }
 
+// The number of ASCII letters (A-Z, a-z) that the 8 bytes at p start with. SWAR: OR-ing 0x20
+// folds exactly the upper-case letters onto the lower-case ones; two biased adds then set each
+// byte's top bit by whether it is at least 'a' and more than 'z' (no carries: every byte is
+// ASCII, below 0x80, by the first test).
+inline size_t AsciiLettersAt(const char* p) {
+  static_assert(std::endian::native == std::endian::little, "the first byte is the lowest");
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  constexpr uint64_t kHigh = 0x8080808080808080ull;
+  uint64_t x;
+  std::memcpy(&x, p, 8);
+  const uint64_t lower = (x | 0x20 * kOnes) & ~kHigh;
+  const uint64_t ge_a = lower + (0x80 - 'a') * kOnes;
+  const uint64_t gt_z = lower + (0x80 - 'z' - 1) * kOnes;
+  const uint64_t letters = ge_a & ~gt_z & ~x & kHigh;  // ~x: the byte was ASCII
+  const uint64_t not_letters = ~letters & kHigh;
+  return not_letters == 0 ? 8 : static_cast<size_t>(__builtin_ctzll(not_letters)) / 8;  // little-endian
+}
+
 // End of the run of characters from `i` whose class intersects `mask`.
 inline size_t RunOf(std::string_view s, size_t i, uint8_t mask) {
+  if ((mask & kLetter) && !(mask & ~(kLetter | kMark))) {
+    // Runs of ASCII letters (most words) 8 bytes at a time: for such a mask the ASCII
+    // characters in the run are exactly the letters (ASCII has no marks).
+    while (i + 8 <= s.size()) {
+      const size_t k = AsciiLettersAt(s.data() + i);
+      i += k;
+      if (k < 8) break;
+    }
+  }
   size_t len;
   while (i < s.size() && (Cls(s, i, len) & mask)) i += len;
   return i;
@@ -229,6 +259,11 @@ class DeepSeekWords final : public BuiltinPattern<DeepSeekWords> {
     // [ASCII punctuation][A-Za-z]+
     if (IsAsciiPunct(s[i]) && i + 1 < s.size() && IsAsciiAlpha(s[i + 1])) {
       size_t j = i + 2;
+      while (j + 8 <= s.size()) {
+        const size_t k = AsciiLettersAt(s.data() + j);
+        j += k;
+        if (k < 8) break;
+      }
       while (j < s.size() && IsAsciiAlpha(s[j])) ++j;
       return j;
     }

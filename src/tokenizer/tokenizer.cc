@@ -10,7 +10,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_util.h"
-#include "tokenizer/word_cache.h"
+#include "tokenizer/word_encoder.h"
 
 namespace myriad::tokenizer {
 namespace {
@@ -105,14 +105,12 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& j
 }  // namespace
 
 struct Tokenizer::Context {
-  explicit Context(size_t cache_words) : cache(cache_words) {}
-  WordCache cache;
+  explicit Context(size_t cache_words) : words(cache_words) {}
+  WordEncoder words;
   std::string normalized;
   std::string text;
   std::vector<Piece> pieces;
   PreTokenizeScratch pre;
-  BpeScratch bpe;
-  std::vector<uint32_t> word_ids;
 };
 
 Tokenizer::~Tokenizer() = default;
@@ -261,7 +259,7 @@ void Tokenizer::Release(std::unique_ptr<Context> ctx) const {
 
 void Tokenizer::ClearCache() const {
   std::lock_guard<std::mutex> lock(pool_mu_);
-  for (auto& ctx : pool_) ctx->cache.Clear();
+  for (auto& ctx : pool_) ctx->words.ClearCache();
 }
 
 void Tokenizer::ReleaseMemory() const {
@@ -313,22 +311,7 @@ void Tokenizer::EncodePreTokenized(std::string_view text, std::vector<uint32_t>&
   ctx.text.assign(text);
   ctx.pieces.assign(1, Piece{0, static_cast<uint32_t>(text.size())});
   pre_tokenizer_.Run(ctx.text, ctx.pieces, ctx.pre);
-  const char* base = ctx.text.data();
-  for (const Piece& p : ctx.pieces) {
-    if (p.len == 1) {
-      // One byte, one token: no merges possible, no need to cache.
-      const uint32_t id = model_.ByteId(static_cast<uint8_t>(base[p.offset]));
-      if (id != BpeModel::kNone) out.push_back(id);
-      continue;
-    }
-    const std::string_view word(base + p.offset, p.len);
-    // The small per-call cache first: in a warm cache it answers nearly every word, and it
-    // stays in the processor's caches where the whole-word table does not.
-    if (ctx.cache.Lookup(word, out)) continue;
-    const size_t before = out.size();
-    model_.Encode(word, out, ctx.bpe);
-    ctx.cache.Insert(word, out.data() + before, out.size() - before);
-  }
+  ctx.words.Encode(model_, ctx.text, ctx.pieces, out);
 }
 
 std::string Tokenizer::Decode(std::span<const uint32_t> ids, bool skip_special_tokens) const {

@@ -1,0 +1,172 @@
+// BpeModel::MergeMany: the merge loop of MergeLinear run on several words in turn, one merge
+// of each per round. A merge's new pairs are looked up in the word's next round, their table
+// slots prefetched now, so the misses of a round's words overlap instead of following one
+// another; the lowest rank is found 4 pairs at a time.
+#include <algorithm>
+#include <climits>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "tokenizer/bpe.h"
+
+namespace myriad::tokenizer {
+namespace {
+
+// Words in flight: enough that a round's work covers a miss to the last-level cache.
+constexpr size_t kLanes = 16;
+constexpr int32_t kNoMerge = INT32_MAX;
+
+int32_t LaneRank(uint32_t rank) { return rank >= static_cast<uint32_t>(kNoMerge) ? kNoMerge : static_cast<int32_t>(rank); }
+
+// The position of the lowest of ranks[0, count), the leftmost of equals, or -1 when all are
+// kNoMerge. ranks[count, count rounded up to 4) must be kNoMerge.
+int ArgMin(const int32_t* ranks, uint32_t count) {
+#ifdef __SSE2__
+  const uint32_t chunks = (count + 3) / 4;
+  __m128i m = _mm_set1_epi32(kNoMerge);
+  auto lower = [](__m128i a, __m128i b) {
+    const __m128i gt = _mm_cmpgt_epi32(a, b);
+    return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
+  };
+  for (uint32_t c = 0; c < chunks; ++c) m = lower(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(ranks + 4 * c)));
+  m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  if (_mm_cvtsi128_si32(m) == kNoMerge) return -1;
+  uint64_t where = 0;  // bit 4c + j: ranks[4c + j] is the lowest
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const __m128i eq = _mm_cmpeq_epi32(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(ranks + 4 * c)));
+    where |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(eq))) << (4 * c);
+  }
+  return __builtin_ctzll(where);
+#else
+  int best = -1;
+  int32_t best_rank = kNoMerge;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (ranks[i] < best_rank) best = static_cast<int>(i), best_rank = ranks[i];
+  }
+  return best;
+#endif
+}
+
+}  // namespace
+
+void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
+                         std::vector<IdSpan>& spans, BpeScratch& s) const {
+  static_assert(kLinearMax < 256 && kLinearMax % 4 == 0, "Lane's links are bytes; ArgMin reads 4 at a time");
+  spans.resize(words.size());
+  size_t next_word = 0;
+  // Starts the next word that needs the merge loop in `lane`; words of at most one symbol and
+  // long ones (the heap) are done on the spot. False when no word is left.
+  auto load = [&](BpeScratch::Lane& lane) {
+    while (next_word < words.size()) {
+      const size_t k = next_word++;
+      const std::string_view word = words[k];
+      const size_t before = ids.size();
+      size_t n = word.size();
+      bool bytes = n <= kLinearMax;
+      for (size_t i = 0; bytes && i < n; ++i) {
+        lane.ids[i] = byte_ids_[static_cast<uint8_t>(word[i])];
+        bytes = lane.ids[i] != kNone;
+      }
+      if (!bytes) {
+        // Long, or bytes the vocabulary lacks (dropped): the general path.
+        ByteIds(word, s);
+        n = s.ids.size();
+        if (n > kLinearMax) {
+          MergeHeap(ids, s);
+          spans[k] = IdSpan{static_cast<uint32_t>(before), static_cast<uint32_t>(ids.size() - before)};
+          continue;
+        }
+        std::copy(s.ids.begin(), s.ids.end(), lane.ids);
+      }
+      if (n <= 1) {
+        ids.insert(ids.end(), lane.ids, lane.ids + n);
+        spans[k] = IdSpan{static_cast<uint32_t>(before), static_cast<uint32_t>(n)};
+        continue;
+      }
+      lane.word = static_cast<uint32_t>(k);
+      lane.n = static_cast<uint32_t>(n);
+      lane.npending = 0;
+      for (size_t i = 0; i < n; ++i) {
+        lane.next[i] = static_cast<uint8_t>(i + 1);
+        lane.prev[i] = static_cast<uint8_t>(i - 1);
+      }
+      for (size_t i = n - 1; i < ((n + 2) & ~size_t{3}); ++i) lane.ranks[i] = kNoMerge;
+      if (bytes) {
+        // One symbol per byte: the first merges come from the 256 x 256 table, which stays in
+        // the processor's cache.
+        for (size_t i = 0; i + 1 < n; ++i) {
+          const MergeTable::Merge m =
+              byte_pairs_[(static_cast<uint8_t>(word[i]) << 8) | static_cast<uint8_t>(word[i + 1])];
+          lane.ranks[i] = LaneRank(m.rank);
+          lane.results[i] = m.result;
+        }
+      } else {
+        for (size_t i = 0; i + 1 < n; ++i) {
+          const MergeTable::Merge m = merges_.Find(lane.ids[i], lane.ids[i + 1]);
+          lane.ranks[i] = LaneRank(m.rank);
+          lane.results[i] = m.result;
+        }
+      }
+      return true;
+    }
+    return false;
+  };
+
+  s.lanes.resize(kLanes);
+  size_t active = 0;
+  for (auto& lane : s.lanes) {
+    if (load(lane)) {
+      ++active;
+    } else {
+      lane.word = kNone;
+    }
+  }
+  while (active > 0) {
+    for (auto& lane : s.lanes) {
+      if (lane.word == kNone) continue;
+      if (lane.npending != 0) {
+        // Both pairs a merge made, without branches on whether they exist (StartIf).
+        for (uint32_t p = 0; p < 2; ++p) {
+          const MergeTable::Merge m = merges_.Finish(lane.probes[p]);
+          lane.ranks[lane.pending[p]] = LaneRank(m.rank);
+          lane.results[lane.pending[p]] = m.result;
+        }
+        lane.npending = 0;
+      }
+      const int found = ArgMin(lane.ranks, lane.n - 1);
+      if (found < 0) {
+        const auto offset = static_cast<uint32_t>(ids.size());
+        for (uint32_t i = 0; i < lane.n; i = lane.next[i]) ids.push_back(lane.ids[i]);
+        spans[lane.word] = IdSpan{offset, static_cast<uint32_t>(ids.size() - offset)};
+        if (!load(lane)) {
+          lane.word = kNone;
+          --active;
+        }
+        continue;
+      }
+      const auto best = static_cast<uint32_t>(found);
+      const uint32_t right = lane.next[best];
+      const uint32_t after = lane.next[right];
+      lane.ids[best] = lane.results[best];
+      lane.ranks[right] = kNoMerge;
+      lane.next[best] = static_cast<uint8_t>(after);
+      // The new pairs (best, after) and (before, best), where they exist; a missing one reads
+      // the table's empty slot, and the one before the first symbol goes to a scratch rank.
+      const bool has_after = after < lane.n;
+      const bool has_before = best > 0;
+      const uint32_t after_id = lane.ids[has_after ? after : best];
+      lane.prev[has_after ? after : kLinearMax] = static_cast<uint8_t>(best);
+      const uint32_t before = has_before ? lane.prev[best] : 0;
+      lane.pending[0] = best;
+      lane.probes[0] = merges_.StartIf(has_after, lane.ids[best], after_id);
+      lane.pending[1] = has_before ? before : kLinearMax + 3;
+      lane.probes[1] = merges_.StartIf(has_before, lane.ids[before], lane.ids[best]);
+      lane.npending = 2;
+    }
+  }
+}
+
+}  // namespace myriad::tokenizer

@@ -1,0 +1,170 @@
+#include "tokenizer/word_encoder.h"
+
+#include <algorithm>
+
+namespace myriad::tokenizer {
+namespace {
+
+// Bytes of cache per word: the entry (a header, about 3 ids, about 10 bytes of key) and the
+// pending entry a new word has first. When the arena fills before `cache_words`, the cache
+// empties early rather than growing.
+constexpr size_t kArenaWordsPerWord = 12;
+// How far ahead of the piece being looked up its successors are hashed and their cache slots
+// prefetched (the ring holds kAhead hashes), and how far ahead their entries are.
+constexpr size_t kAhead = 8;
+constexpr size_t kEntryAhead = 4;
+// The same for the whole-word probes of the jobs.
+constexpr size_t kJobAhead = 16;
+constexpr size_t kJobEntryAhead = 8;
+// Open jobs that make a flush: enough to keep MergeMany's lanes busy, few enough that the
+// output's tail they fill in is still in the processor's cache.
+constexpr size_t kFlushJobs = 256;
+
+}  // namespace
+
+WordEncoder::WordEncoder(size_t cache_words) : cache_(cache_words, cache_words * kArenaWordsPerWord) {}
+
+void WordEncoder::Encode(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
+                         std::vector<uint32_t>& out) {
+  const size_t n = pieces.size();
+  out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
+  uint64_t ring[kAhead];
+  auto word_at = [&](size_t j) { return text.substr(pieces[j].offset, pieces[j].len); };
+  auto hash_ahead = [&](size_t j) {
+    if (pieces[j].len <= 1) return;
+    const uint64_t h = WordTable::Hash(word_at(j));
+    ring[j % kAhead] = h;
+    cache_.PrefetchSlot(h);
+  };
+  for (size_t j = 0; j < std::min(n, kAhead); ++j) hash_ahead(j);
+  for (size_t i = 0; i < n; ++i) {
+    const Piece p = pieces[i];
+    const uint64_t h = ring[i % kAhead];
+    if (i + kEntryAhead < n && pieces[i + kEntryAhead].len > 1) cache_.PrefetchEntry(ring[(i + kEntryAhead) % kAhead]);
+    if (i + kAhead < n) hash_ahead(i + kAhead);  // overwrites ring[i % kAhead], read above
+    if (p.len == 1) {
+      // One byte, one token: no merges possible, no need to cache.
+      const uint32_t id = model.ByteId(static_cast<uint8_t>(text[p.offset]));
+      if (id != BpeModel::kNone) out.push_back(id);
+      continue;
+    }
+    if (p.len == 0) continue;
+    const std::string_view word = text.substr(p.offset, p.len);
+    if (const uint32_t* e = cache_.Find(word, h)) {
+      const uint32_t count = WordTable::Count(e);
+      if (count != WordTable::kPending) {
+        for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
+        continue;
+      }
+      placeholders_.push_back({out.size(), WordTable::Ids(e)[0]});
+      out.push_back(0);
+      continue;
+    }
+    const bool cache = word.size() <= kMaxCachedBytes && cache_.enabled();
+    if (cache && !cache_.HasRoom(word.size(), WordTable::kPending)) {
+      Flush(model, out);
+      cache_.Clear();
+    }
+    const auto job = static_cast<uint32_t>(jobs_.size());
+    placeholders_.push_back({out.size(), job});
+    out.push_back(0);
+    jobs_.push_back({word, h, cache ? cache_.Insert(word, h, &job, WordTable::kPending) : 0});
+    if (jobs_.size() >= kFlushJobs) Flush(model, out);
+  }
+  Flush(model, out);
+}
+
+void WordEncoder::Flush(const BpeModel& model, std::vector<uint32_t>& out) {
+  if (jobs_.empty()) return;
+  Resolve(model);
+  CacheResults();
+  Fill(out);
+  jobs_.clear();
+  placeholders_.clear();
+  job_ids_.clear();
+  job_spans_.clear();
+}
+
+void WordEncoder::Resolve(const BpeModel& model) {
+  const WordTable& whole = model.whole_words();
+  const size_t end = jobs_.size();
+  job_spans_.resize(end);
+  merge_words_.clear();
+  merge_jobs_.clear();
+  for (size_t k = 0; k < std::min(end, kJobAhead); ++k) whole.PrefetchSlot(jobs_[k].hash);
+  for (size_t k = 0; k < end; ++k) {
+    if (k + kJobAhead < end) whole.PrefetchSlot(jobs_[k + kJobAhead].hash);
+    if (k + kJobEntryAhead < end) whole.PrefetchEntry(jobs_[k + kJobEntryAhead].hash);
+    const Job& job = jobs_[k];
+    if (const uint32_t* e = whole.Find(job.word, job.hash)) {
+      job_spans_[k] = IdSpan{static_cast<uint32_t>(job_ids_.size()), 1};
+      job_ids_.push_back(WordTable::Ids(e)[0]);
+    } else {
+      merge_words_.push_back(job.word);
+      merge_jobs_.push_back(static_cast<uint32_t>(k));
+    }
+  }
+  if (!merge_words_.empty()) {
+    model.MergeMany(merge_words_, job_ids_, merge_spans_, bpe_);
+    for (size_t m = 0; m < merge_jobs_.size(); ++m) {
+      job_spans_[merge_jobs_[m]] = IdSpan{merge_spans_[m].offset, merge_spans_[m].count};
+    }
+  }
+}
+
+void WordEncoder::CacheResults() {
+  for (size_t k = 0; k < jobs_.size(); ++k) {
+    const Job& job = jobs_[k];
+    if (job.entry == 0) continue;
+    const IdSpan span = job_spans_[k];
+    if (!cache_.FitsInPlace(span.count) && !cache_.HasRoom(job.word.size(), span.count, /*new_word=*/false)) {
+      // No room to finish: forget everything rather than leave entries naming this call's jobs.
+      cache_.Clear();
+      return;
+    }
+    cache_.Replace(job.word, job.hash, job.entry, job_ids_.data() + span.offset, span.count);
+  }
+}
+
+void WordEncoder::Fill(std::vector<uint32_t>& out) {
+  bool shrinks = false;
+  size_t grow = 0;
+  for (const Placeholder& ph : placeholders_) {
+    const uint32_t c = job_spans_[ph.job].count;
+    if (c == 0) shrinks = true;
+    grow += c - (c > 0);
+  }
+  if (shrinks) {
+    // A word whose every byte the vocabulary lacks has no ids: rebuild (rare).
+    fill_.clear();
+    size_t from = 0;
+    for (const Placeholder& ph : placeholders_) {
+      fill_.insert(fill_.end(), out.begin() + static_cast<ptrdiff_t>(from), out.begin() + static_cast<ptrdiff_t>(ph.pos));
+      const IdSpan span = job_spans_[ph.job];
+      fill_.insert(fill_.end(), job_ids_.begin() + span.offset, job_ids_.begin() + span.offset + span.count);
+      from = ph.pos + 1;
+    }
+    fill_.insert(fill_.end(), out.begin() + static_cast<ptrdiff_t>(from), out.end());
+    out.swap(fill_);
+    return;
+  }
+  // In place from the back: each stretch between placeholders moves right by the ids that the
+  // placeholders before it add.
+  size_t src_end = out.size();
+  out.resize(out.size() + grow);
+  size_t dst_end = out.size();
+  for (size_t k = placeholders_.size(); k-- > 0;) {
+    const Placeholder& ph = placeholders_[k];
+    const size_t stretch = src_end - (ph.pos + 1);
+    std::copy_backward(out.begin() + static_cast<ptrdiff_t>(ph.pos + 1), out.begin() + static_cast<ptrdiff_t>(src_end),
+                       out.begin() + static_cast<ptrdiff_t>(dst_end));
+    dst_end -= stretch;
+    const IdSpan span = job_spans_[ph.job];
+    dst_end -= span.count;
+    std::copy(job_ids_.begin() + span.offset, job_ids_.begin() + span.offset + span.count,
+              out.begin() + static_cast<ptrdiff_t>(dst_end));
+    src_end = ph.pos;
+  }
+}
+
+}  // namespace myriad::tokenizer
