@@ -2,7 +2,9 @@
 // When each decoding sequence of a unit finishes, by decode step: a timing wheel with one
 // bucket per step (a power of two of them, beyond the longest remaining output), so pushing is
 // O(1) and each step takes exactly its own bucket. A binary heap did the same in O(log n) with
-// a cache miss per level: a decode unit runs up to 18,432 sequences.
+// a cache miss per level: a decode unit runs up to 18,432 sequences. A bucket is a list
+// threaded through pooled nodes, so a push writes one node (recycled, usually in cache) and one
+// head, not a vector per bucket.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -26,9 +28,17 @@ class FinishWheel {
   size_t size() const { return size_; }
 
  private:
+  static constexpr uint32_t kNone = ~uint32_t{0};
+  struct Node {
+    Entry e;
+    uint32_t next;
+  };
   void Grow(int64_t horizon);
+  void Link(uint32_t n);  // into its step's bucket
 
-  std::vector<std::vector<Entry>> buckets_;  // a power of two of them, or none yet
+  std::vector<uint32_t> heads_;  // per bucket, a power of two of them, or none yet
+  std::vector<Node> nodes_;
+  uint32_t free_ = kNone;
   size_t size_ = 0;
 };
 
