@@ -12,9 +12,9 @@ namespace {
 class RandomBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "random"; }
-  int Pick(std::span<const UnitLoad> c, Phase, Rng& rng) override {
+  int Pick(LoadView c, Phase, Rng& rng) override {
     int available = 0;
-    for (const auto& u : c) available += u.available;
+    for (size_t i = 0; i < c.size(); ++i) available += c[i].available;
     if (available == 0) return -1;
     uint64_t k = rng.Below(static_cast<uint64_t>(available));
     for (size_t i = 0; i < c.size(); ++i) {
@@ -27,7 +27,7 @@ class RandomBalancer final : public LoadBalancer {
 class RoundRobinBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "round-robin"; }
-  int Pick(std::span<const UnitLoad> c, Phase phase, Rng&) override {
+  int Pick(LoadView c, Phase phase, Rng&) override {
     size_t& next = next_[phase == Phase::kPrefill ? 0 : 1];
     for (size_t tried = 0; tried < c.size(); ++tried) {
       size_t i = (next + tried) % c.size();
@@ -48,7 +48,7 @@ class RoundRobinBalancer final : public LoadBalancer {
 class LeastLoadedBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "least-loaded"; }
-  int Pick(std::span<const UnitLoad> c, Phase phase, Rng&) override {
+  int Pick(LoadView c, Phase phase, Rng&) override {
     return phase == Phase::kPrefill ? PickPrefill(c) : PickDecode(c);
   }
 
@@ -56,7 +56,7 @@ class LeastLoadedBalancer final : public LoadBalancer {
   // Both scans keep the best so far in scalars and update them with selects, not branches:
   // which candidate wins is data-dependent and the branches mispredicted on every few units
   // (the loop ran at full-cluster scale on every request).
-  static int PickPrefill(std::span<const UnitLoad> c) {
+  static int PickPrefill(LoadView c) {
     int best = -1;
     int64_t best_queued = 0, best_seqs = 0;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -71,7 +71,7 @@ class LeastLoadedBalancer final : public LoadBalancer {
     }
     return best;
   }
-  static int PickDecode(std::span<const UnitLoad> c) {
+  static int PickDecode(LoadView c) {
     int best = -1;
     int64_t best_seqs = 0;
     double best_kv = 0;

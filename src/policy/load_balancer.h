@@ -24,12 +24,37 @@ struct UnitLoad {
 
 enum class Phase { kPrefill, kDecode };
 
+// The loads of the candidates, read in place: a span of UnitLoad, or the UnitLoad member of
+// each of a span of larger records (the router's candidates), so that picking over a whole
+// cluster on every request does not first copy every unit's load.
+class LoadView {
+ public:
+  LoadView(std::span<const UnitLoad> loads)  // NOLINT: implicit, a span is a view too
+      : base_(reinterpret_cast<const char*>(loads.data())), stride_(sizeof(UnitLoad)), size_(loads.size()) {}
+  LoadView(const std::vector<UnitLoad>& loads) : LoadView(std::span<const UnitLoad>(loads)) {}  // NOLINT
+  template <typename Record>
+  LoadView(std::span<const Record> records, UnitLoad Record::*member)
+      : base_(records.empty() ? nullptr : reinterpret_cast<const char*>(&(records.front().*member))),
+        stride_(sizeof(Record)),
+        size_(records.size()) {}
+
+  size_t size() const { return size_; }
+  const UnitLoad& operator[](size_t i) const {
+    return *reinterpret_cast<const UnitLoad*>(base_ + i * stride_);
+  }
+
+ private:
+  const char* base_;
+  size_t stride_;
+  size_t size_;
+};
+
 class LoadBalancer {
  public:
   virtual ~LoadBalancer() = default;
   virtual std::string_view name() const = 0;
   // Index into `candidates` of the chosen unit, or -1 when none is available.
-  virtual int Pick(std::span<const UnitLoad> candidates, Phase phase, Rng& rng) = 0;
+  virtual int Pick(LoadView candidates, Phase phase, Rng& rng) = 0;
 };
 
 // "random", "round-robin" or "least-loaded".

@@ -67,15 +67,9 @@ Router::Router(RouterOptions options, PrefixIndex* index) : options_(options), i
       options.policy == RoutingPolicy::kRandom || options.policy == RoutingPolicy::kRoundRobin ? name : "least-loaded"));
 }
 
-void Router::CopyLoads(std::span<const Candidate> cands) {
-  loads_.resize(cands.size());
-  for (size_t i = 0; i < cands.size(); ++i) loads_[i] = cands[i].load;
-}
-
 int Router::PickDecode(std::span<const Candidate> decode, Rng& rng) {
   if (decode.empty()) return -1;
-  CopyLoads(decode);
-  return decode_balancer_->Pick(loads_, Phase::kDecode, rng);
+  return decode_balancer_->Pick(LoadView(decode, &Candidate::load), Phase::kDecode, rng);
 }
 
 void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry) {
@@ -102,8 +96,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
 
   if (options_.policy == RoutingPolicy::kRandom || options_.policy == RoutingPolicy::kRoundRobin ||
       options_.policy == RoutingPolicy::kLeastLoaded) {
-    CopyLoads(entry);
-    d.entry = balancer_->Pick(loads_, Phase::kPrefill, rng);
+    d.entry = balancer_->Pick(LoadView(entry, &Candidate::load), Phase::kPrefill, rng);
   } else {
     MatchAll(req, entry);
     int best_holder = -1;

@@ -89,7 +89,6 @@ class Router {
   const RouterOptions& options() const { return options_; }
 
  private:
-  void CopyLoads(std::span<const Candidate> cands);  // into loads_
   void MatchAll(const RouteRequest& req, std::span<const Candidate> entry);
 
   RouterOptions options_;
@@ -98,7 +97,6 @@ class Router {
   std::unique_ptr<LoadBalancer> decode_balancer_;
   std::vector<PrefixMatch> matches_;                 // scratch
   std::vector<uint32_t> matched_;                    // per entry candidate, scratch
-  std::vector<UnitLoad> loads_;                      // scratch
 };
 
 }  // namespace myriad::policy

@@ -3,7 +3,6 @@
 // events at the same instant run in the order they were scheduled, on every platform.
 #include <cstdint>
 #include <functional>
-#include <queue>
 #include <vector>
 
 #include "core/time.h"
@@ -28,17 +27,21 @@ class EventQueue {
   bool Step();  // runs one event; false when empty
 
  private:
-  struct Entry {
+  // The heap orders small keys; the actions stay put in a slab (reused through a free list),
+  // so sifting moves 24-byte keys, not std::function objects. Four children per node: half
+  // the levels of a binary heap, and a node's children share a cache line or two.
+  struct Key {
     Nanos at;
     uint64_t seq;
-    Action action;
+    uint32_t action;  // index into actions_
   };
-  struct Later {
-    bool operator()(const Entry& a, const Entry& b) const {
-      return a.at != b.at ? a.at > b.at : a.seq > b.seq;
-    }
-  };
-  std::priority_queue<Entry, std::vector<Entry>, Later> heap_;
+  static bool Before(const Key& a, const Key& b) { return a.at != b.at ? a.at < b.at : a.seq < b.seq; }
+  void SiftUp(size_t i);
+  void SiftDown(size_t i);
+
+  std::vector<Key> heap_;
+  std::vector<Action> actions_;
+  std::vector<uint32_t> free_actions_;
   Nanos now_ = 0;
   uint64_t next_seq_ = 0;
   uint64_t executed_ = 0;

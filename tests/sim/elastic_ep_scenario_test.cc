@@ -29,13 +29,7 @@ workload:
 router: least-loaded
 slo: {ttft: 2s, tpot: 100ms}
 kv_block_tokens: 256
-faults:
-  rates: none
-  recovery: {eject: 1s, stop: 10s, spare_acquire: 60s, comm_init: 30s, warmup: 60s, readiness: 5s,
-             peer_gb_per_s: 1000000, node_repair: 1h}
-  detection: {eject_after_errors: 0}
-  scripted: )" + scripted + R"(
-  elastic_ep: )" + elastic + "\n";
+)" + fault_test::ElasticFaults(scripted, elastic);
 }
 
 using fault_test::D;

@@ -61,13 +61,7 @@ workload: {type: mooncake, path: )" + trace + R"(}
 router: least-loaded
 slo: {ttft: 600s, tpot: 1s}
 kv_block_tokens: 256
-faults:
-  rates: none
-  recovery: {eject: 1s, stop: 10s, spare_acquire: 60s, comm_init: 30s, warmup: 60s, readiness: 5s,
-             peer_gb_per_s: 1000000, node_repair: 1h}
-  detection: {eject_after_errors: 0}
-  scripted: )" + scripted + R"(
-  elastic_ep: )" + elastic + "\n";
+)" + fault_test::ElasticFaults(scripted, elastic);
 }
 
 // The prefill step perf::MoeStepModel predicts for one prompt spread over the live ranks, with

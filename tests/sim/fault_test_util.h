@@ -37,4 +37,16 @@ inline void ExpectNothingLost(const nlohmann::ordered_json& r) {
   }
 }
 
+// The faults section of the elastic EP scenarios: no random faults, short recovery stages, the
+// given scripted faults and elastic EP settings (YAML flow values).
+inline std::string ElasticFaults(const std::string& scripted, const std::string& elastic) {
+  return R"(faults:
+  rates: none
+  recovery: {eject: 1s, stop: 10s, spare_acquire: 60s, comm_init: 30s, warmup: 60s, readiness: 5s,
+             peer_gb_per_s: 1000000, node_repair: 1h}
+  detection: {eject_after_errors: 0}
+  scripted: )" + scripted + R"(
+  elastic_ep: )" + elastic + "\n";
+}
+
 }  // namespace myriad::sim::fault_test
