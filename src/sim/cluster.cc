@@ -548,13 +548,19 @@ nlohmann::ordered_json Cluster::Report() const {
       pool_preempt += st.preemptions;
     }
     preemptions += pool_preempt;
-    // The straggler view: each rank's own compute against the mean over the pool's ranks.
+    // The straggler view: each rank's own compute as a fraction of the steps it was live for,
+    // against the mean over the pool's ranks (time a rank was dead, or its unit down, is not
+    // idleness: it would inflate the ratio).
     double rank_max = 0, rank_sum = 0, rank_n = 0;
     for (const auto& u : units_) {
       if (u->config().pool != static_cast<int>(p)) continue;
-      for (double b : u->stats().rank_busy_s) {
-        rank_max = std::max(rank_max, b);
-        rank_sum += b;
+      const auto& busy = u->stats().rank_busy_s;
+      const auto& live = u->stats().rank_live_s;
+      for (size_t r = 0; r < busy.size() && r < live.size(); ++r) {
+        if (live[r] <= 0) continue;
+        const double f = busy[r] / live[r];
+        rank_max = std::max(rank_max, f);
+        rank_sum += f;
         rank_n += 1;
       }
     }

@@ -18,6 +18,7 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
     rank_context_.assign(dp, 0);
     rank_batches_.resize(dp);
     stats_.rank_busy_s.assign(dp, 0.0);
+    stats_.rank_live_s.assign(dp, 0.0);
   }
 }
 
@@ -49,6 +50,7 @@ Nanos Unit::TimeStep(const perf::BatchShape& total) {
   }
   const perf::MoeStepResult res = moe_->Step(rank_batches_);
   for (size_t r = 0; r < rank_batches_.size(); ++r) stats_.rank_busy_s[r] += res.rank_busy_s[r];
+  for (int r : live_ranks_) stats_.rank_live_s[static_cast<size_t>(r)] += res.total_s;
   return SecondsToNanos(res.total_s);
 }
 

@@ -57,6 +57,7 @@ struct UnitStats {
   int64_t preemptions = 0;
   double batch_seq_sum = 0;      // sum over steps of decode batch size
   std::vector<double> rank_busy_s;  // per DP rank, its own compute (per-rank model only)
+  std::vector<double> rank_live_s;  // per DP rank, the unit's step time while the rank was live
   Nanos paused = 0;                 // stopped for weight movement
 };
 

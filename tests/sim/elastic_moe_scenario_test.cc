@@ -141,6 +141,13 @@ TEST(ElasticMoeScenario, AUnitLosingANodeServesDegradedPacedByItsHottestSurvivin
   EXPECT_LT(degraded, 2.3 * whole);
   ExpectNothingLost(r);
   EXPECT_EQ(I(r["requests"]["completed"]), 3);
+  // The straggler view counts each rank's compute against the steps it was live for: the lost
+  // node's ranks, idle while dead, do not look like the surviving ranks' stragglers.
+  const auto clean = fault_test::RunFaults(Yaml("{enabled: true}", "[]", trace));
+  const double ratio = D(r["pools"][0]["moe"]["rank_busy_max_over_mean"]);
+  const double clean_ratio = D(clean["pools"][0]["moe"]["rank_busy_max_over_mean"]);
+  EXPECT_GE(ratio, 1.0);
+  EXPECT_NEAR(ratio, clean_ratio, 0.1 * clean_ratio);
 
   // Off, the unit is down from 60 s until it is rebuilt whole, every node loading from storage
   // (no other unit of the pool serves as a peer): the prompt of 150 s finds no unit.
