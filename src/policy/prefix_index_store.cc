@@ -1,43 +1,14 @@
 #include "policy/prefix_index_store.h"
 
-#include <sys/mman.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <new>
-
 namespace myriad::policy::prefix_index_internal {
 namespace {
 
 constexpr uint32_t kMinCapacity = 16;
-constexpr size_t kHugePage = size_t{2} << 20;
-
-// `bytes` (rounded up to `*allocated`), zeroed when `zero`; huge-page aligned and advised
-// from 2 MiB on.
-void* Allocate(size_t bytes, bool zero, size_t* allocated) {
-  void* p = nullptr;
-  if (bytes < kHugePage) {
-    *allocated = (bytes + 63) & ~size_t{63};
-    p = std::aligned_alloc(64, *allocated);
-    if (p != nullptr && zero) std::memset(p, 0, *allocated);
-  } else {
-    *allocated = (bytes + kHugePage - 1) & ~(kHugePage - 1);
-    p = std::aligned_alloc(kHugePage, *allocated);
-#ifdef MADV_HUGEPAGE
-    if (p != nullptr) madvise(p, *allocated, MADV_HUGEPAGE);  // a hint: failure is harmless
-#endif
-    if (p != nullptr && zero) std::memset(p, 0, *allocated);
-  }
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
 
 }  // namespace
 
-void BlockStore::FreeDeleter::operator()(void* p) const { std::free(p); }
-
 BlockStore::BlockStore() {
-  slots_.reset(static_cast<Slot*>(Allocate(kMinCapacity * sizeof(Slot), true, &slot_bytes_)));
+  slots_.reset(static_cast<Slot*>(AllocateLarge(kMinCapacity * sizeof(Slot), true, &slot_bytes_)));
   capacity_ = kMinCapacity;
 }
 
@@ -59,7 +30,7 @@ void BlockStore::Grow() {
   const uint32_t cap = grown > UINT32_MAX - 3 ? UINT32_MAX - 3 : static_cast<uint32_t>(grown);
   size_t bytes = 0;
   std::unique_ptr<Slot[], FreeDeleter> old(
-      static_cast<Slot*>(Allocate(size_t{cap} * sizeof(Slot), true, &bytes)));
+      static_cast<Slot*>(AllocateLarge(size_t{cap} * sizeof(Slot), true, &bytes)));
   old.swap(slots_);
   slot_bytes_ = bytes;
   const uint32_t old_cap = capacity_;
@@ -109,7 +80,7 @@ uint32_t BlockStore::NewNode() {
   }
   if (nodes_used_ == chunks_.size() << kChunkBits) {
     size_t bytes = 0;
-    chunks_.emplace_back(static_cast<Node*>(Allocate(sizeof(Node) << kChunkBits, false, &bytes)));
+    chunks_.emplace_back(static_cast<Node*>(AllocateLarge(sizeof(Node) << kChunkBits, false, &bytes)));
   }
   return nodes_used_++;
 }

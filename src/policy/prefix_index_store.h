@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/block_hash.h"
+#include "core/huge_array.h"
 
 namespace myriad::policy::prefix_index_internal {
 
@@ -177,9 +178,6 @@ class BlockStore {
   void Grow();
   void Place(Slot s);
 
-  struct FreeDeleter {
-    void operator()(void* p) const;
-  };
   std::unique_ptr<Slot[], FreeDeleter> slots_;
   size_t slot_bytes_ = 0;  // allocated for slots_
   uint32_t capacity_ = 0;

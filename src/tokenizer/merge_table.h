@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tokenizer/huge_array.h"
+#include "core/huge_array.h"
 
 namespace myriad::tokenizer {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "tokenizer/huge_array.h"
+#include "core/huge_array.h"
 #include "tokenizer/word_hash.h"
 
 namespace myriad::tokenizer {
