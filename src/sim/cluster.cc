@@ -39,7 +39,7 @@ absl::Status Cluster::Build() {
   base.disagg_min_uncached = rc.disagg_min_uncached;
   base.hot_queue_seconds = rc.hot_queue_seconds;
   base.block_tokens = scenario_.kv_block_tokens;
-  base.fetch_bytes_per_s = scenario_.hardware.nic_gbps / 8 * 1e9 * 0.8;
+  base.fetch_bytes_per_s = NicFetchBytesPerS(scenario_);
   auto parsed = policy::ParsePolicyName(rc.policy, base);
   if (!parsed.ok()) return parsed.status();
   policy_name_ = policy::FormatPolicyName(parsed->options, parsed->fair);
@@ -160,7 +160,7 @@ absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> Cluster::BuildMoe(size_t p) 
                              .groups = m.expert_groups, .nodes = lay.nodes, .gpus = lay.ep},
           policy::RebalancerOptions{.interval = pool.moe.rebalance_interval,
                                     .expert_bytes = m.ExpertParams() * m.weight_bytes,
-                                    .fetch_bytes_per_s = scenario_.hardware.nic_gbps / 8 * 1e9 * 0.8,
+                                    .fetch_bytes_per_s = NicFetchBytesPerS(scenario_),
                                     .min_copies = placed->min_copies,
                                     .spread_gpus_per_domain = spread ? lay.ep / lay.nodes : 0},
           placed->weights);
@@ -215,9 +215,7 @@ void Cluster::DriftExperts(MoeDynamics& d) {
   }
   ++d.drifts;
   if (d.rebalancer) {
-    std::vector<double> observed(pop.p.begin(), pop.p.end());
-    for (double& x : observed) x *= 1e6;
-    d.rebalancer->Observe(observed);
+    d.rebalancer->Observe(EplbWeights(pop));
   }
   RefreshLoad(d);
 }

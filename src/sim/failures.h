@@ -6,6 +6,7 @@
 // a spare pool and shared storage bandwidth. The cluster around it retries in-flight work.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -155,6 +156,10 @@ class FailureModel {
   // resumes after the reconfiguration while its rebuild goes on.
   bool MaybeDegrade(int unit, bool node_lost);
   absl::Status BuildElasticMoe(size_t pool, ElasticPool& e);
+  // The verdict on each single-node and single-GPU loss of a unit of `gpus`, into e's node_*
+  // and gpu_* lists: whether it survives and the degraded figure the verdict returns.
+  using LossVerdict = std::function<double(std::span<const int> dead, bool* survives)>;
+  static void RecordLosses(ElasticPool& e, int gpus, const LossVerdict& verdict);
   // A `moe:` unit that lost `dead` GPUs: whether every expert keeps a live copy on its pool's
   // placement; if so its degraded model is made (re-placing the copies when asked).
   bool PrepareDegradedMoe(int unit, std::span<const int> dead, FaultRecord& f);

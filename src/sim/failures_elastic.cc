@@ -33,6 +33,22 @@ double DegradedFactor(const perf::ExpertPopularity& pop, const policy::EplbPlace
 
 }  // namespace
 
+void FailureModel::RecordLosses(ElasticPool& e, int gpus, const LossVerdict& verdict) {
+  std::vector<int> dead;
+  bool ok = false;
+  for (int n = 0; n < gpus / e.gpus_per_node; ++n) {
+    dead.clear();
+    for (int g = 0; g < e.gpus_per_node; ++g) dead.push_back(n * e.gpus_per_node + g);
+    e.node_slow.push_back(verdict(dead, &ok));
+    e.node_ok.push_back(ok ? 1 : 0);
+  }
+  for (int g = 0; g < gpus; ++g) {
+    dead.assign(1, g);
+    e.gpu_slow.push_back(verdict(dead, &ok));
+    e.gpu_ok.push_back(ok ? 1 : 0);
+  }
+}
+
 absl::Status FailureModel::BuildElastic() {
   const ElasticEpConfig& c = cfg_.elastic_ep;
   if (!c.enabled) return absl::OkStatus();
@@ -63,19 +79,9 @@ absl::Status FailureModel::BuildElastic() {
     const policy::EplbPlacement& placement = placed->placement;
     auto healthy = perf::ExpertLoad::FromPlacement(pop, placement.phy2log, placement.physical_experts, lay.ep);
     if (!healthy.ok()) return healthy.status();
-    std::vector<int> dead;
-    bool ok = false;
-    for (int n = 0; n < lay.nodes; ++n) {
-      dead.clear();
-      for (int g = 0; g < e.gpus_per_node; ++g) dead.push_back(n * e.gpus_per_node + g);
-      e.node_slow.push_back(DegradedFactor(pop, placement, *healthy, dead, &ok));
-      e.node_ok.push_back(ok ? 1 : 0);
-    }
-    for (int g = 0; g < lay.ep; ++g) {
-      dead.assign(1, g);
-      e.gpu_slow.push_back(DegradedFactor(pop, placement, *healthy, dead, &ok));
-      e.gpu_ok.push_back(ok ? 1 : 0);
-    }
+    RecordLosses(e, lay.ep, [&](std::span<const int> dead, bool* ok) {
+      return DegradedFactor(pop, placement, *healthy, dead, ok);
+    });
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 
 #include "policy/elastic_ep.h"
 #include "sim/failures.h"
+#include "sim/moe_placement.h"
 
 namespace myriad::sim {
 
@@ -19,27 +20,16 @@ absl::Status FailureModel::BuildElasticMoe(size_t p, ElasticPool& e) {
   e.swaps = v.swaps;
   const policy::EplbPlacement& placed = *v.placement;
   // For the report: what the initial placement survives, and the hottest live GPU then.
-  const auto verdict = [&](std::span<const int> dead, std::vector<uint8_t>* ok, std::vector<double>* hot) {
+  RecordLosses(e, placed.num_gpus, [&](std::span<const int> dead, bool* survives) {
     auto c = policy::CheckElasticEp(placed, dead);
-    const bool survives = c.ok() && c->survives;
+    *survives = c.ok() && c->survives;
     double imbalance = 1;
-    if (survives) {
+    if (*survives) {
       auto load = perf::ExpertLoad::FromPlacement(*v.popularity, c->phy2log, placed.physical_experts, placed.num_gpus);
       if (load.ok()) imbalance = load->mean_imbalance();
     }
-    ok->push_back(survives ? 1 : 0);
-    hot->push_back(imbalance);
-  };
-  std::vector<int> dead;
-  for (int n = 0; n < placed.num_gpus / e.gpus_per_node; ++n) {
-    dead.clear();
-    for (int g = 0; g < e.gpus_per_node; ++g) dead.push_back(n * e.gpus_per_node + g);
-    verdict(dead, &e.node_ok, &e.node_slow);
-  }
-  for (int g = 0; g < placed.num_gpus; ++g) {
-    dead.assign(1, g);
-    verdict(dead, &e.gpu_ok, &e.gpu_slow);
-  }
+    return imbalance;
+  });
   return absl::OkStatus();
 }
 
@@ -52,10 +42,8 @@ bool FailureModel::PrepareDegradedMoe(int u, std::span<const int> dead, FaultRec
   st.moe_phy2log = std::move(verdict->phy2log);
   if (cfg_.elastic_ep.rebalance) {
     const perf::ModelSpec& m = units_[static_cast<size_t>(u)]->model().model();
-    std::vector<double> w(v.popularity->p.begin(), v.popularity->p.end());
-    for (double& x : w) x *= 1e6;  // token counts, as the pool's EPLB is fed
-    auto re = policy::ReplaceOnLiveGpus(w, *v.placement, dead, m.expert_groups, m.ExpertParams() * m.weight_bytes,
-                                        s_.hardware.nic_gbps / 8 * 1e9 * 0.8);
+    auto re = policy::ReplaceOnLiveGpus(EplbWeights(*v.popularity), *v.placement, dead, m.expert_groups,
+                                        m.ExpertParams() * m.weight_bytes, NicFetchBytesPerS(s_));
     if (re.ok()) {
       st.moe_phy2log = std::move(re->placement.phy2log);
       f.replaced_bytes = re->bytes;

@@ -11,6 +11,14 @@
 
 namespace myriad::sim {
 
+std::vector<double> EplbWeights(const perf::ExpertPopularity& pop) {
+  std::vector<double> w(pop.p.begin(), pop.p.end());
+  for (double& x : w) x *= 1e6;
+  return w;
+}
+
+double NicFetchBytesPerS(const Scenario& s) { return s.hardware.nic_gbps / 8 * 1e9 * 0.8; }
+
 perf::ExpertPopularity PoolPopularity(const Scenario& s, size_t pool) {
   auto m = perf::FindModel(s.model);
   if (!m.ok() || !m->is_moe()) return {};
@@ -31,8 +39,7 @@ absl::StatusOr<PoolPlacement> PlacePoolExperts(const Scenario& s, size_t pool) {
   const bool elastic = s.faults.enabled && el.enabled;
   PoolPlacement out;
   out.popularity = PoolPopularity(s, pool);
-  out.weights.assign(out.popularity.p.begin(), out.popularity.p.end());
-  for (double& x : out.weights) x *= 1e6;  // token counts, as EPLB is fed in production
+  out.weights = EplbWeights(out.popularity);
   const int physical = m->experts + lay.redundant_experts;
   out.min_copies = elastic ? std::clamp(physical / m->experts, 1, el.min_copies) : 1;
   auto placed = policy::RebalanceExperts(out.weights, out.popularity.layers, out.popularity.experts, physical,

@@ -21,6 +21,12 @@ struct PoolPlacement {
   int swaps = 0;       // anti-affinity swaps made (policy::SpreadReplicas)
 };
 
+// The popularity as token counts, what EPLB is fed (as in production).
+std::vector<double> EplbWeights(const perf::ExpertPopularity& pop);
+
+// What one GPU pulls from a peer over its NIC (expert weights, KV): 80% of line rate.
+double NicFetchBytesPerS(const Scenario& s);
+
 // The popularity alone (also for contiguous and balanced placements).
 perf::ExpertPopularity PoolPopularity(const Scenario& s, size_t pool);
 

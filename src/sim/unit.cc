@@ -13,7 +13,7 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
   if (cfg.moe != nullptr) {
     const auto dp = static_cast<size_t>(model.layout().dp);
     moe_ = cfg.moe;
-    for (int r = 0; r < model.layout().dp; ++r) live_ranks_.push_back(r);
+    ResetLiveRanks();
     rank_running_.assign(dp, 0);
     rank_context_.assign(dp, 0);
     rank_batches_.resize(dp);
@@ -25,11 +25,15 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
 void Unit::set_moe(const perf::MoeStepModel* moe) {
   if (cfg_.moe == nullptr) return;
   moe_ = moe != nullptr ? moe : cfg_.moe;
+  ResetLiveRanks();
+  Kick();
+}
+
+void Unit::ResetLiveRanks() {
   live_ranks_.clear();
   for (int r = 0; r < model_.layout().dp; ++r) {
     if (!moe_->dead(static_cast<size_t>(r))) live_ranks_.push_back(r);
   }
-  Kick();
 }
 
 Nanos Unit::TimeStep(const perf::BatchShape& total) {

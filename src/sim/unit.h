@@ -10,9 +10,9 @@
 
 #include "perf/moe_step.h"
 #include "perf/step_model.h"
-#include "sim/finish_wheel.h"
 #include "policy/load_balancer.h"
 #include "sim/event_queue.h"
+#include "sim/finish_wheel.h"
 #include "sim/prefix_cache.h"
 #include "sim/request_table.h"
 
@@ -132,6 +132,7 @@ class Unit {
   }
 
  private:
+  void ResetLiveRanks();  // live_ranks_ from moe_'s dead ranks
   struct PrefillItem {
     uint32_t slot;
     uint32_t epoch;
