@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/strings.h"
+#include "policy/load_ranking.h"
 
 namespace myriad::policy {
 namespace {
@@ -49,6 +50,9 @@ class LeastLoadedBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "least-loaded"; }
   int Pick(LoadView c, Phase phase, Rng&) override {
+    if (c.ranking() != nullptr && c.ranking()->phase() == phase && c.ranking()->size() == c.size()) {
+      return c.ranking()->Best();
+    }
     return phase == Phase::kPrefill ? PickPrefill(c) : PickDecode(c);
   }
 

@@ -24,6 +24,8 @@ struct UnitLoad {
 
 enum class Phase { kPrefill, kDecode };
 
+class LoadRanking;
+
 // The loads of the candidates, read in place: a span of UnitLoad, or the UnitLoad member of
 // each of a span of larger records (the router's candidates), so that picking over a whole
 // cluster on every request does not first copy every unit's load.
@@ -38,6 +40,14 @@ class LoadView {
         stride_(sizeof(Record)),
         size_(records.size()) {}
 
+  // A ranking the caller keeps current with these loads (load_ranking.h): least-loaded then
+  // answers from it instead of scanning.
+  LoadView& with_ranking(const LoadRanking* ranking) {
+    ranking_ = ranking;
+    return *this;
+  }
+  const LoadRanking* ranking() const { return ranking_; }
+
   size_t size() const { return size_; }
   const UnitLoad& operator[](size_t i) const {
     return *reinterpret_cast<const UnitLoad*>(base_ + i * stride_);
@@ -47,6 +57,7 @@ class LoadView {
   const char* base_;
   size_t stride_;
   size_t size_;
+  const LoadRanking* ranking_ = nullptr;
 };
 
 class LoadBalancer {

@@ -69,7 +69,7 @@ Router::Router(RouterOptions options, PrefixIndex* index) : options_(options), i
 
 int Router::PickDecode(std::span<const Candidate> decode, Rng& rng) {
   if (decode.empty()) return -1;
-  return decode_balancer_->Pick(LoadView(decode, &Candidate::load), Phase::kDecode, rng);
+  return decode_balancer_->Pick(LoadView(decode, &Candidate::load).with_ranking(decode_ranking_), Phase::kDecode, rng);
 }
 
 void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry) {
@@ -96,7 +96,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
 
   if (options_.policy == RoutingPolicy::kRandom || options_.policy == RoutingPolicy::kRoundRobin ||
       options_.policy == RoutingPolicy::kLeastLoaded) {
-    d.entry = balancer_->Pick(LoadView(entry, &Candidate::load), Phase::kPrefill, rng);
+    d.entry = balancer_->Pick(LoadView(entry, &Candidate::load).with_ranking(entry_ranking_), Phase::kPrefill, rng);
   } else {
     MatchAll(req, entry);
     int best_holder = -1;

@@ -88,6 +88,14 @@ class Router {
 
   const RouterOptions& options() const { return options_; }
 
+  // Rankings of the entry and decode candidates' loads that the caller keeps current
+  // (load_ranking.h); least-loaded choices then read them instead of scanning. Either may be
+  // null (the default): scan.
+  void UseLoadRankings(const LoadRanking* entry, const LoadRanking* decode) {
+    entry_ranking_ = entry;
+    decode_ranking_ = decode;
+  }
+
  private:
   void MatchAll(const RouteRequest& req, std::span<const Candidate> entry);
 
@@ -95,6 +103,8 @@ class Router {
   PrefixIndex* index_;
   std::unique_ptr<LoadBalancer> balancer_;          // load-only policies and the decode side
   std::unique_ptr<LoadBalancer> decode_balancer_;
+  const LoadRanking* entry_ranking_ = nullptr;
+  const LoadRanking* decode_ranking_ = nullptr;
   std::vector<PrefixMatch> matches_;                 // scratch
   std::vector<uint32_t> matched_;                    // per entry candidate, scratch
 };

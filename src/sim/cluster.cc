@@ -97,18 +97,23 @@ absl::Status Cluster::Build() {
     }
   }
   // Sized once: units keep pointers into these.
-  auto fill = [this](const std::vector<int>& ids, std::vector<policy::Candidate>& cands) {
+  const policy::RoutingPolicy policy = router_->options().policy;
+  const bool ranked = policy != policy::RoutingPolicy::kRandom && policy != policy::RoutingPolicy::kRoundRobin;
+  auto fill = [&](const std::vector<int>& ids, std::vector<policy::Candidate>& cands,
+                  std::unique_ptr<policy::LoadRanking>& ranking, policy::Phase phase) {
     cands.resize(ids.size());
+    if (ranked) ranking = std::make_unique<policy::LoadRanking>(phase, ids.size());
     for (size_t i = 0; i < ids.size(); ++i) {
       Unit& u = *units_[static_cast<size_t>(ids[i])];
       cands[i].holder = static_cast<policy::HolderId>(ids[i]);
       cands[i].cost = &pool_costs_[static_cast<size_t>(u.config().pool)];
-      u.PublishLoadTo(&cands[i].load);
+      u.PublishLoadTo(&cands[i].load, ranking.get(), i);
       if (bus_) u.EnableCacheEvents();
     }
   };
-  fill(entry_units_, entry_cands_);
-  fill(decode_units_, decode_cands_);
+  fill(entry_units_, entry_cands_, entry_ranking_, policy::Phase::kPrefill);
+  fill(decode_units_, decode_cands_, decode_ranking_, policy::Phase::kDecode);
+  router_->UseLoadRankings(entry_ranking_.get(), decode_ranking_.get());
   if (scenario_.faults.enabled) {
     if (absl::Status st = BuildFailures(); !st.ok()) return st;
   }

@@ -120,6 +120,8 @@ class Cluster final : public UnitHost, public FailureHost {
   // The router's view of the units, in the order of entry_units_ and decode_units_; the units
   // publish their loads straight into these.
   std::vector<policy::Candidate> entry_cands_, decode_cands_;
+  // Their least-loaded rankings, kept current by the units (none for random and round-robin).
+  std::unique_ptr<policy::LoadRanking> entry_ranking_, decode_ranking_;
   uint64_t hot_spots_ = 0, kv_fetches_ = 0, prefill_on_decode_ = 0;
   double kv_fetch_bytes_ = 0;
   int64_t max_prompt_tokens_ = 0;

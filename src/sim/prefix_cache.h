@@ -5,11 +5,19 @@
 // in vLLM, where cached blocks are free blocks whose content has not been overwritten yet.
 //
 // Layout, for full-cluster runs where every probe is a cache miss (hundreds of units, millions
-// of blocks): one open-addressing table of 16-byte slots (key and CLOCK state together, linear
-// probing, backward-shift deletion), and the CLOCK hand sweeps that table itself, so a block
-// costs one random memory access per lookup and evicting costs none (the hand's walk is
-// sequential). Lookups of a prompt's blocks are independent (the keys are given), so their
-// lines are prefetched together before any is read.
+// of blocks): one open-addressing table of 8-byte slots (linear probing, backward-shift
+// deletion), and the CLOCK hand sweeps that table itself, so a block costs one random memory
+// access per lookup and evicting costs none (the hand's walk is sequential). Lookups of a
+// prompt's blocks are independent (the keys are given), so their lines are prefetched together
+// before any is read.
+//
+// A slot holds the key's hash h = key * M (M odd, so h gives the key back exactly) shifted left
+// by three bits, with the CLOCK state in the freed low bits. The three top bits of h that the
+// shift drops are the top bits of the block's home slot, and they come back from where the
+// block sits: no block is ever placed an eighth of the table or more past its home (an insert
+// that would be grows the table instead), so the home is the one candidate within that
+// distance. The same bound makes comparing the low 61 bits exact: two keys that share them have
+// homes an eighth of the table apart or more, and a lookup never walks that far.
 //
 // The hand visits blocks in table (hash) order, so a new block waits between none and one
 // rotation for its first visit; to give every block about one rotation before it can go, as a
@@ -42,16 +50,18 @@ class PrefixCache {
   uint64_t evictions() const { return evictions_; }
 
  private:
-  // Slot states. kNew* : inserted and not used since, in the hand's even / odd lap.
-  enum : uint8_t { kEmpty = 0, kNewEven = 1, kNewOdd = 2, kCold = 3, kUsed = 4 };
-  struct Slot {
-    BlockKey key;
-    uint8_t state;
-  };
-  static_assert(sizeof(Slot) == 16);
+  // Slot states (the low three bits). kNew* : inserted and not used since, in the hand's even /
+  // odd lap.
+  enum : uint64_t { kEmpty = 0, kNewEven = 1, kNewOdd = 2, kCold = 3, kUsed = 4, kStateMask = 7 };
+  using Slot = uint64_t;  // 0 when empty, else (h << 3) | state
   static constexpr size_t kBatch = 32;  // blocks whose lines are prefetched together
 
-  size_t Home(BlockKey k) const;
+  static uint64_t Hash(BlockKey k);
+  static BlockKey KeyOf(uint64_t h);
+  size_t HomeOfHash(uint64_t h) const { return static_cast<size_t>(h >> shift_); }
+  uint64_t HashAt(size_t i) const;  // h of the block in (occupied) slot i
+  size_t reach() const { return (mask_ + 1) >> 3; }  // no block lies this far past its home
+  size_t Probe(uint64_t h) const;
   size_t Find(BlockKey k) const;  // the slot holding k, or npos
   void Prefetch(std::span<const BlockKey> blocks) const;
   void Grow();

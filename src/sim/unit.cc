@@ -241,7 +241,7 @@ void Unit::Halt() {
   halted_ = true;
   ++incarnation_;  // the step in flight never finishes
   busy_ = false;
-  if (published_ != nullptr) *published_ = Load();
+  Publish();
 }
 
 int64_t Unit::Evacuate(std::vector<uint32_t>* out) {
@@ -290,7 +290,7 @@ int64_t Unit::Evacuate(std::vector<uint32_t>* out) {
 void Unit::DropCache() {
   cache_.Clear(events_enabled_ ? &evicted_ : nullptr);
   PublishEvicted();
-  if (published_ != nullptr) *published_ = Load();
+  Publish();
 }
 
 void Unit::set_capacity_fraction(double f) {
@@ -299,7 +299,7 @@ void Unit::set_capacity_fraction(double f) {
   kv_capacity_ = scale(model_.KvCapacityTokens());
   max_running_ = scale(int64_t{cfg_.max_seqs_per_rank} * model_.layout().dp);
   step_budget_ = scale(int64_t{cfg_.max_batch_tokens_per_rank} * model_.layout().dp);
-  if (published_ != nullptr) *published_ = Load();
+  Publish();
   Kick();
 }
 
@@ -310,7 +310,7 @@ void Unit::Resume() {
 
 void Unit::Kick() {
   StartStepIfIdle();
-  if (published_ != nullptr) *published_ = Load();
+  Publish();
 }
 
 void Unit::PauseUntil(Nanos until) {

@@ -11,6 +11,7 @@
 #include "perf/moe_step.h"
 #include "perf/step_model.h"
 #include "policy/load_balancer.h"
+#include "policy/load_ranking.h"
 #include "sim/event_queue.h"
 #include "sim/finish_wheel.h"
 #include "sim/prefix_cache.h"
@@ -99,7 +100,7 @@ class Unit {
   // Whether the router may send work here (false: ejected, draining or rebuilding).
   void set_routable(bool r) {
     routable_ = r;
-    if (published_ != nullptr) *published_ = Load();
+    Publish();
   }
   bool routable() const { return routable_; }
   // A lost cache tier: every cached prefix block is gone (reported as removed).
@@ -114,10 +115,13 @@ class Unit {
 
   policy::UnitLoad Load() const;
   // Where the unit keeps its current load for the router to read without touching the unit
-  // (routing reads hundreds of loads per request; a contiguous array keeps that cheap).
-  void PublishLoadTo(policy::UnitLoad* slot) {
+  // (routing reads hundreds of loads per request; a contiguous array keeps that cheap), and
+  // the ranking of those loads it keeps current (candidate `rank_index` of `ranking`).
+  void PublishLoadTo(policy::UnitLoad* slot, policy::LoadRanking* ranking = nullptr, size_t rank_index = 0) {
     published_ = slot;
-    *published_ = Load();
+    ranking_ = ranking;
+    rank_index_ = rank_index;
+    Publish();
   }
   int64_t kv_capacity() const { return kv_capacity_; }
   int64_t kv_used() const { return kv_used_; }
@@ -201,7 +205,14 @@ class Unit {
   Nanos TimeStep(const perf::BatchShape& total);
 
   UnitStats stats_;
+  void Publish() {
+    if (published_ == nullptr) return;
+    *published_ = Load();
+    if (ranking_ != nullptr) ranking_->Update(rank_index_, *published_);
+  }
   policy::UnitLoad* published_ = nullptr;
+  policy::LoadRanking* ranking_ = nullptr;
+  size_t rank_index_ = 0;
   bool events_enabled_ = false;
   std::vector<BlockKey> evicted_;
 };

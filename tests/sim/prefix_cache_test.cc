@@ -91,6 +91,40 @@ TEST(PrefixCache, ContentsMatchInsertsLessEvictions) {
   EXPECT_EQ(c.size(), 0u);
 }
 
+// A slot keeps 61 bits of the key's hash (key * M) and gets the top three back from where the
+// block sits. Keys whose hashes differ only in those three bits must stay distinct: they are
+// found, counted and evicted as themselves, through growth and backward shifts.
+TEST(PrefixCache, KeysWhoseHashesShareTheLow61BitsStayDistinct) {
+  constexpr uint64_t kMix = 0x9E3779B97F4A7C15ull;  // the cache's multiplier
+  uint64_t inverse = kMix;
+  for (int i = 0; i < 5; ++i) inverse *= 2 - kMix * inverse;
+  ASSERT_EQ(kMix * inverse, 1u);
+  Rng rng(3);
+  PrefixCache c;
+  std::set<BlockKey> present;
+  std::vector<BlockKey> evicted;
+  for (int round = 0; round < 3000; ++round) {
+    // Eight keys whose hashes differ only in the top three bits, and a few ordinary ones.
+    const uint64_t low = rng.Next() >> 3;
+    std::vector<BlockKey> keys;
+    for (uint64_t top = 0; top < 8; ++top) keys.push_back(((top << 61) | low) * inverse);
+    for (int i = 0; i < 4; ++i) keys.push_back(rng.Next());
+    const size_t capacity = 100 + rng.Below(4000);
+    for (BlockKey k : keys) {
+      evicted.clear();
+      c.Insert(std::vector<BlockKey>{k}, capacity, &evicted);
+      present.insert(k);
+      for (BlockKey e : evicted) ASSERT_EQ(present.erase(e), 1u) << "evicted a block it did not hold: " << e;
+      ASSERT_EQ(c.size(), present.size());
+    }
+    for (BlockKey k : keys) EXPECT_EQ(c.Count(std::vector<BlockKey>{k}), present.count(k)) << k;
+  }
+  evicted.clear();
+  c.Clear(&evicted);
+  EXPECT_EQ(std::set<BlockKey>(evicted.begin(), evicted.end()), present);
+  EXPECT_EQ(evicted.size(), present.size());
+}
+
 TEST(EventQueue, OrdersByTimeThenScheduling) {
   EventQueue q;
   std::vector<int> order;

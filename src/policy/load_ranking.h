@@ -1,0 +1,45 @@
+#pragma once
+// The least-loaded candidate kept current as loads change: a tournament tree over the
+// candidates, so that the choice costs O(1) and a change O(log n), instead of a scan of every
+// candidate on every request (the simulator picks among a whole cluster's units millions of
+// times an hour, while each unit's load changes a few times per request it serves).
+//
+// It answers exactly as least-loaded's scan over the same loads: the first (lowest-index)
+// available candidate with the smallest key, where the key is (queued prompt tokens,
+// sequences) for prefill and (sequences, KV usage) for decode. The caller must Update a
+// candidate whenever its load changes; the balancer uses the ranking instead of scanning only
+// when the LoadView it is given carries one for the phase asked.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace myriad::policy {
+
+struct UnitLoad;
+enum class Phase;
+
+class LoadRanking {
+ public:
+  LoadRanking(Phase phase, size_t candidates);
+
+  Phase phase() const { return phase_; }
+  size_t size() const { return size_; }
+  void Update(size_t candidate, const UnitLoad& load);
+  // The least-loaded available candidate, or -1 when none is available.
+  int Best() const { return tree_.size() > 1 ? tree_[1].index : -1; }
+
+ private:
+  struct Node {  // the winner of a subtree, index -1 when none of it is available
+    int64_t a;
+    double b;
+    int32_t index;
+  };
+  static bool Beats(const Node& x, const Node& y);
+
+  Phase phase_;
+  size_t size_;
+  size_t leaves_;           // a power of two >= size_
+  std::vector<Node> tree_;  // [1] is the root; leaves at [leaves_, leaves_ + size_)
+};
+
+}  // namespace myriad::policy
