@@ -78,23 +78,30 @@ double Rng::Gamma(double shape, double scale) {
   }
 }
 
-uint64_t Rng::Zipf(uint64_t n, double s) {
-  if (n <= 1) return 0;
-  // Rejection-inversion sampling (W. Hormann, G. Derflinger 1996) over ranks 1..n.
-  auto h = [s](double x) { return std::abs(s - 1.0) < 1e-9 ? std::log(x) : (std::pow(x, 1.0 - s) - 1.0) / (1.0 - s); };
-  auto h_inv = [s](double x) {
-    return std::abs(s - 1.0) < 1e-9 ? std::exp(x) : std::pow(1.0 + x * (1.0 - s), 1.0 / (1.0 - s));
-  };
-  const double h_x1 = h(1.5) - 1.0;
-  const double h_n = h(static_cast<double>(n) + 0.5);
-  const double sd = 1.0 - h_inv(h(2.5) - std::pow(2.0, -s));
+uint64_t Rng::Zipf(uint64_t n, double s) { return ZipfSampler(n, s)(*this); }
+
+// Rejection-inversion sampling (W. Hormann, G. Derflinger 1996) over ranks 1..n.
+ZipfSampler::ZipfSampler(uint64_t n, double s) : n_(n), s_(s), log_(std::abs(s - 1.0) < 1e-9) {
+  if (n <= 1) return;
+  h_x1_ = H(1.5) - 1.0;
+  h_n_ = H(static_cast<double>(n) + 0.5);
+  sd_ = 1.0 - HInverse(H(2.5) - std::pow(2.0, -s));
+}
+
+double ZipfSampler::H(double x) const { return log_ ? std::log(x) : (std::pow(x, 1.0 - s_) - 1.0) / (1.0 - s_); }
+double ZipfSampler::HInverse(double x) const {
+  return log_ ? std::exp(x) : std::pow(1.0 + x * (1.0 - s_), 1.0 / (1.0 - s_));
+}
+
+uint64_t ZipfSampler::operator()(Rng& rng) const {
+  if (n_ <= 1) return 0;
   for (;;) {
-    double u = h_n + Uniform() * (h_x1 - h_n);
-    double x = h_inv(u);
+    const double u = h_n_ + rng.Uniform() * (h_x1_ - h_n_);
+    const double x = HInverse(u);
     double k = std::floor(x + 0.5);
     if (k < 1) k = 1;
-    if (k > static_cast<double>(n)) k = static_cast<double>(n);
-    if (k - x <= sd || u >= h(k + 0.5) - std::pow(k, -s)) return static_cast<uint64_t>(k) - 1;
+    if (k > static_cast<double>(n_)) k = static_cast<double>(n_);
+    if (k - x <= sd_ || u >= H(k + 0.5) - std::pow(k, -s_)) return static_cast<uint64_t>(k) - 1;
   }
 }
 

@@ -42,4 +42,21 @@ class Rng {
   uint64_t s_[4];
 };
 
+// Zipf over [0, n) with exponent s with its constants worked out once: the same draws as
+// Rng::Zipf(n, s) from the same generator, without four powers per draw.
+class ZipfSampler {
+ public:
+  ZipfSampler(uint64_t n, double s);
+  uint64_t operator()(Rng& rng) const;
+
+ private:
+  double H(double x) const;
+  double HInverse(double x) const;
+
+  uint64_t n_;
+  double s_;
+  bool log_;  // s == 1: h is the logarithm
+  double h_x1_ = 0, h_n_ = 0, sd_ = 0;
+};
+
 }  // namespace myriad

@@ -30,7 +30,9 @@ void LoadRanking::Update(size_t candidate, const UnitLoad& load) {
     leaf.b = load.kv_usage;
   }
   size_t i = leaves_ + candidate;
-  tree_[i] = leaf;
+  Node& old = tree_[i];
+  if (old.index == leaf.index && old.a == leaf.a && old.b == leaf.b) return;  // most updates
+  old = leaf;
   for (i /= 2; i >= 1; i /= 2) {
     const Node& l = tree_[2 * i];
     const Node& r = tree_[2 * i + 1];

@@ -156,7 +156,8 @@ class SyntheticWorkload final : public Workload {
         output_(o_.output),
         turn_(o_.turn_tokens),
         continue_p_(1.0 - 1.0 / o_.turns_mean),
-        gamma_(o_.arrival == "gamma") {
+        gamma_(o_.arrival == "gamma"),
+        system_zipf_(static_cast<uint64_t>(std::max(o_.system_prompts, 0)), o_.system_prompt_zipf) {
     Rng sys_rng = Rng(o_.seed).Fork(6);
     if (o_.system_prompt_fraction > 0) {
       // Leave room for at least input.min tokens of user message under input.max.
@@ -265,7 +266,7 @@ class SyntheticWorkload final : public Workload {
     std::array<Segment, 2> segments{};
     size_t n = 0;
     if (o_.system_prompt_fraction > 0 && prompt_rng_.Bernoulli(o_.system_prompt_fraction)) {
-      const uint64_t rank = prompt_rng_.Zipf(o_.system_prompts, o_.system_prompt_zipf);
+      const uint64_t rank = system_zipf_(prompt_rng_);
       const size_t index = static_cast<size_t>(tenant) * o_.system_prompts + rank;
       const int32_t system_len = system_lengths_[index];
       total = std::max(total, system_len + o_.input.min);
@@ -316,6 +317,7 @@ class SyntheticWorkload final : public Workload {
   const LengthSampler input_, output_, turn_;
   const double continue_p_;
   const bool gamma_;
+  const ZipfSampler system_zipf_;        // of a system prompt's rank
   std::vector<int32_t> system_lengths_;  // [tenant * system_prompts + rank]
   std::vector<double> tenant_cdf_;
   double omega_ = 0, theta0_ = 0, swing_ = 0;  // diurnal curve; swing_ = 0 when flat

@@ -383,12 +383,15 @@ void Unit::OnStepDone() {
     running_context_ += running_;
     for (size_t rk = 0; rk < rank_running_.size(); ++rk) rank_context_[rk] += rank_running_[rk];
     kv_used_ += running_;
+    finishes_.TakeDue(step_, &due_);
+    // Each of these reads a request's state, long out of cache: start every read at once.
+    for (auto [slot, epoch] : awaiting_first_) __builtin_prefetch(&table_[slot]);
+    for (const FinishWheel::Entry& f : due_) __builtin_prefetch(&table_[f.slot]);
     for (auto [slot, epoch] : awaiting_first_) {
       ReqState& r = table_[slot];
       if (r.epoch == epoch && r.first_token < 0) r.first_token = now;
     }
     awaiting_first_.clear();
-    finishes_.TakeDue(step_, &due_);
     for (const FinishWheel::Entry& f : due_) {
       const ReqState& r = table_[f.slot];
       if (r.epoch != f.epoch || !r.decoding || r.decode_unit != cfg_.id) continue;
