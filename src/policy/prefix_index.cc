@@ -332,7 +332,7 @@ struct PrefixIndex::Impl {
     Holder& hs = holders[h];
     if (hs.run != run || stamp < hs.clear_floor) return false;
     const uint32_t j = static_cast<uint32_t>(run);
-    hs.suspect_from = std::min(hs.suspect_from, stamp < hs.suspect_floor ? j : kNever);
+    if (stamp < hs.suspect_floor) [[unlikely]] hs.suspect_from = std::min(hs.suspect_from, j);
     hs.run = run + 1;
     return true;
   }
