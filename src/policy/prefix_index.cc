@@ -57,6 +57,9 @@ constexpr uint8_t kProvFlag = 2;
 constexpr uint32_t kNever = UINT32_MAX;
 constexpr size_t kMatchBatch = 128;     // blocks whose home lines are prefetched together
 constexpr size_t kProbeLag = 32;        // Match probes a home line this many blocks later
+// Match defers blocks (see Defer) only for queries that started this many runs or fewer:
+// Defer and Resolve go over every run the query started.
+constexpr size_t kDeferMax = 16;
 constexpr size_t kStorePrefetch = 16;   // prefetch distance of Stored
 constexpr uint32_t kHandPrefetch = 16;  // and of the eviction hand, in lines
 
@@ -450,7 +453,7 @@ struct PrefixIndex::Impl {
       for (size_t j = k; j < found; ++j) {
         uint32_t s = slots[j - k];
         if (s == BlockStore::kMore) [[unlikely]] {
-          if (j != 0) {
+          if (j != 0 && matched.size() <= kDeferMax) {
             pending.push_back(static_cast<uint32_t>(j));
             if (!Defer(gen | j)) {
               found = j;
@@ -458,9 +461,9 @@ struct PrefixIndex::Impl {
             }
             continue;
           }
-          s = store.FindFrom(store.NextLine(homes[0]), key[0]);
+          s = store.FindFrom(store.NextLine(homes[j - k]), key[j * n]);
           if (s == BlockStore::kNone) {
-            found = 0;
+            found = j;
             break;
           }
         }

@@ -513,10 +513,12 @@ TEST(PrefixIndex, MatchesAReferenceModelUnderRandomOperations) {
 // holder whose stamps grew too large for it (many gaps before the test), on the same blocks.
 TEST(PrefixIndex, MatchesTheModelAcrossEntryForms) {
   const Nanos ttl = 2 * kSecond;
-  const std::vector<HolderId> ids = {1, 2, 3, 70'000, 200'000, 4};
   size_t checked = 0;
   for (uint64_t seed : {11, 12, 13}) {
     const int every = seed == 13 ? 2 : 1;
+    // Seed 13 also has blocks with many holders (Match then walks without deferring).
+    std::vector<HolderId> ids = {1, 2, 3, 70'000, 200'000, 4};
+    for (HolderId h = 10; seed == 13 && h < 40; ++h) ids.push_back(h);
     PrefixIndex index({.index_every = every, .provisional_ttl = ttl});
     Model model(every, ttl);
     // The holders exist (once stored) but hold nothing, so the model has nothing to mark.
@@ -574,6 +576,40 @@ TEST(PrefixIndex, MatchesTheModelAcrossEntryForms) {
     }
   }
   EXPECT_GT(checked, 5000u);
+}
+
+// Long chains held by many holders with holes and suspect marks: Match over blocks whose
+// key sits beyond its home line, with more runs than Match defers blocks for.
+TEST(PrefixIndex, ManyHoldersOnLongChainsMatchTheModel) {
+  const Nanos ttl = 2 * kSecond;
+  for (int holders : {6, 40}) {
+    PrefixIndex index({.provisional_ttl = ttl});
+    Model model(1, ttl);
+    Rng rng(static_cast<uint64_t>(holders));
+    std::vector<std::vector<BlockKey>> chains;
+    for (int i = 0; i < 6; ++i) chains.push_back(Chain(700 + i, 96));
+    for (const auto& c : chains) {
+      for (HolderId h = 0; h < static_cast<HolderId>(holders); ++h) {
+        const size_t len = 1 + rng.Below(c.size());
+        index.Stored(h, 0, Sub(c, 0, len), 0);
+        model.Stored(h, 0, Sub(c, 0, len), 0);
+        if (rng.Below(3) == 0) {
+          const size_t hole = rng.Below(len);
+          index.Removed(h, Sub(c, hole, hole + 1));
+          model.Removed(h, Sub(c, hole, hole + 1));
+        }
+        if (rng.Below(8) == 0) {
+          index.MarkSuspect(h);
+          model.MarkSuspect(h);
+        }
+      }
+    }
+    for (const auto& c : chains) {
+      std::vector<PrefixMatch> got;
+      index.Match(c, 0, &got);
+      EXPECT_EQ(Str(got), Str(model.Match(c, 0))) << holders << " holders";
+    }
+  }
 }
 
 TEST(PrefixIndex, Deterministic) {
