@@ -1,6 +1,7 @@
 // Layout. Blocks live in an open-addressing table (prefix_index_store.h): a 16-byte slot holds
-// the key and either the one holder's 64-bit word or a pointer to a chain of pooled 3-word
-// nodes. A word packs holder id (22 bits), a provisional bit and a 38-bit stamp:
+// the key and the one holder's 64-bit word, or two holders' compact 30-bit words, or a pointer
+// to a chain of pooled 3-word nodes. A word packs holder id (22 bits), a provisional bit and a
+// 37-bit stamp:
 //   confirmed entry:   the holder's epoch when it was stored;
 //   provisional entry: the serial of the AddProvisional call that added it.
 // Cleared and MarkSuspect are O(1) and lazy: they move the holder's epoch (and the serial)
@@ -19,7 +20,10 @@
 // until then it may count blocks whose entries are all garbage.
 //
 // Match walks the query in order (holes end a holder's prefix, so the prefix length cannot be
-// binary-searched) and spends its time waiting for memory: see Match.
+// binary-searched) and spends most of its time waiting for memory: see Match. Stamps start
+// small and grow by one per Cleared or MarkSuspect of their holder, so a block held by two
+// holders with ids below 2^16 fits its slot (compact words hold stamps below 2^14); a holder
+// past 16,383 clears and gaps keeps working, its blocks in nodes as with three holders.
 #include "policy/prefix_index.h"
 
 #include <algorithm>
@@ -34,13 +38,12 @@ namespace {
 
 using prefix_index_internal::BlockStore;
 
-constexpr int kStampBits = 38;
-constexpr uint64_t kStampMask = (uint64_t{1} << kStampBits) - 1;
-constexpr uint64_t kProvBit = uint64_t{1} << kStampBits;
-constexpr int kHolderShift = kStampBits + 1;
+using prefix_index_internal::kHolderBits;
+using prefix_index_internal::kHolderShift;
+using prefix_index_internal::kProvBit;
+using prefix_index_internal::kStampMask;
 // Holder ids at or above this are ignored (22 bits of the word).
-constexpr HolderId kMaxHolders = HolderId{1} << 22;
-static_assert(kHolderShift + 22 <= 61, "the word's top three bits belong to the store");
+constexpr HolderId kMaxHolders = HolderId{1} << kHolderBits;
 
 constexpr uint64_t MakeWord(HolderId h, bool prov, uint64_t stamp) {
   return (uint64_t{h} << kHolderShift) | (prov ? kProvBit : 0) | (stamp & kStampMask);
@@ -51,19 +54,30 @@ constexpr uint64_t StampOf(uint64_t p) { return p & kStampMask; }
 
 constexpr uint8_t kSuspectFlag = 1;
 constexpr uint8_t kProvFlag = 2;
-constexpr size_t kMatchBatch = 128;     // blocks whose slots are prefetched together
+constexpr uint32_t kNever = UINT32_MAX;
+constexpr size_t kMatchBatch = 128;     // blocks whose home lines are prefetched together
+constexpr size_t kProbeLag = 32;        // Match probes a home line this many blocks later
+// Match defers blocks (see Defer) only for queries that started this many runs or fewer:
+// Defer and Resolve go over every run the query started.
+constexpr size_t kDeferMax = 16;
 constexpr size_t kStorePrefetch = 16;   // prefetch distance of Stored
 constexpr uint32_t kHandPrefetch = 16;  // and of the eviction hand, in lines
 
 }  // namespace
 
 struct PrefixIndex::Impl {
-  struct Holder {            // what Match reads first
-    uint32_t match_gen = 0;  // Match scratch: the holder's run in the current query
-    uint32_t match_len = 0;
+  struct Holder {  // what Match reads first
+    // Match scratch: (query generation << 32) | blocks matched so far, i.e. the run of the
+    // holder in the current query; one compare tells whether block j extends it.
+    uint64_t run = 0;
     uint64_t clear_floor = 0;    // confirmed stamps below it are cleared
     uint64_t suspect_floor = 0;  // confirmed stamps below it are suspect
-    uint8_t match_flags = 0;
+    // Match scratch: the first block of the run with a suspect / provisional entry (kNever:
+    // none), so that a run cut back (see Resolve) drops what it had gathered beyond the cut.
+    uint32_t suspect_from = 0;
+    uint32_t prov_from = 0;
+    uint64_t mark = 0;  // Match scratch: (generation << 32) | a deferred block it holds
+    uint8_t mark_flags = 0;
     uint64_t epoch = 1;               // stamp of entries stored now
     uint64_t prov_clear_floor = 0;    // provisional serials below it are cleared
     uint64_t prov_suspect_floor = 0;  // provisional serials below it are suspect
@@ -100,7 +114,7 @@ struct PrefixIndex::Impl {
   std::vector<uint32_t> homes;
   std::vector<uint32_t> slots;
   std::vector<HolderId> matched;
-  std::vector<uint32_t> pending;
+  std::vector<uint32_t> pending;  // Match: deferred blocks of the batch
   absl::flat_hash_map<PublisherId, uint64_t> publishers;
 
   // The full serial of a provisional stamp: the latest one congruent to it.
@@ -175,14 +189,17 @@ struct PrefixIndex::Impl {
   // table order: evicting in table order would leave the table dense just ahead of the hand
   // (blocks there are two rotations old) and grow linear-probing runs without bound. The
   // stride is coprime with the number of lines, so a rotation visits every slot once; visiting
-  // a line's slots together costs one random line per about one eviction.
+  // a line's slots together costs one random line per about one eviction. Within a line it
+  // goes from the last slot to the first: an erase shifts later blocks back (with homes at line
+  // starts, often a whole run), and going backwards the hand does not meet a shifted block
+  // again in the same line.
   void SetStride() {
     const uint32_t lines = static_cast<uint32_t>(store.capacity() / 4);
     uint32_t s = static_cast<uint32_t>(lines * 0.6180339887) | 1;
     while (std::gcd(s, lines) != 1) s += 2;
     stride = s % lines;
     if (hand >= store.capacity()) hand = 0;
-    hand &= ~3u;
+    hand |= 3u;
     line_ahead = static_cast<uint32_t>((hand / 4 + uint64_t{kHandPrefetch} * stride) % lines);
     chain_ahead = static_cast<uint32_t>((hand / 4 + uint64_t{kHandPrefetch / 2} * stride) % lines);
   }
@@ -194,8 +211,11 @@ struct PrefixIndex::Impl {
   // Moves the hand to the next slot of its line, or to its next line, prefetching the line it
   // will visit kHandPrefetch lines later and the overflow chains of the one half as far.
   void AdvanceHand() {
-    if ((++hand & 3) != 0) return;
-    hand = NextHandLine(hand / 4 - 1) * 4;
+    if ((hand & 3) != 0) {
+      --hand;
+      return;
+    }
+    hand = NextHandLine(hand / 4) * 4 + 3;
     line_ahead = NextHandLine(line_ahead);
     chain_ahead = NextHandLine(chain_ahead);
     store.PrefetchSlot(line_ahead * 4);
@@ -238,15 +258,17 @@ struct PrefixIndex::Impl {
   void Put(HolderId holder, BlockKey key, uint64_t word) {
     uint32_t s = store.Find(key);
     if (s != BlockStore::kNone) {
-      uint64_t* w = store.FindWord(s, [holder](uint64_t p) { return HolderOf(p) == holder; });
-      if (w != nullptr) {
-        const uint64_t old = *w & BlockStore::kPayload;
+      const bool held = store.Update(
+          s, [holder](uint64_t p) { return HolderOf(p) == holder; },
+          [&](uint64_t old) {
+            // A prediction never downgrades what an engine reported.
+            if (IsProv(word) && !IsProv(old) && Live(old)) return old;
+            Unaccount(old);
+            Account(word);
+            return word;
+          });
+      if (held) {
         store.set_ref(s);
-        // A prediction never downgrades what an engine reported.
-        if (IsProv(word) && !IsProv(old) && Live(old)) return;
-        Unaccount(old);
-        BlockStore::SetPayload(w, word);
-        Account(word);
         return;
       }
     }
@@ -287,34 +309,102 @@ struct PrefixIndex::Impl {
     return holders[h];
   }
 
-  // Advances every holder whose run reached indexed block j - 1 and that holds block j.
-  bool Step(size_t j, uint32_t s, Nanos now) {
-    uint32_t advanced = 0;
+  // Block 0 of a query starts the run of every holder that holds it (usably).
+  bool Start(uint32_t s, Nanos now) {
+    const uint64_t run = (uint64_t{match_gen} << 32) | 1;
     store.ForEach(s, [&](uint64_t p) {
+      if (!Usable(p, now)) return;
       const HolderId h = HolderOf(p);
       Holder& hs = holders[h];
-      if (j != 0 && (hs.match_gen != match_gen || hs.match_len != j)) return;
-      uint8_t flags;
-      if (!IsProv(p)) [[likely]] {
-        const uint64_t stamp = StampOf(p);
-        if (stamp < hs.clear_floor) return;
-        flags = stamp < hs.suspect_floor ? kSuspectFlag : 0;
-      } else {
-        if (!Usable(p, now)) return;
-        flags = Flags(p);
-      }
-      if (j == 0) {
-        hs.match_gen = match_gen;
-        hs.match_flags = flags;
-        matched.push_back(h);
-      } else {
-        hs.match_flags |= flags;
-      }
-      hs.match_len = static_cast<uint32_t>(j + 1);
-      ++advanced;
+      const uint8_t flags = Flags(p);
+      hs.run = run;
+      hs.suspect_from = (flags & kSuspectFlag) ? 0 : kNever;
+      hs.prov_from = (flags & kProvFlag) ? 0 : kNever;
+      matched.push_back(h);
     });
-    if (advanced > 0 && !store.ref(s)) store.set_ref(s);  // no store (dirty line) when set
-    return advanced > 0;
+    if (!matched.empty() && !store.ref(s)) store.set_ref(s);
+    return !matched.empty();
+  }
+  static void Note(Holder& hs, uint8_t flags, uint32_t j) {
+    if (flags & kSuspectFlag) hs.suspect_from = std::min(hs.suspect_from, j);
+    if (flags & kProvFlag) hs.prov_from = std::min(hs.prov_from, j);
+  }
+  // Block j > 0 extends the runs that reached block j - 1, for the holders that hold it. `run`
+  // is the run value of such a holder: (generation << 32) | j.
+  bool Extend(HolderId h, uint64_t stamp, uint64_t run) {
+    Holder& hs = holders[h];
+    if (hs.run != run || stamp < hs.clear_floor) return false;
+    const uint32_t j = static_cast<uint32_t>(run);
+    if (stamp < hs.suspect_floor) [[unlikely]] hs.suspect_from = std::min(hs.suspect_from, j);
+    hs.run = run + 1;
+    return true;
+  }
+  // The general case: node chains and provisional entries.
+  bool ExtendSlow(uint32_t s, uint64_t run, Nanos now) {
+    bool any = false;
+    store.ForEach(s, [&](uint64_t p) {
+      Holder& hs = holders[HolderOf(p)];
+      if (hs.run != run || !Usable(p, now)) return;
+      Note(hs, Flags(p), static_cast<uint32_t>(run));
+      hs.run = run + 1;
+      any = true;
+    });
+    return any;
+  }
+  // A block whose probe runs on into the next line, not yet in: the walk takes it as held by
+  // every running holder and goes on; Resolve checks it once its line is in.
+  bool Defer(uint64_t run) {
+    bool any = false;
+    for (HolderId h : matched) {
+      Holder& hs = holders[h];
+      if (hs.run != run) continue;
+      hs.run = run + 1;
+      any = true;
+    }
+    return any;
+  }
+  // Cuts back at deferred block j (slot s, or kNone: absent) the runs that went through it
+  // without holding it; the others gather its flags.
+  void Resolve(uint32_t j, uint32_t s, Nanos now) {
+    const uint64_t gen = uint64_t{match_gen} << 32;
+    if (s != BlockStore::kNone) {
+      store.ForEach(s, [&](uint64_t p) {
+        if (!Usable(p, now)) return;
+        Holder& hs = holders[HolderOf(p)];
+        hs.mark = gen | j;
+        hs.mark_flags = Flags(p);
+      });
+    }
+    bool any = false;
+    for (HolderId h : matched) {
+      Holder& hs = holders[h];
+      if (static_cast<uint32_t>(hs.run) <= j) continue;  // ended before j
+      if (s != BlockStore::kNone && hs.mark == (gen | j)) {
+        Note(hs, hs.mark_flags, j);
+        any = true;
+      } else {
+        hs.run = gen | j;
+      }
+    }
+    if (any && !store.ref(s)) store.set_ref(s);
+  }
+  bool Step(uint32_t s, uint64_t run, Nanos now) {
+    const uint64_t w = store.word(s);
+    bool any;
+    if (w & BlockStore::kPair) {  // two confirmed entries, inline
+      constexpr int kStamp = prefix_index_internal::Compact::kStamp;
+      constexpr uint64_t kStampMaskC = (uint64_t{1} << kStamp) - 1;
+      constexpr uint64_t kHolderMaskC = (uint64_t{1} << (prefix_index_internal::Compact::kBits - kStamp)) - 1;
+      const uint64_t hi = w >> prefix_index_internal::Compact::kBits;
+      any = Extend(static_cast<HolderId>((hi >> kStamp) & kHolderMaskC), hi & kStampMaskC, run);
+      any |= Extend(static_cast<HolderId>((w >> kStamp) & kHolderMaskC), w & kStampMaskC, run);
+    } else if (!(w & (BlockStore::kOvf | kProvBit))) {  // one confirmed entry
+      any = Extend(HolderOf(w & BlockStore::kPayload), StampOf(w), run);
+    } else {
+      any = ExtendSlow(s, run, now);
+    }
+    if (any && !(w & BlockStore::kRef)) store.set_ref(s);  // no store (dirty line) when set
+    return any;
   }
 
   void Match(std::span<const BlockKey> blocks, Nanos now, std::vector<PrefixMatch>* out) {
@@ -324,61 +414,77 @@ struct PrefixIndex::Impl {
     Expire(now);
     if (count == 0 || store.size() == 0) return;
     if (++match_gen == 0) {
-      for (Holder& hs : holders) hs.match_gen = 0;
+      for (Holder& hs : holders) hs.run = 0;
       match_gen = 1;
     }
     matched.clear();
-    // Keys are chained, so no lookup depends on another: each batch prefetches all its home
-    // lines (memory-level parallelism), resolves what those lines settle and prefetches the
-    // next line for the rest (a miss there would otherwise stall the walk, one at a time),
-    // then the overflow chains, then walks.
+    // Keys are chained, so no lookup depends on another. Each batch prefetches its home lines
+    // (memory-level parallelism) kProbeLag blocks ahead of probing them, so that a probe finds
+    // its line in and the lines it asks for next (the node chain of a block that has one, the
+    // next line when the probe runs on) are queued early; then it walks. The walk defers a
+    // block whose probe ran on (Defer) and checks it at the end of the batch (Resolve):
+    // waiting for those lines in the walk cost about a fifth of Match (profile, 2026-11-29).
+    const BlockKey* key = blocks.data() + (n - 1);  // key[j * n]: indexed block j
+    const uint64_t gen = uint64_t{match_gen} << 32;
     bool going = true;
     for (size_t k = 0; going && k < count; k += kMatchBatch) {
       const size_t end = std::min(count, k + kMatchBatch);
-      const auto key = [&](size_t j) { return blocks[(j + 1) * n - 1]; };
-      for (size_t j = k; j < end; ++j) {
-        homes[j - k] = store.Home(key(j));
-        store.PrefetchSlot(homes[j - k]);
-      }
-      pending.clear();
+      const auto fetch = [&](size_t j) {
+        const uint32_t h = store.Home(key[j * n]);
+        homes[j - k] = h;
+        store.PrefetchSlot(h);
+      };
+      for (size_t j = k; j < std::min(end, k + kProbeLag); ++j) fetch(j);
       size_t found = end;
-      for (size_t j = k; j < found; ++j) {
-        const uint32_t s = store.FindInLine(homes[j - k], key(j));
+      for (size_t j = k; j < end; ++j) {
+        if (j + kProbeLag < end) fetch(j + kProbeLag);
+        const uint32_t s = store.FindInLine(homes[j - k], key[j * n]);
         slots[j - k] = s;
-        if (s == BlockStore::kMore) {
-          pending.push_back(static_cast<uint32_t>(j - k));
+        if (s < BlockStore::kMore) [[likely]] {
+          store.PrefetchChain(s);
+        } else if (s == BlockStore::kMore) {
           store.PrefetchSlot(store.NextLine(homes[j - k]));
-        } else if (s == BlockStore::kNone) {
-          found = j;
         } else {
-          store.PrefetchChain(s);
-        }
-      }
-      for (uint32_t i : pending) {
-        if (k + i >= found) break;
-        const uint32_t s = store.FindFrom(store.NextLine(homes[i]), key(k + i));
-        slots[i] = s;
-        if (s == BlockStore::kNone) {
-          found = k + i;
-        } else {
-          store.PrefetchChain(s);
-        }
-      }
-      for (size_t j = k; j < found; ++j) {
-        if (!Step(j, slots[j - k], now)) {
           found = j;
           break;
         }
+      }
+      pending.clear();
+      for (size_t j = k; j < found; ++j) {
+        uint32_t s = slots[j - k];
+        if (s == BlockStore::kMore) [[unlikely]] {
+          if (j != 0 && matched.size() <= kDeferMax) {
+            pending.push_back(static_cast<uint32_t>(j));
+            if (!Defer(gen | j)) {
+              found = j;
+              break;
+            }
+            continue;
+          }
+          s = store.FindFrom(store.NextLine(homes[j - k]), key[j * n]);
+          if (s == BlockStore::kNone) {
+            found = j;
+            break;
+          }
+        }
+        if (j == 0 ? !Start(s, now) : !Step(s, gen | j, now)) {
+          found = j;
+          break;
+        }
+      }
+      for (uint32_t j : pending) {
+        Resolve(j, store.FindFrom(store.NextLine(homes[j - k]), key[j * n]), now);
       }
       going = found == end;
     }
     out->reserve(matched.size());
     for (HolderId h : matched) {
       const Holder& hs = holders[h];
+      const uint32_t len = static_cast<uint32_t>(hs.run);
       out->push_back({.holder = h,
-                      .matched_blocks = static_cast<uint32_t>(hs.match_len * n),
-                      .suspect = (hs.match_flags & kSuspectFlag) != 0,
-                      .provisional = (hs.match_flags & kProvFlag) != 0});
+                      .matched_blocks = len * static_cast<uint32_t>(n),
+                      .suspect = hs.suspect_from < len,
+                      .provisional = hs.prov_from < len});
     }
     std::sort(out->begin(), out->end(),
               [](const PrefixMatch& a, const PrefixMatch& b) { return a.holder < b.holder; });

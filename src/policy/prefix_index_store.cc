@@ -1,5 +1,7 @@
 #include "policy/prefix_index_store.h"
 
+#include <algorithm>
+
 namespace myriad::policy::prefix_index_internal {
 namespace {
 
@@ -10,6 +12,7 @@ constexpr uint32_t kMinCapacity = 16;
 BlockStore::BlockStore() {
   slots_.reset(static_cast<Slot*>(AllocateLarge(kMinCapacity * sizeof(Slot), true, &slot_bytes_)));
   capacity_ = kMinCapacity;
+  lines_ = kMinCapacity / 4;
 }
 
 size_t BlockStore::memory_bytes() const {
@@ -35,6 +38,7 @@ void BlockStore::Grow() {
   slot_bytes_ = bytes;
   const uint32_t old_cap = capacity_;
   capacity_ = cap;
+  lines_ = cap / 4;
   for (uint32_t i = 0; i < old_cap; ++i) {
     if (old[i].word != 0) Place(old[i]);
   }
@@ -94,18 +98,25 @@ void BlockStore::FreeChain(uint32_t head) {
 
 void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
   uint64_t& w = slots_[slot].word;
-  payload = kOcc | (payload & kPayload);
-  if (!(w & kOvf)) {
-    const uint32_t n = NewNode();
-    Node& nd = node(n);
-    nd.w[0] = kOcc | (w & kPayload);
-    nd.w[1] = payload;
-    nd.n = 2;
-    nd.next = kNone;
-    w = kOcc | kOvf | (w & kRef) | n;
+  if (!(w & (kOvf | kPair))) {
+    const uint64_t first = w & kPayload;
+    if (Compact::Fits(first) && Compact::Fits(payload)) {
+      w = (w & (kOcc | kRef)) | kPair | (Compact::Pack(first) << Compact::kBits) |
+          Compact::Pack(payload);
+      return;
+    }
+    scratch_.assign({first, payload});
+    Rebuild(slot);
+    return;
+  }
+  if (w & kPair) {
+    scratch_.assign({Compact::Unpack((w >> Compact::kBits) & Compact::kMask),
+                     Compact::Unpack(w & Compact::kMask), payload});
+    Rebuild(slot);
     return;
   }
   // Only the head node may be partly filled: new words go there or into a new head.
+  payload |= kOcc;
   const uint32_t head = static_cast<uint32_t>(w);
   if (node(head).n < 3) {
     Node& nd = node(head);
@@ -122,15 +133,33 @@ void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
 
 bool BlockStore::Rebuild(uint32_t slot) {
   uint64_t& w = slots_[slot].word;
-  const uint64_t ref = w & kRef;
+  const uint64_t keep = w & (kOcc | kRef);
   if (w & kOvf) FreeChain(static_cast<uint32_t>(w));
-  w = kOcc | ref;
-  if (scratch_.empty()) {
+  const size_t count = scratch_.size();
+  if (count == 0) {
+    w = kOcc;  // EraseBlock reads the form bits
     EraseBlock(slot);
     return true;
   }
-  w |= scratch_[0];
-  for (size_t i = 1; i < scratch_.size(); ++i) AddWord(slot, scratch_[i]);
+  if (count == 1) {
+    w = keep | scratch_[0];
+    return false;
+  }
+  if (count == 2 && Compact::Fits(scratch_[0]) && Compact::Fits(scratch_[1])) {
+    w = keep | kPair | (Compact::Pack(scratch_[0]) << Compact::kBits) | Compact::Pack(scratch_[1]);
+    return false;
+  }
+  // Full nodes first, the partly filled one at the head.
+  uint32_t head = kNone;
+  for (size_t i = 0; i < count; i += 3) {
+    const uint32_t n = NewNode();
+    Node& nd = node(n);
+    nd.n = static_cast<uint32_t>(std::min<size_t>(3, count - i));
+    for (uint32_t j = 0; j < nd.n; ++j) nd.w[j] = kOcc | scratch_[i + j];
+    nd.next = head;
+    head = n;
+  }
+  w = keep | kOvf | head;
   return false;
 }
 

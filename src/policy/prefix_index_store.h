@@ -1,19 +1,25 @@
 #pragma once
 // The storage under PrefixIndex: an open-addressing (linear probing) table of blocks whose
-// 16-byte slot holds the block key and one 64-bit word. A block with one holder keeps that
-// holder's word inline; a block with more points to a chain of pooled 32-byte nodes of three
-// words each. The table (a multiple of four slots: 64-byte lines) grows by 1.5x at 3/4 load,
-// so it is 1/2 to 3/4 full (21-32 bytes per single-holder block), and maps keys to slots with
-// a multiply-shift ("fastrange"), which allows capacities that are not powers of two. Erase
-// shifts the rest of the run back (no tombstones).
+// 16-byte slot holds the block key and one 64-bit word. The word holds the block's one holder
+// payload; or two compact payloads (the pair form, see Compact below); or, for more holders or
+// payloads that do not compress, points to a chain of pooled 32-byte nodes of three words
+// each. The pair form keeps a block with two holders to one cache line, where a node costs a
+// second (dependent) line on every Match.
+//
+// The table (a multiple of four slots: 64-byte lines) grows by 1.5x at 3/4 load, so it is 1/2
+// to 3/4 full (21-32 bytes per single-holder block), and maps keys to lines with a
+// multiply-shift ("fastrange"), which allows capacities that are not powers of two. A key's
+// home is the first slot of a line (bucketised linear probing): at 3/4 load about 12% of keys
+// then sit beyond their home line, against 20% with homes on any slot. Erase shifts the rest
+// of the run back (no tombstones).
 //
 // Large arrays (the table past 2 MiB, node chunks) are 2 MiB-aligned and advised as huge pages:
 // probes land on random pages of a table of hundreds of MiB, and TLB misses (two-level page
 // walks under virtualisation) otherwise double the cost of each probe.
 //
-// Word bits 63..61 belong to the store (occupied, overflow, referenced); bits 60..0 are the
-// caller's payload. An empty slot has word 0. Slot indices stay valid until the next Insert
-// (which may grow the table) or erase (which may shift later slots back by one).
+// Word bits 63..60 belong to the store (occupied, overflow, referenced, pair); bits 59..0 are a
+// payload laid out as below. An empty slot has word 0. Slot indices stay valid until the next
+// Insert (which may grow the table) or erase (which may shift later slots back by one).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,13 +30,42 @@
 
 namespace myriad::policy::prefix_index_internal {
 
+// A payload (60 bits): holder id (22 bits) | provisional bit | 37-bit stamp.
+inline constexpr int kStampBits = 37;
+inline constexpr uint64_t kStampMask = (uint64_t{1} << kStampBits) - 1;
+inline constexpr uint64_t kProvBit = uint64_t{1} << kStampBits;
+inline constexpr int kHolderShift = kStampBits + 1;
+inline constexpr int kHolderBits = 22;
+static_assert(kHolderShift + kHolderBits == 60, "bits 63..60 belong to the store");
+
+// The compact form (30 bits) of a confirmed payload whose holder id is below 2^16 and whose
+// stamp is below 2^14: holder id | stamp. Other payloads (provisional, large ids or stamps)
+// do not compress, which costs only speed and memory: their blocks use the node form.
+struct Compact {
+  static constexpr int kStamp = 14;
+  static constexpr int kBits = 30;
+  static constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  static constexpr uint64_t kFits =  // the payload bits a compressible payload may have set
+      (((uint64_t{1} << (kBits - kStamp)) - 1) << kHolderShift) | ((uint64_t{1} << kStamp) - 1);
+  static constexpr bool Fits(uint64_t p) { return (p & ~kFits) == 0; }
+  static constexpr uint64_t Pack(uint64_t p) {
+    return ((p >> kHolderShift) << kStamp) | (p & ((uint64_t{1} << kStamp) - 1));
+  }
+  static constexpr uint64_t Unpack(uint64_t c) {
+    return ((c >> kStamp) << kHolderShift) | (c & ((uint64_t{1} << kStamp) - 1));
+  }
+};
+
 class BlockStore {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
   static constexpr uint64_t kOcc = uint64_t{1} << 63;
   static constexpr uint64_t kOvf = uint64_t{1} << 62;
   static constexpr uint64_t kRef = uint64_t{1} << 61;
-  static constexpr uint64_t kPayload = kRef - 1;
+  static constexpr uint64_t kPair = uint64_t{1} << 60;
+  static constexpr uint64_t kPayload = kPair - 1;
+  // Returned by a Transform function to drop the payload.
+  static constexpr uint64_t kDrop = UINT64_MAX;
 
   BlockStore();
 
@@ -38,10 +73,11 @@ class BlockStore {
   size_t capacity() const { return capacity_; }  // slots
   size_t memory_bytes() const;
 
+  // The first slot of the key's home line.
   uint32_t Home(BlockKey key) const {
-    return static_cast<uint32_t>((static_cast<unsigned __int128>(Mix(key)) * capacity_) >> 64);
+    return static_cast<uint32_t>((static_cast<unsigned __int128>(Mix(key)) * lines_) >> 64) * 4;
   }
-  // The home slot's line and the next, into L1: an insert's probe (a miss) often runs on.
+  // The home line and the next, into L1: an insert's probe (a miss) often runs on.
   // (Prefetching past the table's end is harmless: a prefetch never faults.)
   void Prefetch(BlockKey key) const {
     const uintptr_t p = reinterpret_cast<uintptr_t>(&slots_[Home(key)]);
@@ -64,20 +100,25 @@ class BlockStore {
       if (++i == capacity_) i = 0;
     }
   }
-  // The first step of a Find that touches only the home slot's line (four slots; the table is
-  // line-aligned and its capacity a multiple of four), without branching on each slot: the
-  // slot, kNone, or kMore when the probe goes on in the next line (FindFrom(NextLine(home))).
+  // The first step of a Find that touches only the home line (four slots; the table is
+  // line-aligned and its capacity a multiple of four): the slot, kNone, or kMore when the
+  // probe goes on in the next line (FindFrom(NextLine(home))). Keys are compared without
+  // looking at the words first: a key sits after no empty slot of its home line, so when the
+  // first slot with the key is empty (a stale key there), the key is absent.
   static constexpr uint32_t kMore = kNone - 1;
   uint32_t FindInLine(uint32_t home, BlockKey key) const {
-    const Slot* line = &slots_[home & ~3u];
-    uint32_t found = 0;
-    uint32_t empty = 0;
-    for (uint32_t k = 0; k < 4; ++k) {
-      found |= static_cast<uint32_t>((line[k].key == key) & (line[k].word != 0)) << k;
-      empty |= static_cast<uint32_t>(line[k].word == 0) << k;
+    const Slot* line = &slots_[home];
+    const uint32_t found = static_cast<uint32_t>(line[0].key == key) |
+                           static_cast<uint32_t>(line[1].key == key) << 1 |
+                           static_cast<uint32_t>(line[2].key == key) << 2 |
+                           static_cast<uint32_t>(line[3].key == key) << 3;
+    if (found != 0) [[likely]] {
+      const uint32_t s = home + static_cast<uint32_t>(__builtin_ctz(found));
+      return slots_[s].word != 0 ? s : kNone;
     }
-    if (found != 0) return (home & ~3u) + static_cast<uint32_t>(__builtin_ctz(found));
-    return (empty >> (home & 3)) != 0 ? kNone : kMore;
+    const bool full = (line[0].word != 0) & (line[1].word != 0) & (line[2].word != 0) &
+                      (line[3].word != 0);
+    return full ? kMore : kNone;
   }
   uint32_t NextLine(uint32_t home) const {
     const uint32_t next = (home | 3u) + 1;
@@ -90,16 +131,22 @@ class BlockStore {
 
   BlockKey key(uint32_t slot) const { return slots_[slot].key; }
   bool empty(uint32_t slot) const { return slots_[slot].word == 0; }
+  uint64_t word(uint32_t slot) const { return slots_[slot].word; }
   bool ref(uint32_t slot) const { return slots_[slot].word & kRef; }
   void set_ref(uint32_t slot) { slots_[slot].word |= kRef; }
   void clear_ref(uint32_t slot) { slots_[slot].word &= ~kRef; }
 
-  // Calls f(payload) for each word of the block.
+  // Calls f(payload) for each payload of the block.
   template <class F>
   void ForEach(uint32_t slot, F&& f) const {
     const uint64_t w = slots_[slot].word;
-    if (!(w & kOvf)) {
+    if (!(w & (kOvf | kPair))) {
       f(w & kPayload);
+      return;
+    }
+    if (w & kPair) {
+      f(Compact::Unpack((w >> Compact::kBits) & Compact::kMask));
+      f(Compact::Unpack(w & Compact::kMask));
       return;
     }
     for (uint32_t n = static_cast<uint32_t>(w); n != kNone;) {
@@ -108,46 +155,77 @@ class BlockStore {
       n = nd.next;
     }
   }
-  // The stored word whose payload satisfies `pred`, or nullptr. Write it back only through
-  // SetPayload.
-  template <class P>
-  uint64_t* FindWord(uint32_t slot, P&& pred) {
+  // Finds the first payload that satisfies `pred` and replaces it with update(payload).
+  // Returns false when no payload does.
+  template <class P, class U>
+  bool Update(uint32_t slot, P&& pred, U&& update) {
     uint64_t& w = slots_[slot].word;
-    if (!(w & kOvf)) return pred(w & kPayload) ? &w : nullptr;
+    if (!(w & (kOvf | kPair))) {
+      if (!pred(w & kPayload)) return false;
+      w = (w & ~kPayload) | update(w & kPayload);
+      return true;
+    }
+    if (w & kPair) {
+      for (int shift : {Compact::kBits, 0}) {
+        const uint64_t p = Compact::Unpack((w >> shift) & Compact::kMask);
+        if (!pred(p)) continue;
+        const uint64_t q = update(p);
+        if (Compact::Fits(q)) {
+          w = (w & ~(Compact::kMask << shift)) | (Compact::Pack(q) << shift);
+        } else {
+          scratch_.assign({Compact::Unpack((w >> (Compact::kBits - shift)) & Compact::kMask), q});
+          Rebuild(slot);
+        }
+        return true;
+      }
+      return false;
+    }
     for (uint32_t n = static_cast<uint32_t>(w); n != kNone;) {
       Node& nd = node(n);
       for (uint32_t j = 0; j < nd.n; ++j) {
-        if (pred(nd.w[j] & kPayload)) return &nd.w[j];
+        if (!pred(nd.w[j] & kPayload)) continue;
+        nd.w[j] = kOcc | update(nd.w[j] & kPayload);
+        // Two payloads that now both compress go back into the slot.
+        if (nd.n == 2 && nd.next == kNone && Compact::Fits(nd.w[0] & kPayload) &&
+            Compact::Fits(nd.w[1] & kPayload)) {
+          scratch_.assign({nd.w[0] & kPayload, nd.w[1] & kPayload});
+          Rebuild(slot);
+        }
+        return true;
       }
       n = nd.next;
     }
-    return nullptr;
-  }
-  static void SetPayload(uint64_t* word, uint64_t payload) {
-    *word = (*word & ~kPayload) | payload;
+    return false;
   }
   void AddWord(uint32_t slot, uint64_t payload);
-  // Removes every word whose payload satisfies `drop` (calling it once per word), erasing the
-  // block when none is left. Returns true when the block was erased.
-  template <class D>
-  bool RemoveIf(uint32_t slot, D&& drop) {
+  // Replaces each payload p of the block with f(p) (kDrop: removes it), erasing the block when
+  // none is left. Returns true when the block was erased.
+  template <class F>
+  bool Transform(uint32_t slot, F&& f) {
     const uint64_t w = slots_[slot].word;
-    if (!(w & kOvf)) {
-      if (!drop(w & kPayload)) return false;
-      EraseBlock(slot);
-      return true;
+    if (!(w & (kOvf | kPair))) {
+      const uint64_t q = f(w & kPayload);
+      if (q == kDrop) {
+        EraseBlock(slot);
+        return true;
+      }
+      slots_[slot].word = (w & ~kPayload) | q;
+      return false;
     }
     scratch_.clear();
     bool changed = false;
     ForEach(slot, [&](uint64_t p) {
-      if (drop(p)) {
-        changed = true;
-      } else {
-        scratch_.push_back(p);
-      }
+      const uint64_t q = f(p);
+      changed |= q != p;
+      if (q != kDrop) scratch_.push_back(q);
     });
-    if (!changed) return false;
-    return Rebuild(slot);
+    return changed && Rebuild(slot);
+  }
+  // Removes every payload that satisfies `drop` (calling it once per payload), erasing the
+  // block when none is left. Returns true when the block was erased.
+  template <class D>
+  bool RemoveIf(uint32_t slot, D&& drop) {
+    return Transform(slot, [&](uint64_t p) { return drop(p) ? kDrop : p; });
   }
 
  private:
@@ -174,13 +252,15 @@ class BlockStore {
   }
   uint32_t NewNode();
   void FreeChain(uint32_t head);
-  bool Rebuild(uint32_t slot);  // rewrites the block from scratch_
+  // Rewrites the block from scratch_ in the smallest form; true when that erased it.
+  bool Rebuild(uint32_t slot);
   void Grow();
   void Place(Slot s);
 
   std::unique_ptr<Slot[], FreeDeleter> slots_;
   size_t slot_bytes_ = 0;  // allocated for slots_
   uint32_t capacity_ = 0;
+  uint64_t lines_ = 0;     // capacity_ / 4
   size_t size_ = 0;
   std::vector<std::unique_ptr<Node[], FreeDeleter>> chunks_;
   uint32_t nodes_used_ = 0;  // nodes handed out from the chunks, free ones included

@@ -508,6 +508,110 @@ TEST(PrefixIndex, MatchesAReferenceModelUnderRandomOperations) {
   EXPECT_GT(checked, 2000u);
 }
 
+// The same model check with holders whose entries take every storage form: small ids with
+// small or larger stamps (two of them share a slot), ids too large for the compact form, and a
+// holder whose stamps grew too large for it (many gaps before the test), on the same blocks.
+TEST(PrefixIndex, MatchesTheModelAcrossEntryForms) {
+  const Nanos ttl = 2 * kSecond;
+  size_t checked = 0;
+  for (uint64_t seed : {11, 12, 13}) {
+    const int every = seed == 13 ? 2 : 1;
+    // Seed 13 also has blocks with many holders (Match then walks without deferring).
+    std::vector<HolderId> ids = {1, 2, 3, 70'000, 200'000, 4};
+    for (HolderId h = 10; seed == 13 && h < 40; ++h) ids.push_back(h);
+    PrefixIndex index({.index_every = every, .provisional_ttl = ttl});
+    Model model(every, ttl);
+    // The holders exist (once stored) but hold nothing, so the model has nothing to mark.
+    const auto once = Chain(seed, 1);
+    for (HolderId h : {3, 4}) {
+      index.Stored(h, 0, once, 0);
+      index.Removed(h, once);
+    }
+    for (int i = 0; i < 5'000; ++i) index.MarkSuspect(3);
+    for (int i = 0; i < 20'000; ++i) index.MarkSuspect(4);
+    Rng rng(seed);
+    std::vector<std::vector<BlockKey>> chains;
+    for (int i = 0; i < 5; ++i) chains.push_back(Chain(seed * 100 + i, 12));
+    Nanos now = 0;
+    for (int step = 0; step < 6000; ++step) {
+      now += static_cast<Nanos>(rng.Below(200)) * kMillisecond;
+      const auto& c = chains[rng.Below(chains.size())];
+      const HolderId h = ids[rng.Below(ids.size())];
+      const size_t from = rng.Below(c.size());
+      const size_t to = from + 1 + rng.Below(c.size() - from);
+      switch (rng.Below(12)) {
+        case 0:
+        case 1:
+        case 2:
+        case 3:
+          index.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
+          model.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
+          break;
+        case 4:
+          index.AddProvisional(h, 0, Sub(c, 0, to), now);
+          model.AddProvisional(h, 0, Sub(c, 0, to), now);
+          break;
+        case 5:
+          index.Removed(h, Sub(c, from, to));
+          model.Removed(h, Sub(c, from, to));
+          break;
+        case 6:
+          if (rng.Below(6) == 0) {
+            index.Cleared(h);
+            model.Cleared(h);
+          } else if (rng.Below(3) == 0) {
+            index.MarkSuspect(h);
+            model.MarkSuspect(h);
+          }
+          break;
+        default: {
+          std::vector<PrefixMatch> got;
+          index.Match(Sub(c, 0, to), now, &got);
+          EXPECT_EQ(Str(got), Str(model.Match(Sub(c, 0, to), now))) << "step " << step;
+          ++checked;
+        }
+      }
+      EXPECT_EQ(index.entries(), model.entries()) << "step " << step;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GT(checked, 5000u);
+}
+
+// Long chains held by many holders with holes and suspect marks: Match over blocks whose
+// key sits beyond its home line, with more runs than Match defers blocks for.
+TEST(PrefixIndex, ManyHoldersOnLongChainsMatchTheModel) {
+  const Nanos ttl = 2 * kSecond;
+  for (int holders : {6, 40}) {
+    PrefixIndex index({.provisional_ttl = ttl});
+    Model model(1, ttl);
+    Rng rng(static_cast<uint64_t>(holders));
+    std::vector<std::vector<BlockKey>> chains;
+    for (int i = 0; i < 6; ++i) chains.push_back(Chain(700 + i, 96));
+    for (const auto& c : chains) {
+      for (HolderId h = 0; h < static_cast<HolderId>(holders); ++h) {
+        const size_t len = 1 + rng.Below(c.size());
+        index.Stored(h, 0, Sub(c, 0, len), 0);
+        model.Stored(h, 0, Sub(c, 0, len), 0);
+        if (rng.Below(3) == 0) {
+          const size_t hole = rng.Below(len);
+          index.Removed(h, Sub(c, hole, hole + 1));
+          model.Removed(h, Sub(c, hole, hole + 1));
+        }
+        if (rng.Below(8) == 0) {
+          index.MarkSuspect(h);
+          model.MarkSuspect(h);
+        }
+      }
+    }
+    for (const auto& c : chains) {
+      std::vector<PrefixMatch> got;
+      index.Match(c, 0, &got);
+      EXPECT_EQ(Str(got), Str(model.Match(c, 0))) << holders << " holders";
+    }
+  }
+}
+
 TEST(PrefixIndex, Deterministic) {
   size_t checked = 0;
   EXPECT_EQ(RunRandom(5, 1, &checked), RunRandom(5, 1, &checked));
