@@ -1,5 +1,7 @@
 #include "policy/router.h"
 
+#include "policy/load_ranking.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -65,6 +67,11 @@ Router::Router(RouterOptions options, PrefixIndex* index) : options_(options), i
   balancer_ = std::move(*MakeLoadBalancer(name));
   decode_balancer_ = std::move(*MakeLoadBalancer(
       options.policy == RoutingPolicy::kRandom || options.policy == RoutingPolicy::kRoundRobin ? name : "least-loaded"));
+}
+
+int Router::LikelyEntry() const {
+  if (options_.policy != RoutingPolicy::kLeastLoaded || entry_ranking_ == nullptr) return -1;
+  return entry_ranking_->Best();
 }
 
 int Router::PickDecode(std::span<const Candidate> decode, Rng& rng) {

@@ -88,6 +88,11 @@ class Router {
 
   const RouterOptions& options() const { return options_; }
 
+  // The entry candidate that Route would choose now without looking at the request (the
+  // least-loaded one, from the entry ranking), or -1 when the choice depends on the request
+  // or is random. For warming what the chosen unit will read while other work runs.
+  int LikelyEntry() const;
+
   // Rankings of the entry and decode candidates' loads that the caller keeps current
   // (load_ranking.h); least-loaded choices then read them instead of scanning. Either may be
   // null (the default): scan.

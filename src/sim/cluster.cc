@@ -254,6 +254,13 @@ void Cluster::ScheduleNextArrival() {
 
 void Cluster::OnArrival(Request r) {
   const Nanos now = events_.now();
+  if (limiter_) {
+    // Admit will read the chosen unit's cache for this prompt: when the router's choice is
+    // known already, start those reads now, behind the next arrival's generation.
+    if (const int e = router_->LikelyEntry(); e >= 0) {
+      units_[static_cast<size_t>(entry_units_[static_cast<size_t>(e)])]->PrefetchCachedPrefix(r.blocks);
+    }
+  }
   metrics_.OnArrival(now, r);
   ScheduleNextArrival();
   if (int64_t{r.input_tokens} + r.output_tokens > max_prompt_tokens_) {

@@ -23,6 +23,7 @@
 // rotation for its first visit; to give every block about one rotation before it can go, as a
 // CLOCK over insertion order does, a new block carries the hand's lap parity and is passed
 // over by the hand in the lap it was inserted in.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -35,6 +36,8 @@ class PrefixCache {
  public:
   // Number of leading blocks of `blocks` present; they are marked recently used.
   size_t MatchAndTouch(std::span<const BlockKey> blocks);
+  // Starts loading the table lines that looking up (the first of) `blocks` will read.
+  void PrefetchLookups(std::span<const BlockKey> blocks) const { Prefetch(blocks.first(std::min(blocks.size(), kBatch))); }
   // Number of leading blocks present, without touching recency.
   size_t Count(std::span<const BlockKey> blocks) const;
   // Inserts every block (new ones unreferenced, present ones marked used), evicting blocks

@@ -109,6 +109,7 @@ class Unit {
   void EnableCacheEvents() { events_enabled_ = true; }
   // Leading blocks of `blocks` in this unit's prefix cache (an engine re-verifying a hint).
   size_t CachedPrefix(std::span<const BlockKey> blocks) const { return cache_.Count(blocks); }
+  void PrefetchCachedPrefix(std::span<const BlockKey> blocks) const { cache_.PrefetchLookups(blocks); }
   // KV copied in from another unit lands in the prefix cache. The first `known` blocks were
   // just found there (and marked used): only the rest need inserting.
   void AddToCache(std::span<const BlockKey> blocks, size_t known = 0);
