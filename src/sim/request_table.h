@@ -2,6 +2,7 @@
 // The state of every request in flight, in slots reused after completion so memory follows
 // the number in flight, not the number simulated.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sim/workload.h"
@@ -36,7 +37,9 @@ class RequestTable {
     if (!free_.empty()) {
       slot = free_.back();
       free_.pop_back();
-      slots_[slot] = ReqState{};
+      // Fresh state in place (assigning a temporary would copy its unused inline key space).
+      std::destroy_at(&slots_[slot]);
+      std::construct_at(&slots_[slot]);
     } else {
       slot = static_cast<uint32_t>(slots_.size());
       slots_.emplace_back();

@@ -39,7 +39,7 @@ constexpr uint64_t kFirstDynamicSegment = uint64_t{1} << 48;
 // (segment, offset, length) piece it covers, so equal segment sequences give equal keys and a
 // block straddling a shared and a unique segment is unique, as in an engine.
 void KeyBlocks(std::span<const Segment> segments, int block_tokens, int32_t total_tokens,
-               std::vector<BlockKey>& out) {
+               BlockList& out) {
   out.reserve(static_cast<size_t>(total_tokens / block_tokens));
   BlockKey parent = kRootBlockKey;
   uint64_t content = kBlockSeed;

@@ -9,11 +9,16 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "core/block_hash.h"
 #include "core/time.h"
 
 namespace myriad::sim {
+
+// A prompt's block keys: most prompts' fit inline (no allocation per request, and the keys sit
+// beside the request's other state); longer ones spill to the heap.
+using BlockList = absl::InlinedVector<BlockKey, 10>;
 
 struct Request {
   uint64_t id = 0;          // 0, 1, 2... in arrival order
@@ -23,7 +28,7 @@ struct Request {
   uint32_t tenant = 0;
   // Keys of the prompt's full KV blocks (block size fixed per run), in order: equal keys at
   // equal positions mean a shared prefix up to that block.
-  std::vector<BlockKey> blocks;
+  BlockList blocks;
 };
 
 class Workload {

@@ -43,7 +43,7 @@ std::vector<Request> Replay(std::vector<TraceRecord> records, TraceReplayOptions
   return w.ok() ? Drain(**w) : std::vector<Request>{};
 }
 
-size_t CommonPrefix(const std::vector<BlockKey>& a, const std::vector<BlockKey>& b) {
+size_t CommonPrefix(const BlockList& a, const BlockList& b) {
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
   return n;
