@@ -186,7 +186,7 @@ class SyntheticWorkload final : public Workload {
     const bool turn_first =
         !turns_.empty() && (fresh_done_ || turns_.front().arrival <= next_fresh_);
     if (turn_first) {
-      std::pop_heap(turns_.begin(), turns_.end(), LaterTurn);
+      std::pop_heap(turns_.begin(), turns_.end(), LaterTurn{});
       Turn turn = std::move(turns_.back());
       turns_.pop_back();
       Request req = Emit(turn.arrival, turn.tenant, turn.input_tokens, turn.output_tokens,
@@ -210,9 +210,13 @@ class SyntheticWorkload final : public Workload {
     int32_t output_tokens;
     std::vector<Segment> segments;
   };
-  static bool LaterTurn(const Turn& a, const Turn& b) {
-    return a.arrival != b.arrival ? a.arrival > b.arrival : a.seq > b.seq;
-  }
+  // A type, not a function: the heap algorithms inline its calls (through a function
+  // pointer they did not, and the turn heap holds tens of thousands of sessions).
+  struct LaterTurn {
+    bool operator()(const Turn& a, const Turn& b) const {
+      return a.arrival != b.arrival ? a.arrival > b.arrival : a.seq > b.seq;
+    }
+  };
 
   // The intensity's integral: Lambda(t) = t + (a/omega)(cos(theta0) - cos(omega t + theta0)),
   // in units of 1/rate. Arrivals of the undisturbed process at u map to Lambda^-1(u).
@@ -309,7 +313,7 @@ class SyntheticWorkload final : public Workload {
     segments.push_back({next_segment_++, message});
     turns_.push_back(Turn{at, next_turn_seq_++, prev.tenant, static_cast<int32_t>(input), output,
                           std::move(segments)});
-    std::push_heap(turns_.begin(), turns_.end(), LaterTurn);
+    std::push_heap(turns_.begin(), turns_.end(), LaterTurn{});
   }
 
   const SyntheticOptions o_;

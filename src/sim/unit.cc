@@ -385,8 +385,8 @@ void Unit::OnStepDone() {
     kv_used_ += running_;
     finishes_.TakeDue(step_, &due_);
     // Each of these reads a request's state, long out of cache: start every read at once.
-    for (auto [slot, epoch] : awaiting_first_) __builtin_prefetch(&table_[slot]);
-    for (const FinishWheel::Entry& f : due_) __builtin_prefetch(&table_[f.slot]);
+    for (auto [slot, epoch] : awaiting_first_) table_[slot].Prefetch();
+    for (const FinishWheel::Entry& f : due_) table_[f.slot].Prefetch();
     for (auto [slot, epoch] : awaiting_first_) {
       ReqState& r = table_[slot];
       if (r.epoch == epoch && r.first_token < 0) r.first_token = now;
