@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+
+#include "perf/two_batch_pipeline.h"
 
 namespace myriad::perf {
 
@@ -98,14 +101,15 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
 
   // Dispatch (1 B per value) and combine (2 B) of a fraction f of the batch in layer l: the
   // bottleneck is the rank sending the most or the GPU receiving the most (incast on hot experts).
-  auto comm = [&](int l, double f) {
-    if (!ep) return 0.0;
+  // Returns {dispatch, combine}.
+  auto comm = [&](int l, double f) -> std::pair<double, double> {
+    if (!ep) return {0.0, 0.0};
     const double send_inter = f * moe_tokens_max * inter_copies * m.hidden;
     const double recv_inter = f * load_.max_share(l) * moe_tokens_sum * inter_copies * m.hidden;
     const double send_intra = f * moe_tokens_max * intra_copies * m.hidden;
     const double recv_intra = f * load_.max_share(l) * moe_tokens_sum * intra_copies * m.hidden;
     const double per_byte = std::max(std::max(send_inter, recv_inter) / nic_bw_, std::max(send_intra, recv_intra) / nvl_bw_);
-    return 2 * latency + 3.0 * per_byte;
+    return {latency + per_byte, latency + 2.0 * per_byte};
   };
 
   const int moe_layers = std::min(m.moe_layers(), load_.layers());
@@ -120,18 +124,24 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
   const bool per_rank_experts = load_.gpus() == static_cast<int>(ranks.size());
   const double weights_read = ExpertSeconds(0, slots);
   const double per_pair = ExpertSeconds(1e6, 0) / 1e6;
+  std::vector<MicroBatchLayer> halves;
+  if (options_.two_batch_overlap) halves.reserve(static_cast<size_t>(std::max(moe_layers, 0)));
   for (int l = 0; l < moe_layers; ++l) {
     const double ex = ExpertSeconds(pairs * load_.max_share(l), slots);
-    const double cm = comm(l, 1.0);
+    const auto [dispatch, combine] = comm(l, 1.0);
     attention += slowest_layer;
     experts += ex;
-    comm_total += cm;
+    comm_total += dispatch + combine;
     if (options_.two_batch_overlap) {
-      // Each micro-batch's compute hides the other's AllToAll; whichever is longer sets the pace.
-      const double compute_half = slowest_half + ExpertSeconds(0.5 * pairs * load_.max_share(l), slots);
-      total += 2.0 * std::max(compute_half, comm(l, 0.5));
+      // Each micro-batch's AllToAll runs under the other's compute, in the order the two take
+      // turns on the compute stream (perf/two_batch_pipeline.h).
+      const auto [d_half, c_half] = comm(l, 0.5);
+      halves.push_back({.attention = slowest_half,
+                        .dispatch = d_half,
+                        .experts = ExpertSeconds(0.5 * pairs * load_.max_share(l), slots),
+                        .combine = c_half});
     } else {
-      total += slowest_layer + ex + cm;
+      total += slowest_layer + ex + dispatch + combine;
     }
     if (per_rank_experts) {
       // ExpertSeconds is max(pairs x c, weights' read time): inlined, this loop runs for every
@@ -141,6 +151,7 @@ MoeStepResult MoeStepModel::Step(std::span<const BatchShape> ranks) const {
       }
     }
   }
+  if (options_.two_batch_overlap) total += TwoBatchPipelineSeconds(halves);
   for (size_t r = 0; r < dead_.size() && r < ranks.size(); ++r) {
     if (dead_[r] != 0) out.rank_busy_s[r] = 0;  // the per-layer loop gave it the weights' read
   }

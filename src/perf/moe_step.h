@@ -19,7 +19,8 @@ struct MoeOptions {
   // without it each rank sends its own tokens but the step pays `unpadded_overhead`.
   bool dp_padding = true;
   Nanos unpadded_overhead = 1 * kMillisecond;  // an assumption: no published figure
-  // Split the batch into two micro-batches so one's AllToAll runs under the other's compute.
+  // Split the batch into two micro-batches so one's AllToAll runs under the other's compute,
+  // the two taking turns on the compute stream (perf/two_batch_pipeline.h).
   bool two_batch_overlap = false;
   // Rail-optimised fabric: nodes under one leaf group; traffic between groups crosses a
   // spine oversubscribed by this factor.

@@ -60,9 +60,8 @@ TEST(MoeStep, SglangPrefillPerNodeWithin20Percent) {
     const double tput = 32.0 * 16384 / model.Step(ranks).total_s / 4;
     std::printf("SGLang prefill, %lld-token prompts: %.0f input tok/s per node (published %.0f)\n",
                 static_cast<long long>(prompt), tput, targets[i]);
-    // The bar is 20%; at 4K the model is 20.1% over (attention's share of prefill
-    // grows more slowly with prompt length than SGLang measured): see docs/calibration.md.
-    EXPECT_NEAR(tput, targets[i], (prompt < 4096 ? 0.2 : 0.25) * targets[i]);
+    // The bar (docs/calibration.md: +5%, +8%, +6% with the two-batch pipeline).
+    EXPECT_NEAR(tput, targets[i], 0.2 * targets[i]);
     ++i;
   }
 }
@@ -74,9 +73,9 @@ TEST(MoeStep, SglangDecodePerNodeWithin20Percent) {
   const auto ranks = DecodeRanks(72, 256, 2048 + 50);
   const double tput = 72.0 * 256 / model.Step(ranks).total_s / 9;
   std::printf("SGLang decode, 256 seqs/GPU: %.0f output tok/s per node (published 22,282)\n", tput);
-  // The bar is 20%; the model is 26% over because its two-batch overlap is perfect
-  // (+46% against SGLang's +25.5%): see docs/calibration.md.
-  EXPECT_NEAR(tput, 22'282, 0.3 * 22'282);
+  // The bar is 20%. The model is 19% over (26% before the two micro-batches were
+  // scheduled in turn, perf/two_batch_pipeline.h); what remains is in docs/calibration.md.
+  EXPECT_NEAR(tput, 22'282, 0.2 * 22'282);
 }
 
 TEST(MoeStep, EplbSpeedsUpSkewedUnits) {
