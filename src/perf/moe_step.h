@@ -68,6 +68,9 @@ class MoeStepModel {
   MoeOptions options_;
   std::vector<uint8_t> dead_;
   double dense_params_per_layer_ = 0;
+  // One layer's weights by where two-batch overlap runs them: query and latent projections
+  // (before the attention core), the output side (after it), the shared experts, a dense FFN.
+  double prepare_params_ = 0, output_params_ = 0, shared_params_ = 0, dense_ffn_params_ = 0;
   double inter_copies_ = 0, intra_copies_ = 0;  // per token per layer
   double nic_bw_ = 0, nvl_bw_ = 0;
 };

@@ -53,8 +53,8 @@ TEST(MoeDecodeTerms, SglangOperatingPoint) {
 }
 
 // The constants were fitted (perf/calibration.h) to DeepSeek's production decode with compute
-// and communication added, although DeepSeek overlaps them. Its own layout stepped with the
-// two-batch pipeline shows how much that fit leaves to overlap.
+// and communication added, although DeepSeek overlaps them. Its own layout stepped with
+// two-batch overlap shows how much speed that fit leaves to the overlap.
 TEST(MoeDecodeTerms, DeepSeekProductionWithOverlap) {
   auto unit = StepModel::Create(*FindGpu("H800"), *FindModel("DeepSeek-V3"),
                                 {.tp = 1, .dp = 144, .ep = 144, .nodes = 18, .redundant_experts = 32},
@@ -68,24 +68,42 @@ TEST(MoeDecodeTerms, DeepSeekProductionWithOverlap) {
   const double plain = MoeStepModel(*unit, balanced, {.two_batch_overlap = false}).Step(ranks).total_s;
   const double tbo = MoeStepModel(*unit, balanced, {.two_batch_overlap = true}).Step(ranks).total_s;
   std::printf("DeepSeek production layout (H800 EP144, 128 seqs/GPU, 4,989 KV), balanced experts: "
-              "%.0f output tok/s per node without overlap, %.0f with the two-batch pipeline (published 14,800)\n",
+              "%.0f output tok/s per node without overlap, %.0f with two-batch overlap (published 14,800)\n",
               144.0 * 128 / plain / 18, 144.0 * 128 / tbo / 18);
   EXPECT_LT(tbo, plain);
 }
 
-TEST(TwoBatchPipeline, AlternationDecidesWhatHides) {
-  // Compute-bound layers: the transfers hide, a layer costs both micro-batches' compute.
-  std::vector<MicroBatchLayer> compute(10, {.attention = 3, .dispatch = 1, .experts = 2, .combine = 1});
-  EXPECT_NEAR(TwoBatchPipelineSeconds(compute), 10 * 10 + 1, 1e-9);  // and the last combine
-  // Network-bound with uneven compute: dispatch under experts, combine under attention and
-  // the reverse, so a layer costs max(e,d) + max(e,c) + max(a,c) + max(a,d) in steady state,
-  // above the ideal 2 x max(a + e, d + c).
-  const MicroBatchLayer l{.attention = 277, .dispatch = 184, .experts = 90, .combine = 343};
+TEST(TwoBatchPipeline, SglangDecodeStagesLeaveTheExpertsExposed) {
+  // Network-bound decode layers: the dispatch hides under the shared expert and the other
+  // micro-batch's attention prepare, the combine under the other's attention core, the experts
+  // under nothing: 2 x (max(H + P, D) + E + max(K, C)) per layer in steady state.
+  const MicroBatchLayer l{.attention_prepare = 30, .attention_core = 214, .shared_experts = 22, .experts = 88,
+                          .dispatch = 206, .combine = 386};
   std::vector<MicroBatchLayer> ten(10, l), eleven(11, l);
-  const double per_layer = TwoBatchPipelineSeconds(eleven) - TwoBatchPipelineSeconds(ten);
-  EXPECT_NEAR(per_layer, 184 + 343 + 343 + 277, 1e-9);
-  EXPECT_GT(per_layer, 2 * (184 + 343));
-  EXPECT_DOUBLE_EQ(TwoBatchPipelineSeconds({}), 0.0);
+  const double per_layer = TwoBatchPipelineSeconds(eleven, OverlapSchedule::kDecode) -
+                           TwoBatchPipelineSeconds(ten, OverlapSchedule::kDecode);
+  EXPECT_NEAR(per_layer, 2 * (206 + 88 + 386), 1e-9);
+  // Compute-bound layers: a layer costs both micro-batches' compute.
+  const MicroBatchLayer c{.attention_prepare = 100, .attention_core = 300, .shared_experts = 50, .experts = 200,
+                          .dispatch = 50, .combine = 100};
+  std::vector<MicroBatchLayer> c10(10, c), c11(11, c);
+  EXPECT_NEAR(TwoBatchPipelineSeconds(c11, OverlapSchedule::kDecode) - TwoBatchPipelineSeconds(c10, OverlapSchedule::kDecode),
+              2 * 650, 1e-9);
+  EXPECT_NEAR(TwoBatchPipelineSeconds(c11, OverlapSchedule::kPrefill) - TwoBatchPipelineSeconds(c10, OverlapSchedule::kPrefill),
+              2 * 650, 1e-9);
+  EXPECT_DOUBLE_EQ(TwoBatchPipelineSeconds({}, OverlapSchedule::kDecode), 0.0);
+}
+
+TEST(TwoBatchPipeline, SglangPrefillStagesHideTheDispatchUnderTheOtherAttention) {
+  // Prefill (delta 0): the dispatch runs under the other micro-batch's attention, the combine
+  // under the other's experts and one's own shared expert. With transfers shorter than what
+  // covers them, a layer costs the two micro-batches' compute alone.
+  const MicroBatchLayer l{.attention_prepare = 100, .attention_core = 400, .shared_experts = 50, .experts = 500,
+                          .dispatch = 450, .combine = 520};
+  std::vector<MicroBatchLayer> ten(10, l), eleven(11, l);
+  EXPECT_NEAR(TwoBatchPipelineSeconds(eleven, OverlapSchedule::kPrefill) -
+                  TwoBatchPipelineSeconds(ten, OverlapSchedule::kPrefill),
+              2 * 1050, 1e-9);
 }
 
 }  // namespace
