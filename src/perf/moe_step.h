@@ -19,7 +19,8 @@ struct MoeOptions {
   // without it each rank sends its own tokens but the step pays `unpadded_overhead`.
   bool dp_padding = true;
   Nanos unpadded_overhead = 1 * kMillisecond;  // an assumption: no published figure
-  // Split the batch into two micro-batches so one's AllToAll runs under the other's compute.
+  // Split the batch into two micro-batches so one's AllToAll runs under the other's compute,
+  // the two taking turns on the compute stream (perf/two_batch_pipeline.h).
   bool two_batch_overlap = false;
   // Rail-optimised fabric: nodes under one leaf group; traffic between groups crosses a
   // spine oversubscribed by this factor.
@@ -67,6 +68,9 @@ class MoeStepModel {
   MoeOptions options_;
   std::vector<uint8_t> dead_;
   double dense_params_per_layer_ = 0;
+  // One layer's weights by where two-batch overlap runs them: query and latent projections
+  // (before the attention core), the output side (after it), the shared experts, a dense FFN.
+  double prepare_params_ = 0, output_params_ = 0, shared_params_ = 0, dense_ffn_params_ = 0;
   double inter_copies_ = 0, intra_copies_ = 0;  // per token per layer
   double nic_bw_ = 0, nvl_bw_ = 0;
 };

@@ -60,9 +60,8 @@ TEST(MoeStep, SglangPrefillPerNodeWithin20Percent) {
     const double tput = 32.0 * 16384 / model.Step(ranks).total_s / 4;
     std::printf("SGLang prefill, %lld-token prompts: %.0f input tok/s per node (published %.0f)\n",
                 static_cast<long long>(prompt), tput, targets[i]);
-    // The bar is 20%; at 4K the model is 20.1% over (attention's share of prefill
-    // grows more slowly with prompt length than SGLang measured): see docs/calibration.md.
-    EXPECT_NEAR(tput, targets[i], (prompt < 4096 ? 0.2 : 0.25) * targets[i]);
+    // The bar (docs/calibration.md: +4%, +9%, +7% with SGLang's stages).
+    EXPECT_NEAR(tput, targets[i], 0.2 * targets[i]);
     ++i;
   }
 }
@@ -74,9 +73,10 @@ TEST(MoeStep, SglangDecodePerNodeWithin20Percent) {
   const auto ranks = DecodeRanks(72, 256, 2048 + 50);
   const double tput = 72.0 * 256 / model.Step(ranks).total_s / 9;
   std::printf("SGLang decode, 256 seqs/GPU: %.0f output tok/s per node (published 22,282)\n", tput);
-  // The bar is 20%; the model is 26% over because its two-batch overlap is perfect
-  // (+46% against SGLang's +25.5%): see docs/calibration.md.
-  EXPECT_NEAR(tput, 22'282, 0.3 * 22'282);
+  // The bar is 20%. The model is 10% over (26% while its two-batch overlap was
+  // perfect, before it followed SGLang's stages: perf/two_batch_pipeline.h); the remaining
+  // terms are in docs/calibration.md.
+  EXPECT_NEAR(tput, 22'282, 0.2 * 22'282);
 }
 
 TEST(MoeStep, EplbSpeedsUpSkewedUnits) {
@@ -157,6 +157,8 @@ namespace {
 // Kimi K2 on 128 H200 (LMSYS 2025-07-17): 4 prefill nodes (224k input tok/s each at 2,000-token
 // prompts) and 12 decode nodes (32k output tok/s each at a decode batch of 480 per GPU, 96
 // redundant experts), with two-batch overlap. Printed for docs/calibration.md; asserted loosely.
+// The blog is inconsistent: 384k decode tok/s over 12 decode nodes is 32k each, but its own
+// comparison table gives 24k per node (and 56k for prefill: both figures divided by 16 nodes).
 TEST(MoeStep, KimiK2OnH200) {
   auto prefill = StepModel::Create(*FindGpu("H200"), *FindModel("Kimi-K2"),
                                    {.tp = 1, .dp = 32, .ep = 32, .nodes = 4, .redundant_experts = 0},
