@@ -364,6 +364,9 @@ void Unit::StartStepIfIdle() {
   Nanos duration = std::max<Nanos>(TimeStep(batch), 1);
   if (slowdown_ != 1.0) duration = static_cast<Nanos>(static_cast<double>(duration) * slowdown_);
   step_duration_ = duration;
+  // The requests that finish with this step: their state is read when it ends, and loading it
+  // now hides the misses behind everything that runs meanwhile.
+  if (step_decode_seqs_ > 0) finishes_.Prefetch(step_ + 1, [this](uint32_t slot) { table_[slot].Prefetch(); });
   events_.After(duration, [this, inc = incarnation_] {
     if (inc == incarnation_) OnStepDone();
   });
