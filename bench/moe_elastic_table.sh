@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The elastic EP table of docs/moe.md: one decode GPU (and its node) lost in a `moe:` pool,
-# with elastic EP off, on (surviving copies), on with re-placement, and on over DeepSeek's EPLB.
+# with elastic EP off, on (surviving copies), on with re-placement (incremental, then a fresh
+# EPLB), and on over DeepSeek's EPLB.
 #   bench/moe_elastic_table.sh [scenario] [extra --set flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,8 @@ rows=(
   "no fault, DeepSeek's EPLB|--set faults.scripted.0.at=1h --set faults.elastic_ep.enabled=false"
   "elastic EP off|--set faults.elastic_ep.enabled=false"
   "on: the surviving copies carry the lost ones' load|"
-  "on, re-placed over the live GPUs|--set faults.elastic_ep.rebalance=true"
+  "on, re-placed incrementally|--set faults.elastic_ep.rebalance=true"
+  "on, re-placed by a fresh EPLB|--set faults.elastic_ep.rebalance=true --set faults.elastic_ep.rebalance_mode=full"
   "on, DeepSeek's EPLB (min_copies 1)|--set faults.elastic_ep.min_copies=1"
 )
 echo "| run | unit serving again | whole again | degraded expert imbalance | decode availability | TPOT p50 / p99 | TTFT p99 | SLO attainment | goodput tok/s | retried |"

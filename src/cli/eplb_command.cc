@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_replace.h"
 #include "policy/eplb.h"
+#include "policy/eplb_incremental.h"
 
 namespace myriad::cli {
 
@@ -46,6 +47,13 @@ EplbCommand::EplbCommand(CLI::App& app) {
                    "Order of equal loads: stable (torch.sort stable=True) or std-sort (torch's "
                    "std::sort-based CPU sort)")
       ->check(CLI::IsMember({"stable", "std-sort"}))
+      ->capture_default_str();
+  cmd_->add_option("--from-loads", from_loads_path_,
+                   "Loads the running placement was computed from (same shape as --loads): print "
+                   "the incremental re-placement from it instead of a fresh one");
+  cmd_->add_option("--tolerance", tolerance_,
+                   "With --from-loads: how far above the fresh placement's max/mean a layer may stay")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }
 
@@ -245,18 +253,29 @@ std::string Join(std::span<const int32_t> v) {
   return fmt::format("{}", fmt::join(v.begin(), v.end(), " "));
 }
 
+// Slots fetched when moving from the placement for --from-loads.
+struct Moves {
+  int64_t incremental = 0, fresh = 0;
+  double fresh_imbalance = 0;  // mean over layers
+};
+
 void PrintTable(const policy::EplbPlacement& p, const policy::EplbImbalance& imb, int groups,
-                int nodes) {
+                int nodes, const std::optional<Moves>& moves) {
   const int per_gpu = p.experts_per_gpu();
   std::printf(
       "EPLB: %d layers, %d logical experts -> %d replicas on %d GPUs (%d per GPU), "
       "%d groups, %d nodes: %s policy\n",
       p.layers, p.logical_experts, p.physical_experts, p.num_gpus, per_gpu, groups, nodes,
-      p.hierarchical ? "hierarchical" : "global");
+      moves ? "incremental" : p.hierarchical ? "hierarchical" : "global");
   std::printf(
       "imbalance (max/mean GPU load): mean over layers %.4f -> %.4f, worst layer %.4f -> "
       "%.4f\n",
       imb.mean_before, imb.mean_after, imb.max_before, imb.max_after);
+  if (moves) {
+    std::printf("from --from-loads' placement: %lld slots fetched (a fresh placement: %lld, mean imbalance %.4f)\n",
+                static_cast<long long>(moves->incremental), static_cast<long long>(moves->fresh),
+                moves->fresh_imbalance);
+  }
   const auto psz = static_cast<size_t>(p.physical_experts);
   const auto gpus = static_cast<size_t>(p.num_gpus);
   for (size_t l = 0; l < static_cast<size_t>(p.layers); ++l) {
@@ -275,7 +294,7 @@ void PrintTable(const policy::EplbPlacement& p, const policy::EplbImbalance& imb
 }
 
 nlohmann::ordered_json ToJson(const policy::EplbPlacement& p, const policy::EplbImbalance& imb,
-                              int groups, int nodes, const std::string& ties) {
+                              int groups, int nodes, const std::string& ties, const std::optional<Moves>& moves) {
   using nlohmann::ordered_json;
   const auto psz = static_cast<size_t>(p.physical_experts);
   const auto lsz = static_cast<size_t>(p.logical_experts);
@@ -290,12 +309,17 @@ nlohmann::ordered_json ToJson(const policy::EplbPlacement& p, const policy::Eplb
                  {"nodes", nodes},
                  {"gpus", p.num_gpus},
                  {"experts_per_gpu", per_gpu},
-                 {"policy", p.hierarchical ? "hierarchical" : "global"},
+                 {"policy", moves ? "incremental" : p.hierarchical ? "hierarchical" : "global"},
                  {"ties", ties}};
   j["imbalance"] = {{"mean_before", imb.mean_before},
                     {"mean_after", imb.mean_after},
                     {"max_before", imb.max_before},
                     {"max_after", imb.max_after}};
+  if (moves) {
+    j["moves"] = {{"fetched_slots", moves->incremental},
+                  {"fresh_fetched_slots", moves->fresh},
+                  {"fresh_mean_imbalance", moves->fresh_imbalance}};
+  }
   ordered_json layers = ordered_json::array();
   for (size_t l = 0; l < static_cast<size_t>(p.layers); ++l) {
     ordered_json layer;
@@ -353,15 +377,42 @@ int EplbCommand::Run() {
     std::fprintf(stderr, "myriad eplb: %s\n", message.c_str());
     return 2;
   }
+  std::optional<Moves> moves;
+  if (!from_loads_path_.empty()) {
+    auto from = ReadLoads(from_loads_path_);
+    if (from.ok() && (from->layers != loads->layers || from->experts != loads->experts)) {
+      from = Bad(fmt::format("{} has {} x {} loads, {} has {} x {}", from_loads_path_, from->layers, from->experts,
+                             loads_path_, loads->layers, loads->experts));
+    }
+    if (!from.ok()) {
+      std::fprintf(stderr, "myriad eplb: %s\n", std::string(from.status().message()).c_str());
+      return 2;
+    }
+    auto current = policy::RebalanceExperts(from->values, from->layers, from->experts, replicas_, groups_, nodes_, gpus_,
+                                            ties_ == "std-sort" ? policy::EplbTies::kStdSort : policy::EplbTies::kStable);
+    auto fresh_imbalance = policy::MeasureImbalance(loads->values, *placement);
+    auto inc = current.ok() ? policy::ReplaceIncrementally(loads->values, *current, {}, *placement,
+                                                           policy::IncrementalOptions{.tolerance = tolerance_})
+                            : absl::StatusOr<policy::IncrementalReplacement>(current.status());
+    if (!inc.ok() || !fresh_imbalance.ok()) {
+      std::fprintf(stderr, "myriad eplb: %s\n",
+                   std::string((inc.ok() ? fresh_imbalance.status() : inc.status()).message()).c_str());
+      return 1;
+    }
+    moves = Moves{.incremental = inc->moved_slots,
+                  .fresh = policy::CountFetchedSlots(*current, *placement),
+                  .fresh_imbalance = fresh_imbalance->mean_after};
+    *placement = std::move(inc->placement);
+  }
   auto imbalance = policy::MeasureImbalance(loads->values, *placement);
   if (!imbalance.ok()) {
     std::fprintf(stderr, "myriad eplb: %s\n", std::string(imbalance.status().message()).c_str());
     return 1;
   }
   if (format_ == "json") {
-    std::printf("%s\n", ToJson(*placement, *imbalance, groups_, nodes_, ties_).dump(2).c_str());
+    std::printf("%s\n", ToJson(*placement, *imbalance, groups_, nodes_, ties_, moves).dump(2).c_str());
   } else {
-    PrintTable(*placement, *imbalance, groups_, nodes_);
+    PrintTable(*placement, *imbalance, groups_, nodes_, moves);
   }
   return 0;
 }

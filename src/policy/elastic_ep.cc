@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "policy/eplb_incremental.h"
+
 namespace myriad::policy {
 
 absl::StatusOr<ElasticVerdict> CheckElasticEp(const EplbPlacement& placement, std::span<const int> failed_gpus) {
@@ -44,35 +46,6 @@ absl::StatusOr<ElasticVerdict> CheckElasticEp(const EplbPlacement& placement, st
   return v;
 }
 
-namespace {
-
-// log2phy and logcnt from phy2log, copies in physical order.
-void RebuildLog2Phy(EplbPlacement* p) {
-  const auto layers = static_cast<size_t>(p->layers), logical = static_cast<size_t>(p->logical_experts);
-  const auto physical = static_cast<size_t>(p->physical_experts);
-  p->logcnt.assign(layers * logical, 0);
-  for (size_t l = 0; l < layers; ++l) {
-    for (size_t q = 0; q < physical; ++q) {
-      const int32_t e = p->phy2log[l * physical + q];
-      if (e >= 0) ++p->logcnt[l * logical + static_cast<size_t>(e)];
-    }
-  }
-  p->max_replicas = p->logcnt.empty() ? 0 : *std::max_element(p->logcnt.begin(), p->logcnt.end());
-  const auto maxr = static_cast<size_t>(p->max_replicas);
-  p->log2phy.assign(layers * logical * maxr, -1);
-  std::vector<size_t> next(logical);
-  for (size_t l = 0; l < layers; ++l) {
-    std::fill(next.begin(), next.end(), 0);
-    for (size_t q = 0; q < physical; ++q) {
-      const int32_t e = p->phy2log[l * physical + q];
-      if (e < 0) continue;
-      p->log2phy[(l * logical + static_cast<size_t>(e)) * maxr + next[static_cast<size_t>(e)]++] =
-          static_cast<int32_t>(q);
-    }
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<int> SpreadReplicas(std::span<const double> weight, int gpus_per_domain,
                                    EplbPlacement* placement) {
@@ -141,7 +114,8 @@ absl::StatusOr<int> SpreadReplicas(std::span<const double> weight, int gpus_per_
 
 absl::StatusOr<ElasticReplacement> ReplaceOnLiveGpus(std::span<const double> weight, const EplbPlacement& current,
                                                      std::span<const int> failed_gpus, int num_groups,
-                                                     double expert_bytes, double fetch_bytes_per_s) {
+                                                     double expert_bytes, double fetch_bytes_per_s, ReplaceMode mode,
+                                                     double tolerance) {
   auto verdict = CheckElasticEp(current, failed_gpus);
   if (!verdict.ok()) return verdict.status();
   const int per_gpu = current.experts_per_gpu();
@@ -213,6 +187,15 @@ absl::StatusOr<ElasticReplacement> ReplaceOnLiveGpus(std::span<const double> wei
     }
   }
   RebuildLog2Phy(&p);
+  if (mode == ReplaceMode::kIncremental) {
+    // The fresh placement is the incremental one's reference: what its balance must come near.
+    auto inc = ReplaceIncrementally(weight, current, failed_gpus, p, IncrementalOptions{.tolerance = tolerance});
+    if (!inc.ok()) return inc.status();
+    p = std::move(inc->placement);
+    out.moved_slots = inc->moved_slots;
+    incoming.clear();
+    for (int g : live) incoming.push_back(inc->incoming[static_cast<size_t>(g)]);
+  }
   out.bytes = static_cast<double>(out.moved_slots) * expert_bytes;
   const int64_t worst = *std::max_element(incoming.begin(), incoming.end());
   out.pause = SecondsToNanos(static_cast<double>(worst) * expert_bytes / fetch_bytes_per_s);

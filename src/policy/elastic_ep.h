@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "policy/eplb.h"
+#include "policy/eplb_incremental.h"
 
 namespace myriad::policy {
 
@@ -51,9 +52,13 @@ struct ElasticReplacement {
 };
 
 // `weight`: [layers x logical_experts] loads (what EPLB is fed); `expert_bytes`: one expert's
-// weights in one layer; `fetch_bytes_per_s`: per GPU. Fails when no GPU is left.
+// weights in one layer; `fetch_bytes_per_s`: per GPU. Fails when no GPU is left. With
+// ReplaceMode::kIncremental the surviving slots stay and only what brings the balance within
+// `tolerance` of the fresh placement's moves (ReplaceIncrementally, the fresh placement its
+// reference).
 absl::StatusOr<ElasticReplacement> ReplaceOnLiveGpus(std::span<const double> weight, const EplbPlacement& current,
                                                      std::span<const int> failed_gpus, int num_groups,
-                                                     double expert_bytes, double fetch_bytes_per_s);
+                                                     double expert_bytes, double fetch_bytes_per_s,
+                                                     ReplaceMode mode = ReplaceMode::kFull, double tolerance = 0.02);
 
 }  // namespace myriad::policy

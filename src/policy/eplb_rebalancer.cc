@@ -52,26 +52,22 @@ std::optional<Rebalance> EplbRebalancer::MaybeRebalance(Nanos now) {
   if (!next.ok()) return std::nullopt;
   Rebalance r;
   r.imbalance_before = MeanImbalance(placement_);
-  r.imbalance_after = MeanImbalance(*next);
+  r.imbalance_fresh = MeanImbalance(*next);
+  if (options_.mode == ReplaceMode::kIncremental) {
+    auto inc = ReplaceIncrementally(ema_, placement_, {}, *next,
+                                    IncrementalOptions{.tolerance = options_.tolerance,
+                                                       .min_copies = options_.min_copies,
+                                                       .gpus_per_domain = options_.spread_gpus_per_domain});
+    if (!inc.ok()) return std::nullopt;
+    *next = std::move(inc->placement);
+  }
+  r.imbalance_after = options_.mode == ReplaceMode::kIncremental ? MeanImbalance(*next) : r.imbalance_fresh;
   if (r.imbalance_before - r.imbalance_after < options_.min_gain) return std::nullopt;
   // A GPU fetches the experts it gains; one it already held (in any of its slots) stays.
-  const int per_gpu = next->experts_per_gpu();
-  std::vector<int64_t> incoming(static_cast<size_t>(layout_.gpus), 0);
-  for (int l = 0; l < layout_.layers; ++l) {
-    for (int g = 0; g < layout_.gpus; ++g) {
-      for (int s = 0; s < per_gpu; ++s) {
-        const int32_t e = next->Phy2Log(l, g * per_gpu + s);
-        bool held = false;
-        for (int t = 0; t < per_gpu && !held; ++t) held = placement_.Phy2Log(l, g * per_gpu + t) == e;
-        if (!held) {
-          ++r.moved_slots;
-          ++incoming[static_cast<size_t>(g)];
-        }
-      }
-    }
-  }
+  std::vector<int64_t> incoming;
+  r.moved_slots = CountFetchedSlots(placement_, *next, &incoming);
   r.bytes = static_cast<double>(r.moved_slots) * options_.expert_bytes;
-  const int64_t worst = *std::max_element(incoming.begin(), incoming.end());
+  const int64_t worst = incoming.empty() ? 0 : *std::max_element(incoming.begin(), incoming.end());
   r.pause = SecondsToNanos(static_cast<double>(worst) * options_.expert_bytes / options_.fetch_bytes_per_s);
   placement_ = *next;
   r.placement = std::move(*next);

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "policy/eplb.h"
+#include "policy/eplb_incremental.h"
 
 namespace myriad::policy {
 
@@ -30,6 +31,10 @@ struct RebalancerOptions {
   // many GPUs (policy::SpreadReplicas).
   int min_copies = 1;
   int spread_gpus_per_domain = 0;
+  // kIncremental: from the running placement, moving only what brings the balance within
+  // `tolerance` of the fresh placement's (ReplaceIncrementally); kFull: to the fresh placement.
+  ReplaceMode mode = ReplaceMode::kIncremental;
+  double tolerance = 0.02;
 };
 
 struct Rebalance {
@@ -38,6 +43,7 @@ struct Rebalance {
   double bytes = 0;
   Nanos pause = 0;           // the slowest GPU's fetch
   double imbalance_before = 0, imbalance_after = 0;  // mean max/mean under the averaged loads
+  double imbalance_fresh = 0;  // what the fresh placement would have given
 };
 
 class EplbRebalancer {

@@ -167,7 +167,9 @@ absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> Cluster::BuildMoe(size_t p) 
                                     .expert_bytes = m.ExpertParams() * m.weight_bytes,
                                     .fetch_bytes_per_s = NicFetchBytesPerS(scenario_),
                                     .min_copies = placed->min_copies,
-                                    .spread_gpus_per_domain = spread ? lay.ep / lay.nodes : 0},
+                                    .spread_gpus_per_domain = spread ? lay.ep / lay.nodes : 0,
+                                    .mode = *policy::ParseReplaceMode(pool.moe.rebalance_mode),
+                                    .tolerance = pool.moe.rebalance_tolerance},
           placed->weights);
       if (!r.ok()) return fail(std::string(r.status().message()));
       dyn->rebalancer = std::make_unique<policy::EplbRebalancer>(std::move(*r));
@@ -233,6 +235,8 @@ void Cluster::RebalanceExperts(MoeDynamics& d) {
   d.moved_slots += r->moved_slots;
   d.moved_bytes += r->bytes;
   d.pause += r->pause;
+  d.imbalance_after_sum += r->imbalance_after;
+  d.imbalance_fresh_sum += r->imbalance_fresh;
   RefreshLoad(d);
   for (const auto& u : units_) {
     if (u->config().pool == static_cast<int>(d.pool)) u->PauseUntil(events_.now() + r->pause);
@@ -592,6 +596,11 @@ nlohmann::ordered_json Cluster::Report() const {
         if (d->pool != p || !(pool.moe.drift_interval > 0 || d->rebalancer)) continue;
         dyn = {{"drifts", d->drifts}, {"rebalances", d->rebalances}, {"moved_expert_slots", d->moved_slots},
                {"moved_gigabytes", d->moved_bytes / 1e9}, {"pause_s", NanosToSeconds(d->pause)}};
+        if (d->rebalancer) {
+          dyn["rebalance_mode"] = pool.moe.rebalance_mode;
+          dyn["mean_imbalance_after_rebalance"] = Ratio(d->imbalance_after_sum, static_cast<double>(d->rebalances));
+          dyn["mean_imbalance_of_fresh_eplb"] = Ratio(d->imbalance_fresh_sum, static_cast<double>(d->rebalances));
+        }
       }
       pools.back()["moe"] = {{"placement", pool.moe.placement},
                              {"dynamics", dyn},

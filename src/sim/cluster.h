@@ -97,6 +97,9 @@ class Cluster final : public UnitHost, public FailureHost {
     int64_t drifts = 0, rebalances = 0, moved_slots = 0;
     double moved_bytes = 0;
     Nanos pause = 0;
+    // Mean max/mean under the averaged loads after each rebalance, and what a fresh EPLB
+    // placement would have given: summed over rebalances.
+    double imbalance_after_sum = 0, imbalance_fresh_sum = 0;
   };
   std::vector<std::unique_ptr<MoeDynamics>> moe_dynamics_;
   void DriftExperts(MoeDynamics& d);

@@ -202,6 +202,7 @@ nlohmann::ordered_json FailureModel::ElasticReport(Nanos end) const {
           {"faults_stopping_the_unit_orphaned_experts", elastic_stopped_},
           {"degraded_unit_hours", NanosToSeconds(degraded) / 3600.0},
           {"re_placements", {{"enabled", cfg_.elastic_ep.rebalance},
+                             {"mode", cfg_.elastic_ep.rebalance_mode},
                              {"count", replacements_},
                              {"moved_gigabytes", replaced_bytes_ / 1e9},
                              {"pause_s", NanosToSeconds(replace_pause_)}}},

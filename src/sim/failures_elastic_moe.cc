@@ -43,7 +43,9 @@ bool FailureModel::PrepareDegradedMoe(int u, std::span<const int> dead, FaultRec
   if (cfg_.elastic_ep.rebalance) {
     const perf::ModelSpec& m = units_[static_cast<size_t>(u)]->model().model();
     auto re = policy::ReplaceOnLiveGpus(EplbWeights(*v.popularity), *v.placement, dead, m.expert_groups,
-                                        m.ExpertParams() * m.weight_bytes, NicFetchBytesPerS(s_));
+                                        m.ExpertParams() * m.weight_bytes, NicFetchBytesPerS(s_),
+                                        *policy::ParseReplaceMode(cfg_.elastic_ep.rebalance_mode),
+                                        cfg_.elastic_ep.rebalance_tolerance);
     if (re.ok()) {
       st.moe_phy2log = std::move(re->placement.phy2log);
       f.replaced_bytes = re->bytes;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "policy/eplb_incremental.h"
 #include "sim/yaml_reader.h"
 
 namespace myriad::sim {
@@ -197,8 +198,15 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
   if (const YAML::Node e = n["elastic_ep"]) {
     const std::string q = "faults.elastic_ep";
     ElasticEpConfig& o = c->elastic_ep;
-    MYRIAD_RETURN_IF_ERROR(rd.Map(e, q, {"enabled", "min_copies", "spread", "reconfigure", "rebalance"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Map(e, q, {"enabled", "min_copies", "spread", "reconfigure", "rebalance", "rebalance_mode",
+                                         "rebalance_tolerance"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "rebalance_tolerance", q, &o.rebalance_tolerance));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(e, "rebalance_tolerance", q, o.rebalance_tolerance >= 0, "must not be negative",
+                                    o.rebalance_tolerance));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "rebalance", q, &o.rebalance));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "rebalance_mode", q, &o.rebalance_mode));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(e, "rebalance_mode", q, policy::ParseReplaceMode(o.rebalance_mode).ok(),
+                                    "must be incremental or full", o.rebalance_mode));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "enabled", q, &o.enabled));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "min_copies", q, &o.min_copies));
     MYRIAD_RETURN_IF_ERROR(rd.Check(e, "min_copies", q, o.min_copies >= 1, "must be at least 1", o.min_copies));

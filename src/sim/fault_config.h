@@ -85,6 +85,10 @@ struct ElasticEpConfig {
   // each fetches from peers are charged, after the reconfiguration) instead of leaving the lost
   // copies' load on the surviving ones.
   bool rebalance = false;
+  // incremental: keep the surviving slots and move only what brings the balance near the fresh
+  // EPLB's (policy::ReplaceIncrementally); full: the fresh EPLB's placement.
+  std::string rebalance_mode = "incremental";
+  double rebalance_tolerance = 0.02;  // incremental: how far above the fresh max/mean it may stay
 };
 
 struct FaultConfig {

@@ -42,6 +42,11 @@ struct MoeConfig {
   // EPLB rebalancing from the moving average of observed loads (0: the placement of t=0
   // stays); the pool's units pause while the moved experts' weights arrive.
   Nanos rebalance_interval = 0;
+  // incremental: move only what brings the balance near a fresh EPLB's
+  // (policy::ReplaceIncrementally); full: move to the fresh placement.
+  std::string rebalance_mode = "incremental";
+  // incremental: how far above the fresh placement's max/mean a layer may stay.
+  double rebalance_tolerance = 0.02;
 };
 
 struct PoolConfig {

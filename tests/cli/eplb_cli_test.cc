@@ -78,6 +78,32 @@ TEST(EplbCli, ReadmeExampleFromJsonAsJson) {
   EXPECT_EQ(nlohmann::json::parse(r2.out)["layers"], j["layers"]);
 }
 
+TEST(EplbCli, FromLoadsPrintsTheIncrementalRePlacement) {
+  auto csv = TempFile("readme_now.csv", kReadmeCsv);
+  // The same loads: nothing to move. Two experts trade loads: fewer fetches than a fresh EPLB.
+  auto r = Sh("eplb --format json --loads " + csv + " --from-loads " + csv + kReadmeArgs);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["policy"], "incremental");
+  EXPECT_EQ(j["moves"]["fetched_slots"], 0);
+  EXPECT_EQ(j["moves"]["fresh_fetched_slots"], 0);
+  auto old = TempFile("readme_old.csv",
+                      "90,132,40,61,104,165,39,4,73,56,183,86\n"
+                      "20,107,104,64,19,197,187,157,172,16,86,27\n");
+  r = Sh("eplb --format json --loads " + csv + " --from-loads " + old + kReadmeArgs);
+  ASSERT_EQ(r.code, 0) << r.out;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_LE(j["moves"]["fetched_slots"].get<int>(), j["moves"]["fresh_fetched_slots"].get<int>());
+  EXPECT_LE(j["imbalance"]["mean_after"].get<double>(), 1.02 * j["moves"]["fresh_mean_imbalance"].get<double>() + 1e-9);
+  r = Sh("eplb --loads " + csv + " --from-loads " + old + kReadmeArgs);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("slots fetched (a fresh placement:"), std::string::npos) << r.out;
+  auto short_file = TempFile("readme_short.csv", "1,2,3\n");
+  r = Sh("eplb --loads " + csv + " --from-loads " + short_file + kReadmeArgs);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("1 x 3 loads"), std::string::npos) << r.out;
+}
+
 TEST(EplbCli, GlobalPolicyWhenGroupsDoNotDivide) {
   auto csv = TempFile("global.csv", kReadmeCsv);
   auto r = Sh("eplb --loads " + csv + " --replicas 16 --groups 3 --nodes 2 --gpus 8 --format json");

@@ -2,6 +2,7 @@
 // that loses a node or a GPU serves on the ranks left while every expert keeps a copy, its
 // prefill spread over the live ranks only and its steps paced by the hottest surviving GPU, as
 // perf::MoeStepModel predicts; it stops as a whole when an expert loses its only copy.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -79,8 +80,10 @@ double PredictedStep(const std::string& yaml, const std::vector<int>& dead, bool
   EXPECT_TRUE(placed.ok()) << placed.status();
   std::vector<int32_t> phy2log = placed->placement.phy2log;
   if (replaced) {
+    const ElasticEpConfig& el = s->faults.elastic_ep;
     auto re = policy::ReplaceOnLiveGpus(placed->weights, placed->placement, dead, model->expert_groups,
-                                        model->ExpertParams() * model->weight_bytes, s->hardware.nic_gbps / 8 * 1e9 * 0.8);
+                                        model->ExpertParams() * model->weight_bytes, s->hardware.nic_gbps / 8 * 1e9 * 0.8,
+                                        *policy::ParseReplaceMode(el.rebalance_mode), el.rebalance_tolerance);
     EXPECT_TRUE(re.ok()) << re.status();
     phy2log = re->placement.phy2log;
   } else if (!dead.empty()) {
@@ -203,27 +206,35 @@ TEST(ElasticMoeScenario, APlacementThatOrphansAnExpertStopsTheUnit) {
 
 TEST(ElasticMoeScenario, ReplacingTheSurvivingCopiesBalancesTheDegradedUnitAfterAFetch) {
   const std::string trace = WriteTrace({0, 150, 400});
-  const std::string yaml = Yaml("{enabled: true, rebalance: true}", kNodeLoss, trace);
-  const auto r = fault_test::RunFaults(yaml);
-  const auto& e = r["failures"]["events"][0];
-  const auto& re = r["failures"]["elastic_ep"]["re_placements"];
-  EXPECT_EQ(I(re["count"]), 1);
-  // Each live GPU fetches the experts it did not hold, from peers, after the reconfiguration.
-  const double pause = D(e["re_placement_pause_s"]);
-  EXPECT_GT(pause, 0.1);
-  EXPECT_LT(pause, 10);
-  EXPECT_GT(D(e["re_placement_gigabytes"]), 0);
-  EXPECT_NEAR(D(e["resumed_degraded_s"]), 101 + pause, 1e-9);
-  EXPECT_NEAR(D(e["recovered_s"]), 206, 1e-2);
-  // Closer to the even share of eight GPUs (2.0) than the surviving copies as they were.
   const auto kept = fault_test::RunFaults(Yaml("{enabled: true}", kNodeLoss, trace));
   const double before = D(kept["failures"]["events"][0]["degraded_expert_imbalance"]);
-  EXPECT_LT(D(e["degraded_expert_imbalance"]), before);
-  EXPECT_GE(D(e["degraded_expert_imbalance"]), 2.0);
-  const double degraded = PredictedStep(yaml, kNode, true);
-  EXPECT_LT(degraded, PredictedStep(yaml, kNode, false));
-  EXPECT_NEAR(D(r["latency_s"]["ttft"]["max"]), degraded, 1e-6 * degraded);
-  ExpectNothingLost(r);
+  double moved[2] = {0, 0};
+  for (const char* mode : {"full", "incremental"}) {
+    SCOPED_TRACE(mode);
+    const std::string yaml = Yaml(fmt::format("{{enabled: true, rebalance: true, rebalance_mode: {}}}", mode), kNodeLoss, trace);
+    const auto r = fault_test::RunFaults(yaml);
+    const auto& e = r["failures"]["events"][0];
+    const auto& re = r["failures"]["elastic_ep"]["re_placements"];
+    EXPECT_EQ(I(re["count"]), 1);
+    EXPECT_EQ(re["mode"], mode);
+    // Each live GPU fetches the experts it did not hold, from peers, after the reconfiguration.
+    const double pause = D(e["re_placement_pause_s"]);
+    EXPECT_GT(pause, 0.01);
+    EXPECT_LT(pause, 10);
+    moved[mode[0] == 'f' ? 0 : 1] = D(e["re_placement_gigabytes"]);
+    EXPECT_GT(D(e["re_placement_gigabytes"]), 0);
+    EXPECT_NEAR(D(e["resumed_degraded_s"]), 101 + pause, 1e-9);
+    EXPECT_NEAR(D(e["recovered_s"]), 206, 1e-2);
+    // Closer to the even share of eight GPUs (2.0) than the surviving copies as they were.
+    EXPECT_LT(D(e["degraded_expert_imbalance"]), before);
+    EXPECT_GE(D(e["degraded_expert_imbalance"]), 2.0);
+    const double degraded = PredictedStep(yaml, kNode, true);
+    EXPECT_LT(degraded, PredictedStep(yaml, kNode, false));
+    EXPECT_NEAR(D(r["latency_s"]["ttft"]["max"]), degraded, 1e-6 * degraded);
+    ExpectNothingLost(r);
+  }
+  // The incremental re-placement keeps the surviving slots: it fetches less than a fresh one.
+  EXPECT_LT(moved[1], moved[0]);
 }
 
 TEST(ElasticMoeScenario, RandomFaultsOnDriftingRebalancedUnitsAreDeterministic) {

@@ -75,6 +75,25 @@ TEST(MoeScenario, PeriodicRebalancingFollowsDriftingExperts) {
             fixed["pools"][1]["moe"]["expert_imbalance"].get<double>());
   EXPECT_GT(rebalanced["requests"]["slo_attainment"].get<double>(), fixed["requests"]["slo_attainment"].get<double>());
   EXPECT_EQ(fixed["pools"][1]["moe"]["dynamics"]["rebalances"].get<int>(), 0);
+  // The default is incremental; a full rebalance moves to the fresh EPLB placement, re-fetching
+  // most slots, for a balance the incremental one comes within its tolerance (2%) of.
+  EXPECT_EQ(dyn["rebalance_mode"], "incremental");
+  std::vector<std::string> o = drift;
+  o.insert(o.end(), {"pools.1.moe.rebalance_interval=10m", "pools.1.moe.rebalance_mode=full"});
+  auto s = LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml", o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto full = RunScenario(*s);
+  ASSERT_TRUE(full.ok()) << full.status();
+  const auto& fdyn = (*full)["pools"][1]["moe"]["dynamics"];
+  EXPECT_EQ(fdyn["rebalance_mode"], "full");
+  EXPECT_LT(dyn["moved_gigabytes"].get<double>(), 0.5 * fdyn["moved_gigabytes"].get<double>());
+  EXPECT_LT(dyn["pause_s"].get<double>(), fdyn["pause_s"].get<double>());
+  EXPECT_LE(dyn["mean_imbalance_after_rebalance"].get<double>(),
+            1.02 * dyn["mean_imbalance_of_fresh_eplb"].get<double>() + 1e-9);
+  EXPECT_DOUBLE_EQ(fdyn["mean_imbalance_after_rebalance"].get<double>(), fdyn["mean_imbalance_of_fresh_eplb"].get<double>());
+  EXPECT_FALSE(LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/moe_units.yaml",
+                            {"pools.1.moe.rebalance_interval=10m", "pools.1.moe.rebalance_mode=fresh"})
+                   .ok());
 }
 
 }  // namespace
