@@ -444,6 +444,34 @@ std::string Str(const std::vector<PrefixMatch>& v) {
   return s;
 }
 
+// One random operation applied to the index and the model alike.
+enum class Op { kStore, kProvisional, kRemove, kClear, kSuspect };
+void Apply(PrefixIndex& index, Model& model, Op op, HolderId h, const std::vector<BlockKey>& c,
+           size_t from, size_t to, Nanos now) {
+  switch (op) {
+    case Op::kStore:
+      index.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
+      model.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
+      break;
+    case Op::kProvisional:
+      index.AddProvisional(h, 0, Sub(c, 0, to), now);
+      model.AddProvisional(h, 0, Sub(c, 0, to), now);
+      break;
+    case Op::kRemove:
+      index.Removed(h, Sub(c, from, to));
+      model.Removed(h, Sub(c, from, to));
+      break;
+    case Op::kClear:
+      index.Cleared(h);
+      model.Cleared(h);
+      break;
+    case Op::kSuspect:
+      index.MarkSuspect(h);
+      model.MarkSuspect(h);
+      break;
+  }
+}
+
 // Random operations against the model; returns a digest of every answer, for determinism.
 std::string RunRandom(uint64_t seed, int every, size_t* checked) {
   const Nanos ttl = 2 * kSecond;
@@ -465,25 +493,16 @@ std::string RunRandom(uint64_t seed, int every, size_t* checked) {
       case 0:
       case 1:
       case 2:
-        index.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
-        model.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
+        Apply(index, model, Op::kStore, h, c, from, to, now);
         break;
       case 3:
-        index.AddProvisional(h, 0, Sub(c, 0, to), now);
-        model.AddProvisional(h, 0, Sub(c, 0, to), now);
+        Apply(index, model, Op::kProvisional, h, c, from, to, now);
         break;
       case 4:
-        index.Removed(h, Sub(c, from, to));
-        model.Removed(h, Sub(c, from, to));
+        Apply(index, model, Op::kRemove, h, c, from, to, now);
         break;
       case 5:
-        if (rng.Below(4) == 0) {
-          index.Cleared(h);
-          model.Cleared(h);
-        } else {
-          index.MarkSuspect(h);
-          model.MarkSuspect(h);
-        }
+        Apply(index, model, rng.Below(4) == 0 ? Op::kClear : Op::kSuspect, h, c, from, to, now);
         break;
       default: {
         std::vector<PrefixMatch> got;
@@ -544,24 +563,19 @@ TEST(PrefixIndex, MatchesTheModelAcrossEntryForms) {
         case 1:
         case 2:
         case 3:
-          index.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
-          model.Stored(h, static_cast<uint32_t>(from), Sub(c, from, to), now);
+          Apply(index, model, Op::kStore, h, c, from, to, now);
           break;
         case 4:
-          index.AddProvisional(h, 0, Sub(c, 0, to), now);
-          model.AddProvisional(h, 0, Sub(c, 0, to), now);
+          Apply(index, model, Op::kProvisional, h, c, from, to, now);
           break;
         case 5:
-          index.Removed(h, Sub(c, from, to));
-          model.Removed(h, Sub(c, from, to));
+          Apply(index, model, Op::kRemove, h, c, from, to, now);
           break;
         case 6:
           if (rng.Below(6) == 0) {
-            index.Cleared(h);
-            model.Cleared(h);
+            Apply(index, model, Op::kClear, h, c, from, to, now);
           } else if (rng.Below(3) == 0) {
-            index.MarkSuspect(h);
-            model.MarkSuspect(h);
+            Apply(index, model, Op::kSuspect, h, c, from, to, now);
           }
           break;
         default: {
