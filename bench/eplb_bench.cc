@@ -22,14 +22,18 @@ std::vector<double> Loads(int layers, int experts, uint64_t seed) {
   return w;
 }
 
+// A placement problem from the first six benchmark arguments.
+struct Shape {
+  int layers, logical, replicas, groups, nodes, gpus;
+};
+Shape ShapeOf(const benchmark::State& state) {
+  const auto arg = [&](int i) { return static_cast<int>(state.range(i)); };
+  return {arg(0), arg(1), arg(2), arg(3), arg(4), arg(5)};
+}
+
 // args: layers, logical experts, replicas, groups, nodes, GPUs.
 void BM_EplbRebalance(benchmark::State& state) {
-  const auto layers = static_cast<int>(state.range(0));
-  const auto logical = static_cast<int>(state.range(1));
-  const auto replicas = static_cast<int>(state.range(2));
-  const auto groups = static_cast<int>(state.range(3));
-  const auto nodes = static_cast<int>(state.range(4));
-  const auto gpus = static_cast<int>(state.range(5));
+  const auto [layers, logical, replicas, groups, nodes, gpus] = ShapeOf(state);
   const std::vector<double> w = Loads(layers, logical, 1);
   for (auto _ : state) {
     auto p = policy::RebalanceExperts(w, layers, logical, replicas, groups, nodes, gpus);
@@ -73,12 +77,7 @@ std::vector<double> Drifted(std::vector<double> w, int experts, int percent, uin
 // given it (0). Counters: the slots fetched incrementally and by moving to the fresh placement,
 // and both mean max/mean.
 void BM_EplbIncremental(benchmark::State& state) {
-  const auto layers = static_cast<int>(state.range(0));
-  const auto logical = static_cast<int>(state.range(1));
-  const auto replicas = static_cast<int>(state.range(2));
-  const auto groups = static_cast<int>(state.range(3));
-  const auto nodes = static_cast<int>(state.range(4));
-  const auto gpus = static_cast<int>(state.range(5));
+  const auto [layers, logical, replicas, groups, nodes, gpus] = ShapeOf(state);
   const auto drift = static_cast<int>(state.range(6));
   const bool with_reference = state.range(7) != 0;
   const std::vector<double> w0 = Loads(layers, logical, 1);
