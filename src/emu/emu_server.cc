@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <chrono>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
@@ -147,13 +148,33 @@ net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size)
 }  // namespace
 
 // Rank r publishes on the configured ports + r, as vLLM's DP ranks do. A wildcard port ("*")
-// binds rank 0 anywhere free and the others after it; if one of those is taken, all start over.
+// with one rank binds anywhere free. With several, the ports next to one the kernel picks are
+// where it places outgoing connections (Linux gives bind and connect ports of opposite
+// parity), so under connection churn rank 1 often found its port taken, attempt after attempt;
+// the ranks' ports are then drawn below the ephemeral range (32768 up, by default), where only
+// explicit binds live, and a taken one makes all start over elsewhere.
+namespace {
+constexpr int kLowPorts = 20000, kLowPortsEnd = 32000;
+
+std::string WithPort(const std::string& endpoint, int port) {
+  const size_t star = endpoint.rfind('*');
+  return star == std::string::npos ? endpoint : endpoint.substr(0, star) + std::to_string(port) + endpoint.substr(star + 1);
+}
+}  // namespace
+
 absl::Status EmuServer::StartPublishers() {
   const int ranks = dp_ranks();
+  const bool wildcard = options_.kv_events.find('*') != std::string::npos;
+  Rng ports(std::random_device{}());  // which free ports: not part of any result
+  const auto pick = [&] { return kLowPorts + static_cast<int>(ports.Below(static_cast<uint64_t>(kLowPortsEnd - kLowPorts - ranks))); };
   absl::Status last;
-  for (int attempt = 0; attempt < 20; ++attempt) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
     publishers_.clear();
     std::string events = options_.kv_events, replay = options_.kv_replay;
+    if (wildcard && ranks > 1) {
+      events = WithPort(events, pick());
+      replay = WithPort(replay, pick());
+    }
     for (int rank = 0; rank < ranks; ++rank) {
       net::KvEventPublisherOptions po;
       if (rank > 0) {
@@ -176,7 +197,7 @@ absl::Status EmuServer::StartPublishers() {
       publishers_.push_back(*std::move(p));
     }
     if (static_cast<int>(publishers_.size()) == ranks) break;
-    if (events.find('*') == std::string::npos) return last;  // fixed ports: no retry helps
+    if (!wildcard) return last;  // fixed ports: no retry helps
   }
   if (static_cast<int>(publishers_.size()) != ranks) return last;
   const int bs = options_.engine.block_size;

@@ -15,7 +15,7 @@ using namespace gwtest;
 TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
   GatewayConfig c = EventsOnlyConfig();
-  StartEventEmus(3, nullptr, &c, &emus);
+  ASSERT_NO_FATAL_FAILURE(StartEventEmus(3, nullptr, &c, &emus));
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
   LogLines log;
@@ -65,7 +65,7 @@ TEST(GatewayKvEventsTest, RoutesByTheEnginesPublishedCacheAndForgetsAClearedOne)
 TEST(GatewayKvEventsTest, CacheSaltSeparatesPrefixes) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
   GatewayConfig c = EventsOnlyConfig();
-  StartEventEmus(2, nullptr, &c, &emus);
+  ASSERT_NO_FATAL_FAILURE(StartEventEmus(2, nullptr, &c, &emus));
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
   LogLines log;
@@ -115,7 +115,7 @@ TEST(GatewayKvEventsTest, RequestsGoToTheDpRankHoldingTheirPrefix) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
   GatewayConfig c = EventsOnlyConfig();
   c.admin_token = "sesame";
-  StartEventEmus(1, nullptr, &c, &emus, 4);
+  ASSERT_NO_FATAL_FAILURE(StartEventEmus(1, nullptr, &c, &emus, 4));
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
   LogLines log;
@@ -193,7 +193,7 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
   c.approx_ttl = 1;
   c.scrape_interval = 0;
   c.tokenizer = Qwen3Dir();
-  StartEventEmus(3, shared, &c, &emus);
+  ASSERT_NO_FATAL_FAILURE(StartEventEmus(3, shared, &c, &emus));
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
   LogLines log;
@@ -233,7 +233,7 @@ TEST(GatewayTokenizerTest, ChatWithARealTemplateIsRoutedExactlyByTheEnginesEvent
 TEST(GatewayKvEventsTest, EngineRestartClearsWhatItHeld) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
   GatewayConfig c = EventsOnlyConfig();
-  StartEventEmus(1, nullptr, &c, &emus);
+  ASSERT_NO_FATAL_FAILURE(StartEventEmus(1, nullptr, &c, &emus));
   auto gw = Gateway::Create(c);
   ASSERT_TRUE(gw.ok()) << gw.status();
   ASSERT_TRUE((*gw)->Start().ok());
@@ -283,7 +283,7 @@ TEST(GatewayKvEventsTest, EngineRestartClearsWhatItHeld) {
 TEST(GatewayKvEventsTest, BackendAddedLaterIsSubscribedToo) {
   std::vector<std::unique_ptr<emu::EmuServer>> emus;
   GatewayConfig spare;
-  StartEventEmus(1, nullptr, &spare, &emus);
+  ASSERT_NO_FATAL_FAILURE(StartEventEmus(1, nullptr, &spare, &emus));
   GatewayConfig c;
   c.listen = "127.0.0.1:0";
   c.access_log = "";

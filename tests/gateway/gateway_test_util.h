@@ -173,8 +173,9 @@ inline void StartEventEmus(int n, std::shared_ptr<const tokenizer::PromptEncoder
     o.kv_replay = "tcp://127.0.0.1:*";
     o.dp_ranks = dp_ranks;
     auto e = emu::EmuServer::Create(o);
-    ASSERT_TRUE(e.ok());
-    ASSERT_TRUE((*e)->Start().ok());
+    ASSERT_TRUE(e.ok()) << e.status();
+    const absl::Status started = (*e)->Start();
+    ASSERT_TRUE(started.ok()) << started;
     BackendConfig b;
     b.name = fmt::format("b{}", i);
     b.url = fmt::format("http://127.0.0.1:{}", (*e)->port());
