@@ -15,22 +15,43 @@ void EventQueue::SiftUp(size_t i) {
   heap_[i] = k;
 }
 
+namespace {
+// (time, sequence) as one number, so a comparison is one 128-bit compare, not two branches.
+inline unsigned __int128 Order(Nanos at, uint64_t seq) {
+  return (static_cast<unsigned __int128>(static_cast<uint64_t>(at)) << 64) | seq;
+}
+}  // namespace
+
+// Removes the root the bottom-up way: the hole left at i walks down to a leaf through the
+// smaller child of each level (for four children, two rounds of selects rather than three
+// dependent branches), then `k`, the element that replaces it, rises from there. The
+// replacement came from the bottom and usually belongs near it, so this compares less than
+// sifting `k` down from the top.
 void EventQueue::SiftDown(size_t i) {
   const size_t n = heap_.size();
   const Key k = heap_[i];
   for (;;) {
     const size_t first = 4 * i + 1;
     if (first >= n) break;
-    size_t best = first;
-    const size_t last = first + 4 < n ? first + 4 : n;
-    for (size_t c = first + 1; c < last; ++c) {
-      if (Before(heap_[c], heap_[best])) best = c;
+    size_t best;
+    if (first + 4 <= n) {
+      const Key* c = &heap_[first];
+      const auto o0 = Order(c[0].at, c[0].seq), o1 = Order(c[1].at, c[1].seq);
+      const auto o2 = Order(c[2].at, c[2].seq), o3 = Order(c[3].at, c[3].seq);
+      const size_t a = o1 < o0 ? 1 : 0, b = o3 < o2 ? 3 : 2;
+      const auto oa = o1 < o0 ? o1 : o0, ob = o3 < o2 ? o3 : o2;
+      best = first + (ob < oa ? b : a);
+    } else {
+      best = first;
+      for (size_t c = first + 1; c < n; ++c) {
+        if (Before(heap_[c], heap_[best])) best = c;
+      }
     }
-    if (!Before(heap_[best], k)) break;
     heap_[i] = heap_[best];
     i = best;
   }
   heap_[i] = k;
+  SiftUp(i);
 }
 
 void EventQueue::At(Nanos at, Action action) {

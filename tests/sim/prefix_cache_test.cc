@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <utility>
 #include <set>
 #include <vector>
 
@@ -140,6 +142,33 @@ TEST(EventQueue, OrdersByTimeThenScheduling) {
   q.RunUntil(100);
   EXPECT_EQ(order.back(), 5);
   EXPECT_EQ(order[4], 6);
+}
+
+// Random schedules, with events that schedule more while they run, against a model ordered by
+// (time, scheduling order): the heap's bottom-up removal and its four-way child choice must
+// give exactly that order, ties included.
+TEST(EventQueue, MatchesAnOrderedModelUnderRandomSchedules) {
+  EventQueue q;
+  Rng rng(9);
+  std::set<std::pair<Nanos, uint64_t>> model;  // (time, id), ids in scheduling order
+  std::vector<uint64_t> ran;
+  uint64_t next_id = 0;
+  std::function<void(Nanos)> schedule = [&](Nanos at) {
+    const uint64_t id = next_id++;
+    const Nanos when = std::max(at, q.now());
+    model.insert({when, id});
+    q.At(at, [&, id] {
+      ran.push_back(id);
+      for (uint64_t k = rng.Below(3); k > 0; --k) schedule(q.now() + static_cast<Nanos>(rng.Below(50)));
+    });
+  };
+  for (int i = 0; i < 300; ++i) schedule(static_cast<Nanos>(rng.Below(100)));
+  while (q.Step() && ran.size() < 20000) {
+  }
+  std::vector<uint64_t> want;
+  for (auto it = model.begin(); want.size() < ran.size(); ++it) want.push_back(it->second);
+  EXPECT_EQ(ran, want);
+  EXPECT_GT(ran.size(), 1000u);
 }
 
 }  // namespace
