@@ -44,8 +44,8 @@ class RoundRobinBalancer final : public LoadBalancer {
   size_t next_[2] = {0, 0};
 };
 
-// Prefill: fewest queued prompt tokens (they decide the wait). Decode: fewest sequences, then
-// lowest KV usage. Ties go to the lowest index, so the choice is deterministic.
+// The smallest LeastLoadedKey (load_balancer.h); ties go to the lowest index, so the choice is
+// deterministic.
 class LeastLoadedBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "least-loaded"; }
@@ -53,39 +53,22 @@ class LeastLoadedBalancer final : public LoadBalancer {
     if (c.ranking() != nullptr && c.ranking()->phase() == phase && c.ranking()->size() == c.size()) {
       return c.ranking()->Best();
     }
-    return phase == Phase::kPrefill ? PickPrefill(c) : PickDecode(c);
+    return Scan(c, phase);
   }
 
  private:
-  // Both scans keep the best so far in scalars and update them with selects, not branches:
-  // which candidate wins is data-dependent and the branches mispredicted on every few units
-  // (the loop ran at full-cluster scale on every request).
-  static int PickPrefill(LoadView c) {
+  // The scan keeps the best so far in scalars and updates them with selects, not branches:
+  // which candidate wins is data-dependent and the branches mispredicted on every few units.
+  static int Scan(LoadView c, Phase phase) {
     int best = -1;
-    int64_t best_queued = 0, best_seqs = 0;
+    LoadKey b{0, 0};
     for (size_t i = 0; i < c.size(); ++i) {
       const UnitLoad& u = c[i];
-      const int64_t queued = u.queued_prefill_tokens;
-      const int64_t seqs = int64_t{u.running} + u.waiting;
-      const bool better = u.available & ((best < 0) | (queued < best_queued) |
-                                         ((queued == best_queued) & (seqs < best_seqs)));
-      best_queued = better ? queued : best_queued;
-      best_seqs = better ? seqs : best_seqs;
-      best = better ? static_cast<int>(i) : best;
-    }
-    return best;
-  }
-  static int PickDecode(LoadView c) {
-    int best = -1;
-    int64_t best_seqs = 0;
-    double best_kv = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      const UnitLoad& u = c[i];
-      const int64_t seqs = int64_t{u.running} + u.waiting;
-      const bool better = u.available & ((best < 0) | (seqs < best_seqs) |
-                                         ((seqs == best_seqs) & (u.kv_usage < best_kv)));
-      best_seqs = better ? seqs : best_seqs;
-      best_kv = better ? u.kv_usage : best_kv;
+      const LoadKey k = LeastLoadedKey(u, phase);
+      const bool better = u.available & ((best < 0) | (k.first < b.first) |
+                                         ((k.first == b.first) & (k.second < b.second)));
+      b.first = better ? k.first : b.first;
+      b.second = better ? k.second : b.second;
       best = better ? static_cast<int>(i) : best;
     }
     return best;

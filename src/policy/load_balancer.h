@@ -26,6 +26,19 @@ enum class Phase { kPrefill, kDecode };
 
 class LoadRanking;
 
+// What least-loaded minimises, lexicographically (ties go to the lowest index): for prefill the
+// queued prompt tokens (they decide the wait), then sequences; for decode the sequences, then
+// the KV usage. One definition for the scan and for LoadRanking.
+struct LoadKey {
+  int64_t first;
+  double second;  // sequences for prefill: exact, far below 2^53
+};
+inline LoadKey LeastLoadedKey(const UnitLoad& u, Phase phase) {
+  const int64_t seqs = int64_t{u.running} + u.waiting;
+  return phase == Phase::kPrefill ? LoadKey{u.queued_prefill_tokens, static_cast<double>(seqs)}
+                                  : LoadKey{seqs, u.kv_usage};
+}
+
 // The loads of the candidates, read in place: a span of UnitLoad, or the UnitLoad member of
 // each of a span of larger records (the router's candidates), so that picking over a whole
 // cluster on every request does not first copy every unit's load.

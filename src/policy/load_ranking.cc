@@ -20,15 +20,8 @@ bool LoadRanking::Beats(const Node& x, const Node& y) {
 
 void LoadRanking::Update(size_t candidate, const UnitLoad& load) {
   if (candidate >= size_) return;
-  const int64_t seqs = int64_t{load.running} + load.waiting;
-  Node leaf{0, 0, load.available ? static_cast<int32_t>(candidate) : -1};
-  if (phase_ == Phase::kPrefill) {
-    leaf.a = load.queued_prefill_tokens;
-    leaf.b = static_cast<double>(seqs);  // exact: sequences are far below 2^53
-  } else {
-    leaf.a = seqs;
-    leaf.b = load.kv_usage;
-  }
+  const LoadKey key = LeastLoadedKey(load, phase_);
+  const Node leaf{key.first, key.second, load.available ? static_cast<int32_t>(candidate) : -1};
   size_t i = leaves_ + candidate;
   Node& old = tree_[i];
   if (old.index == leaf.index && old.a == leaf.a && old.b == leaf.b) return;  // most updates

@@ -5,10 +5,9 @@
 // times an hour, while each unit's load changes a few times per request it serves).
 //
 // It answers exactly as least-loaded's scan over the same loads: the first (lowest-index)
-// available candidate with the smallest key, where the key is (queued prompt tokens,
-// sequences) for prefill and (sequences, KV usage) for decode. The caller must Update a
-// candidate whenever its load changes; the balancer uses the ranking instead of scanning only
-// when the LoadView it is given carries one for the phase asked.
+// available candidate with the smallest LeastLoadedKey. The caller must Update a candidate
+// whenever its load changes; the balancer uses the ranking instead of scanning only when the
+// LoadView it is given carries one for the phase asked.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

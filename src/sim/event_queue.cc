@@ -4,6 +4,15 @@
 
 namespace myriad::sim {
 
+namespace {
+// (time, sequence) as one number, so a comparison is one 128-bit compare, not two branches.
+inline unsigned __int128 Order(Nanos at, uint64_t seq) {
+  return (static_cast<unsigned __int128>(static_cast<uint64_t>(at)) << 64) | seq;
+}
+}  // namespace
+
+bool EventQueue::Before(const Key& a, const Key& b) { return Order(a.at, a.seq) < Order(b.at, b.seq); }
+
 void EventQueue::SiftUp(size_t i) {
   const Key k = heap_[i];
   while (i > 0) {
@@ -14,13 +23,6 @@ void EventQueue::SiftUp(size_t i) {
   }
   heap_[i] = k;
 }
-
-namespace {
-// (time, sequence) as one number, so a comparison is one 128-bit compare, not two branches.
-inline unsigned __int128 Order(Nanos at, uint64_t seq) {
-  return (static_cast<unsigned __int128>(static_cast<uint64_t>(at)) << 64) | seq;
-}
-}  // namespace
 
 // Removes the root the bottom-up way: the hole left at i walks down to a leaf through the
 // smaller child of each level (for four children, two rounds of selects rather than three

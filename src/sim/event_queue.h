@@ -35,7 +35,7 @@ class EventQueue {
     uint64_t seq;
     uint32_t action;  // index into actions_
   };
-  static bool Before(const Key& a, const Key& b) { return a.at != b.at ? a.at < b.at : a.seq < b.seq; }
+  static bool Before(const Key& a, const Key& b);  // by (time, sequence)
   void SiftUp(size_t i);
   void SiftDown(size_t i);
 

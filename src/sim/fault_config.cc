@@ -113,6 +113,14 @@ absl::Status ParseRecovery(const Reader& rd, const YAML::Node& n, FaultConfig* c
 
 }  // namespace
 
+absl::Status ParseReplaceSettings(const Reader& rd, const YAML::Node& n, const std::string& where, std::string* mode,
+                                  double* tolerance) {
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "rebalance_tolerance", where, tolerance));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "rebalance_tolerance", where, *tolerance >= 0, "must not be negative", *tolerance));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "rebalance_mode", where, mode));
+  return rd.Check(n, "rebalance_mode", where, policy::ParseReplaceMode(*mode).ok(), "must be incremental or full", *mode);
+}
+
 absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) {
   const std::string p = "faults";
   MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"rates", "rate_scale", "scripted", "straggler", "maintenance", "detection",
@@ -200,13 +208,8 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
     ElasticEpConfig& o = c->elastic_ep;
     MYRIAD_RETURN_IF_ERROR(rd.Map(e, q, {"enabled", "min_copies", "spread", "reconfigure", "rebalance", "rebalance_mode",
                                          "rebalance_tolerance"}));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "rebalance_tolerance", q, &o.rebalance_tolerance));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(e, "rebalance_tolerance", q, o.rebalance_tolerance >= 0, "must not be negative",
-                                    o.rebalance_tolerance));
+    MYRIAD_RETURN_IF_ERROR(ParseReplaceSettings(rd, e, q, &o.rebalance_mode, &o.rebalance_tolerance));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "rebalance", q, &o.rebalance));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(e, "rebalance_mode", q, &o.rebalance_mode));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(e, "rebalance_mode", q, policy::ParseReplaceMode(o.rebalance_mode).ok(),
-                                    "must be incremental or full", o.rebalance_mode));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "enabled", q, &o.enabled));
     MYRIAD_RETURN_IF_ERROR(rd.Get(e, "min_copies", q, &o.min_copies));
     MYRIAD_RETURN_IF_ERROR(rd.Check(e, "min_copies", q, o.min_copies >= 1, "must be at least 1", o.min_copies));

@@ -115,5 +115,9 @@ struct FaultConfig {
 
 // Parses the `faults:` mapping; errors name the file, line and key.
 absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* out);
+// The expert re-placement settings `rebalance_mode` (incremental or full) and
+// `rebalance_tolerance` of node `n` at `where` (a pool's moe: section, faults.elastic_ep).
+absl::Status ParseReplaceSettings(const Reader& rd, const YAML::Node& n, const std::string& where, std::string* mode,
+                                  double* tolerance);
 
 }  // namespace myriad::sim

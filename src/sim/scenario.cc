@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "core/strings.h"
-#include "policy/eplb_incremental.h"
 #include "policy/router.h"
 #include "sim/yaml_reader.h"
 
@@ -49,12 +48,7 @@ absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string&
     MYRIAD_RETURN_IF_ERROR(rd.Map(m, mp, {"expert_skew", "placement", "two_batch_overlap", "dp_padding",
                                           "drift_interval", "drift_fraction", "rebalance_interval",
                                           "rebalance_mode", "rebalance_tolerance"}));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "rebalance_tolerance", mp, &pool->moe.rebalance_tolerance));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(m, "rebalance_tolerance", mp, pool->moe.rebalance_tolerance >= 0,
-                                    "must not be negative", pool->moe.rebalance_tolerance));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "rebalance_mode", mp, &pool->moe.rebalance_mode));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(m, "rebalance_mode", mp, policy::ParseReplaceMode(pool->moe.rebalance_mode).ok(),
-                                    "must be incremental or full", pool->moe.rebalance_mode));
+    MYRIAD_RETURN_IF_ERROR(ParseReplaceSettings(rd, m, mp, &pool->moe.rebalance_mode, &pool->moe.rebalance_tolerance));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "drift_interval", mp, &pool->moe.drift_interval));
     MYRIAD_RETURN_IF_ERROR(rd.Get(m, "drift_fraction", mp, &pool->moe.drift_fraction));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "rebalance_interval", mp, &pool->moe.rebalance_interval));

@@ -386,10 +386,8 @@ void Unit::OnStepDone() {
     running_context_ += running_;
     for (size_t rk = 0; rk < rank_running_.size(); ++rk) rank_context_[rk] += rank_running_[rk];
     kv_used_ += running_;
-    finishes_.TakeDue(step_, &due_);
-    // Each of these reads a request's state, long out of cache: start every read at once.
-    for (auto [slot, epoch] : awaiting_first_) table_[slot].Prefetch();
-    for (const FinishWheel::Entry& f : due_) table_[f.slot].Prefetch();
+    finishes_.TakeDue(step_, &due_);  // their state was prefetched as the step started
+    for (auto [slot, epoch] : awaiting_first_) table_[slot].Prefetch();  // read at once, not one by one
     for (auto [slot, epoch] : awaiting_first_) {
       ReqState& r = table_[slot];
       if (r.epoch == epoch && r.first_token < 0) r.first_token = now;
