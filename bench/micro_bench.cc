@@ -82,6 +82,15 @@ void BM_SyntheticWorkload(benchmark::State& state) {
   o.system_prompt_fraction = 0.8;
   o.system_prompt_tokens = 2000;
   o.session_fraction = 0.15;
+  o.turns_mean = 3;
+  o.think_time_mean = 60 * kSecond;
+  o.system_prompts = 400;
+  o.system_prompt_zipf = 1.1;
+  o.turn_tokens = {300, 1.0, 1, 8192};
+  o.arrival = "gamma";  // as scenarios/failures.yaml
+  o.burst_cv = 1.5;
+  o.diurnal_amplitude = 0.2;
+  o.diurnal_period = SecondsToNanos(86400);
   auto w = sim::MakeSyntheticWorkload(o);
   for (auto _ : state) benchmark::DoNotOptimize((*w)->Next());
   state.SetItemsProcessed(state.iterations());
