@@ -1,7 +1,10 @@
 #include "core/stats.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <limits>
 
 namespace myriad {
 
@@ -14,13 +17,68 @@ constexpr double kGrowth = 1.005;
 const double kLogGrowth = std::log(kGrowth);
 constexpr size_t kBuckets = 12000;  // up to ~1e17: far beyond any latency or size here
 
+uint64_t Bits(double v) { return std::bit_cast<uint64_t>(v); }
+
+// Bucket() without the logarithm: a day of the full cluster adds some 600 million samples
+// once the exact limit is passed. The first bucket of each value is found exactly as the
+// logarithm defines it (a binary search over the doubles around the nominal edge), so the
+// two always agree; a value's bucket is then estimated from its exponent and the top eight
+// bits of its mantissa (never more than one too low) and corrected against the edges.
+class BucketEdges {
+ public:
+  BucketEdges() {
+    for (size_t i = 0; i <= 256; ++i) log2_mantissa_[i] = std::log2(1.0 + static_cast<double>(i) / 256);
+    lower_[0] = -std::numeric_limits<double>::infinity();
+    for (size_t b = 1; b < kBuckets; ++b) {
+      // Positive doubles order as their bit patterns: search those for the first in b.
+      const double nominal = kFloor * std::exp(static_cast<double>(b - 1) * kLogGrowth);
+      uint64_t lo = Bits(nominal * (1 - 1e-9)), hi = Bits(nominal * (1 + 1e-9));
+      if (b == 1) lo = Bits(kFloor) - 1;
+      while (lo + 1 < hi) {  // invariant: Bucket(lo) < b <= Bucket(hi)
+        const uint64_t mid = lo + (hi - lo) / 2;
+        (BucketByLog(std::bit_cast<double>(mid)) >= b ? hi : lo) = mid;
+      }
+      lower_[b] = std::bit_cast<double>(hi);
+    }
+    lower_[kBuckets] = std::numeric_limits<double>::infinity();
+  }
+
+  size_t Bucket(double v) const {
+    if (!(v >= kFloor)) return 0;
+    if (v >= lower_[kBuckets - 1]) return kBuckets - 1;
+    const uint64_t bits = Bits(v);
+    const double log2v = static_cast<double>(static_cast<int64_t>(bits >> 52) - 1023) +
+                         log2_mantissa_[(bits >> 44) & 255];  // at most log2(1 + 1/256) low
+    size_t b = static_cast<size_t>(std::max((log2v - kLog2Floor) / kLog2Growth + 1, 1.0));
+    b = std::min(b, kBuckets - 1);
+    while (v >= lower_[b + 1]) ++b;
+    while (v < lower_[b]) --b;
+    return b;
+  }
+
+  static size_t BucketByLog(double v) {
+    if (!(v >= kFloor)) return 0;
+    // Clamped before the conversion: beyond ~1.8e299 the quotient overflows to infinity.
+    const double b = std::floor(std::log(v / kFloor) / kLogGrowth) + 1;
+    return static_cast<size_t>(std::min(b, static_cast<double>(kBuckets - 1)));
+  }
+
+ private:
+  inline static const double kLog2Floor = std::log2(kFloor);
+  inline static const double kLog2Growth = std::log2(kGrowth);
+  std::array<double, 257> log2_mantissa_;
+  std::array<double, kBuckets + 1> lower_;  // lower_[b]: the least double in bucket b; then +inf
+};
+
+const BucketEdges& Edges() {
+  static const BucketEdges edges;
+  return edges;
+}
+
 }  // namespace
 
-size_t Distribution::Bucket(double v) {
-  if (!(v >= kFloor)) return 0;
-  const double b = std::floor(std::log(v / kFloor) / kLogGrowth) + 1;
-  return std::min(static_cast<size_t>(b), kBuckets - 1);
-}
+size_t Distribution::Bucket(double v) { return Edges().Bucket(v); }
+size_t Distribution::BucketByLog(double v) { return BucketEdges::BucketByLog(v); }
 
 double Distribution::BucketValue(size_t b) {
   if (b == 0) return 0;

@@ -35,10 +35,14 @@ class Distribution {
   Summary Summarize() const;
   bool exact() const { return buckets_.empty(); }
 
+  // The histogram's bucket of `v`, and the same by its defining formula (slower); public for
+  // the test that they agree.
+  static size_t Bucket(double v);
+  static size_t BucketByLog(double v);
+
  private:
   void Sort() const;
   void ToHistogram();
-  static size_t Bucket(double v);
   static double BucketValue(size_t b);
   double HistogramQuantile(double q) const;
   mutable std::vector<float> samples_;

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <vector>
 
 #include "core/block_hash.h"
@@ -107,6 +110,35 @@ TEST(Distribution, BeyondTheExactLimitQuantilesStayWithinAQuarterPercent) {
   EXPECT_NEAR(d.FractionAtMost(2.0), 0.5, 0.005);
   d.Add(100);
   EXPECT_DOUBLE_EQ(d.Summarize().max, 100);
+}
+
+}  // namespace
+}  // namespace myriad
+
+namespace myriad {
+namespace {
+
+// The histogram finds a value's bucket from a table of bucket edges instead of a logarithm;
+// it must agree with the logarithm's definition everywhere, and most of all at the edges.
+TEST(Distribution, TableBucketsAgreeWithTheLogarithmsDefinition) {
+  size_t mismatches = 0;
+  auto check = [&](double v) {
+    if (Distribution::Bucket(v) == Distribution::BucketByLog(v)) return;
+    if (mismatches++ == 0) ADD_FAILURE() << "first mismatch at " << v;
+  };
+  const double growth = std::log(1.005);
+  for (size_t b = 1; b < 12000; ++b) {
+    // Every double within 256 steps of the nominal edge between buckets b - 1 and b.
+    double v = 1e-9 * std::exp(static_cast<double>(b - 1) * growth);
+    for (int i = 0; i < 256; ++i) v = std::nextafter(v, 0.0);
+    for (int i = 0; i < 512; ++i, v = std::nextafter(v, 1e300)) check(v);
+  }
+  Rng rng(7);
+  for (int i = 0; i < 1000000; ++i) check(std::exp(rng.Uniform(-25, 45)));  // log-uniform
+  for (double v : {0.0, -1.0, 1e-9, 1e-300, 1e17, 1e30, std::numeric_limits<double>::max()}) check(v);
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_EQ(Distribution::Bucket(std::numeric_limits<double>::infinity()), 11999u);
+  EXPECT_EQ(Distribution::Bucket(std::nan("")), 0u);
 }
 
 }  // namespace
