@@ -59,7 +59,11 @@ void FinishWheel::TakeDue(int64_t step, std::vector<Entry>* out) {
     free_ = n;
   }
   size_ -= out->size();
-  std::sort(out->begin(), out->end(), [](const Entry& a, const Entry& b) {
+  SortEntries(out);
+}
+
+void FinishWheel::SortEntries(std::vector<Entry>* entries) {
+  std::sort(entries->begin(), entries->end(), [](const Entry& a, const Entry& b) {
     return a.slot != b.slot ? a.slot < b.slot : a.epoch < b.epoch;
   });
 }

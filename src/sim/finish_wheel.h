@@ -27,17 +27,14 @@ class FinishWheel {
   void Clear();
   size_t size() const { return size_; }
 
-  // Starts loading what taking `step` will read, a step ahead of time: calls f(slot) for each
-  // entry now in its bucket (for the caller to prefetch its own state), and fetches the first
-  // node of the bucket after it.
-  template <class F>
-  void Prefetch(int64_t step, F&& f) const {
+  // Starts loading the first node of `step`'s bucket (for a TakeDue a step later).
+  void PrefetchBucket(int64_t step) const {
     if (size_ == 0) return;
-    const size_t mask = heads_.size() - 1;
-    for (uint32_t i = heads_[static_cast<size_t>(step) & mask]; i != kNone; i = nodes_[i].next) f(nodes_[i].e.slot);
-    const uint32_t next = heads_[static_cast<size_t>(step + 1) & mask];
-    if (next != kNone) __builtin_prefetch(&nodes_[next]);
+    const uint32_t head = heads_[static_cast<size_t>(step) & (heads_.size() - 1)];
+    if (head != kNone) __builtin_prefetch(&nodes_[head]);
   }
+  // The order TakeDue returns entries in.
+  static void SortEntries(std::vector<Entry>* entries);
 
  private:
   static constexpr uint32_t kNone = ~uint32_t{0};

@@ -240,6 +240,9 @@ void Unit::EnsureGrowthRoom() {
 void Unit::Halt() {
   halted_ = true;
   ++incarnation_;  // the step in flight never finishes
+  // Its finishing sequences go back to the wheel, due with the next step the unit completes.
+  for (const FinishWheel::Entry& f : step_due_) finishes_.Push(step_, f);
+  step_due_.clear();
   busy_ = false;
   Publish();
 }
@@ -275,6 +278,7 @@ int64_t Unit::Evacuate(std::vector<uint32_t>* out) {
   chunks_.clear();
   decode_wait_.clear();
   finishes_.Clear();
+  step_due_.clear();
   admission_order_.clear();
   awaiting_first_.clear();
   running_ = running_context_ = 0;
@@ -364,9 +368,15 @@ void Unit::StartStepIfIdle() {
   Nanos duration = std::max<Nanos>(TimeStep(batch), 1);
   if (slowdown_ != 1.0) duration = static_cast<Nanos>(static_cast<double>(duration) * slowdown_);
   step_duration_ = duration;
-  // The requests that finish with this step: their state is read when it ends, and loading it
-  // now hides the misses behind everything that runs meanwhile.
-  if (step_decode_seqs_ > 0) finishes_.Prefetch(step_ + 1, [this](uint32_t slot) { table_[slot].Prefetch(); });
+  // The requests that finish with this step leave the wheel now, while its bucket's nodes are
+  // walked anyway, and their state starts loading: both are read when the step ends, and the
+  // misses hide behind everything that runs meanwhile. (A sequence joining during the step
+  // and finishing with it is taken from the wheel at the end.)
+  if (step_decode_seqs_ > 0) {
+    finishes_.TakeDue(step_ + 1, &step_due_);
+    for (const FinishWheel::Entry& f : step_due_) table_[f.slot].Prefetch();
+    finishes_.PrefetchBucket(step_ + 2);
+  }
   events_.After(duration, [this, inc = incarnation_] {
     if (inc == incarnation_) OnStepDone();
   });
@@ -386,7 +396,14 @@ void Unit::OnStepDone() {
     running_context_ += running_;
     for (size_t rk = 0; rk < rank_running_.size(); ++rk) rank_context_[rk] += rank_running_[rk];
     kv_used_ += running_;
-    finishes_.TakeDue(step_, &due_);  // their state was prefetched as the step started
+    finishes_.TakeDue(step_, &due_);  // any that joined during the step
+    if (due_.empty()) {
+      due_.swap(step_due_);
+    } else {
+      due_.insert(due_.end(), step_due_.begin(), step_due_.end());
+      FinishWheel::SortEntries(&due_);
+    }
+    step_due_.clear();
     for (auto [slot, epoch] : awaiting_first_) table_[slot].Prefetch();  // read at once, not one by one
     for (auto [slot, epoch] : awaiting_first_) {
       ReqState& r = table_[slot];

@@ -195,6 +195,7 @@ class Unit {
   int64_t running_context_ = 0;
   FinishWheel finishes_;
   std::vector<FinishWheel::Entry> due_;  // scratch of OnStepDone
+  std::vector<FinishWheel::Entry> step_due_;  // finishing with the step in flight (taken at its start)
   std::vector<std::pair<uint32_t, uint32_t>> admission_order_;  // (slot, epoch), LIFO victims
   std::vector<std::pair<uint32_t, uint32_t>> awaiting_first_;   // joined with no token yet
   int64_t step_decode_seqs_ = 0;
