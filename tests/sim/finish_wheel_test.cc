@@ -61,7 +61,7 @@ TEST(FinishWheel, MatchesAnOrderedModelUnderRandomPushes) {
   }
 }
 
-// Many finishes per step (a bucket's six inline entries overflow to its node list), with
+// Many finishes per step (a bucket spans several chunks of six entries), with
 // repeated slots of other epochs, and pushes that grow the wheel while buckets hold spills.
 TEST(FinishWheel, CrowdedStepsSpillAndComeBackInOrder) {
   FinishWheel w;
