@@ -6,12 +6,15 @@
 // each. The pair form keeps a block with two holders to one cache line, where a node costs a
 // second (dependent) line on every Match.
 //
-// The table (a multiple of four slots: 64-byte lines) grows by 1.5x at 3/4 load, so it is 1/2
-// to 3/4 full (21-32 bytes per single-holder block), and maps keys to lines with a
-// multiply-shift ("fastrange"), which allows capacities that are not powers of two. A key's
-// home is the first slot of a line (bucketised linear probing): at 3/4 load about 12% of keys
-// then sit beyond their home line, against 20% with homes on any slot. Erase shifts the rest
-// of the run back (no tombstones).
+// The table (a multiple of four slots: 64-byte lines) maps keys to lines with a multiply-shift
+// ("fastrange"), which allows capacities that are not powers of two. A key's home is the first
+// slot of a line (bucketised linear probing): at 3/4 load about 13% of keys then sit beyond
+// their home line (5% beyond the next line too), against 20% with homes on any slot; at 5/8
+// load, 8% (2%). Each line a probe runs on into is one more memory latency for Match, so a
+// table past 2 MiB (out of the caches) grows by 6/5 when it would pass 5/8 load, and is 0.52
+// to 0.625 full (26-31 bytes per single-holder block); a smaller one grows by 1.5x at 3/4
+// load. A grown table takes all of its (rounded-up) allocation.
+// Erase shifts the rest of the run back (no tombstones).
 //
 // Large arrays (the table past 2 MiB, node chunks) are 2 MiB-aligned and advised as huge pages:
 // probes land on random pages of a table of hundreds of MiB, and TLB misses (two-level page
@@ -254,6 +257,7 @@ class BlockStore {
   void FreeChain(uint32_t head);
   // Rewrites the block from scratch_ in the smallest form; true when that erased it.
   bool Rebuild(uint32_t slot);
+  bool Full() const;  // whether one more block needs a larger table
   void Grow();
   void Place(Slot s);
 
