@@ -383,8 +383,8 @@ struct PrefixIndex::Impl {
     for (HolderId h : running) holders[h].run = run;
   }
   // Cuts back at deferred block j (slot s, or kNone: absent) the runs that went through it
-  // without holding it; the others gather its flags.
-  void Resolve(uint32_t j, uint32_t s, Nanos now) {
+  // without holding it; the others gather its flags. True when some run went through it.
+  bool Resolve(uint32_t j, uint32_t s, Nanos now) {
     const uint64_t gen = uint64_t{match_gen} << 32;
     if (s != BlockStore::kNone) {
       store.ForEach(s, [&](uint64_t p) {
@@ -406,6 +406,7 @@ struct PrefixIndex::Impl {
       }
     }
     if (any && !store.ref(s)) store.set_ref(s);
+    return any;
   }
 
   void Match(std::span<const BlockKey> blocks, Nanos now, std::vector<PrefixMatch>* out) {
@@ -498,7 +499,20 @@ struct PrefixIndex::Impl {
         }
       }
     }
-    for (const Deferred& d : pending) Resolve(d.block, d.slot, now);
+    // A deferred block right after another with the same payloads: the runs that went through
+    // the first hold it too, with the flags they gathered, so Resolve would change no run. (A
+    // run that went through the first went on past the second: the walk ends after both.)
+    const Deferred* prev = nullptr;
+    bool any = false;
+    for (const Deferred& d : pending) {
+      if (prev != nullptr && d.block == prev->block + 1 && d.slot != BlockStore::kNone &&
+          prev->slot != BlockStore::kNone && store.SameEntries(d.slot, prev->slot)) {
+        if (any && !store.ref(d.slot)) store.set_ref(d.slot);
+      } else {
+        any = Resolve(d.block, d.slot, now);
+      }
+      prev = &d;
+    }
     out->reserve(matched.size());
     for (HolderId h : matched) {
       const Holder& hs = holders[h];

@@ -94,6 +94,27 @@ class BlockStore {
     if (w & kOvf) __builtin_prefetch(&node(static_cast<uint32_t>(w)), 0, 2);
   }
 
+  // Whether two blocks hold the same payloads in the same form and order.
+  bool SameEntries(uint32_t a, uint32_t b) const {
+    const uint64_t wa = slots_[a].word;
+    const uint64_t wb = slots_[b].word;
+    if (((wa ^ wb) & ~kRef) == 0) return true;
+    if (!(wa & wb & kOvf)) return false;
+    uint32_t x = static_cast<uint32_t>(wa);
+    uint32_t y = static_cast<uint32_t>(wb);
+    for (;;) {
+      const Node& nx = node(x);
+      const Node& ny = node(y);
+      if (nx.n != ny.n) return false;
+      for (uint32_t j = 0; j < nx.n; ++j) {
+        if (nx.w[j] != ny.w[j]) return false;
+      }
+      x = nx.next;
+      y = ny.next;
+      if (x == kNone || y == kNone) return x == y;
+    }
+  }
+
   uint32_t Find(BlockKey key) const { return FindFrom(Home(key), key); }
   uint32_t FindFrom(uint32_t i, BlockKey key) const {
     for (;;) {
