@@ -1,6 +1,6 @@
 // Layout. Blocks live in an open-addressing table (prefix_index_store.h): a 16-byte slot holds
-// the key and the one holder's 64-bit word, or two holders' compact 30-bit words, or a pointer
-// to a chain of pooled 3-word nodes. A word packs holder id (22 bits), a provisional bit and a
+// the key and the one holder's 64-bit word, or two holders' compact 30-bit words, or three
+// holders' compact 20-bit words, or a pointer to a chain of pooled 3-word nodes. A word packs holder id (22 bits), a provisional bit and a
 // 37-bit stamp:
 //   confirmed entry:   the holder's epoch when it was stored;
 //   provisional entry: the serial of the AddProvisional call that added it.
@@ -22,8 +22,9 @@
 // Match walks the query in order (holes end a holder's prefix, so the prefix length cannot be
 // binary-searched) and spends most of its time waiting for memory: see Match. Stamps start
 // small and grow by one per Cleared or MarkSuspect of their holder, so a block held by two
-// holders with ids below 2^16 fits its slot (compact words hold stamps below 2^14); a holder
-// past 16,383 clears and gaps keeps working, its blocks in nodes as with three holders.
+// holders with ids below 2^16 fits its slot (30-bit words hold stamps below 2^14), and one held
+// by three with ids below 2^12 (20-bit words: stamps below 2^8); a holder past those clears and
+// gaps keeps working, its blocks in nodes as with four holders.
 #include "policy/prefix_index.h"
 
 #include <algorithm>
@@ -37,6 +38,8 @@ namespace myriad::policy {
 namespace {
 
 using prefix_index_internal::BlockStore;
+using prefix_index_internal::Compact;
+using prefix_index_internal::Compact3;
 
 using prefix_index_internal::kHolderBits;
 using prefix_index_internal::kHolderShift;
@@ -347,6 +350,15 @@ struct PrefixIndex::Impl {
     running.push_back(h);
     return true;
   }
+  template <class C, int kCount>
+  bool ExtendPacked(uint64_t w, uint64_t run) {
+    bool any = false;
+    for (int i = kCount - 1; i >= 0; --i) {
+      const uint64_t c = (w >> (i * C::kBits)) & C::kMask;
+      any |= Extend(C::Holder(c), C::Stamp(c), run);
+    }
+    return any;
+  }
   // The general case: node chains and provisional entries.
   bool ExtendSlow(uint32_t s, uint64_t run, Nanos now) {
     store.ForEach(s, [&](uint64_t p) {
@@ -363,14 +375,12 @@ struct PrefixIndex::Impl {
     const uint64_t w = store.word(s);
     running.clear();
     bool any;
-    if (w & BlockStore::kPair) {  // two confirmed entries, inline
-      constexpr int kStamp = prefix_index_internal::Compact::kStamp;
-      constexpr uint64_t kStampMaskC = (uint64_t{1} << kStamp) - 1;
-      constexpr uint64_t kHolderMaskC = (uint64_t{1} << (prefix_index_internal::Compact::kBits - kStamp)) - 1;
-      const uint64_t hi = w >> prefix_index_internal::Compact::kBits;
-      any = Extend(static_cast<HolderId>((hi >> kStamp) & kHolderMaskC), hi & kStampMaskC, run);
-      any |= Extend(static_cast<HolderId>((w >> kStamp) & kHolderMaskC), w & kStampMaskC, run);
-    } else if (!(w & (BlockStore::kOvf | kProvBit))) {  // one confirmed entry
+    const uint64_t form = w & BlockStore::kForm;
+    if (form == BlockStore::kPair) {  // two confirmed entries, inline
+      any = ExtendPacked<Compact, 2>(w, run);
+    } else if (form == BlockStore::kTriple) {  // three
+      any = ExtendPacked<Compact3, 3>(w, run);
+    } else if (!(w & (BlockStore::kForm | kProvBit))) {  // one confirmed entry
       any = Extend(HolderOf(w & BlockStore::kPayload), StampOf(w), run);
     } else {
       any = ExtendSlow(s, run, now);
@@ -467,7 +477,7 @@ struct PrefixIndex::Impl {
         if (!(w & BlockStore::kRef)) store.set_ref(s);
         continue;
       }
-      if ((w & BlockStore::kOvf) && defer) {
+      if (BlockStore::IsNode(w) && defer) {
         store.PrefetchChain(s);
         pending.push_back({static_cast<uint32_t>(j), s, false});
         continue;

@@ -69,7 +69,7 @@ uint32_t BlockStore::Insert(BlockKey key, uint64_t payload, bool ref) {
 }
 
 void BlockStore::EraseBlock(uint32_t slot) {
-  if (slots_[slot].word & kOvf) FreeChain(static_cast<uint32_t>(slots_[slot].word));
+  if (IsNode(slots_[slot].word)) FreeChain(static_cast<uint32_t>(slots_[slot].word));
   // Backward-shift deletion: move each later member of the run whose home is not in
   // (hole, j] into the hole, so that every key stays reachable from its home.
   uint32_t hole = slot;
@@ -111,7 +111,7 @@ void BlockStore::FreeChain(uint32_t head) {
 
 void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
   uint64_t& w = slots_[slot].word;
-  if (!(w & (kOvf | kPair))) {
+  if (!(w & kForm)) {
     const uint64_t first = w & kPayload;
     if (Compact::Fits(first) && Compact::Fits(payload)) {
       w = (w & (kOcc | kRef)) | kPair | (Compact::Pack(first) << Compact::kBits) |
@@ -122,9 +122,10 @@ void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
     Rebuild(slot);
     return;
   }
-  if (w & kPair) {
-    scratch_.assign({Compact::Unpack((w >> Compact::kBits) & Compact::kMask),
-                     Compact::Unpack(w & Compact::kMask), payload});
+  if (!IsNode(w)) {  // pair or triple
+    scratch_.clear();
+    ForEach(slot, [&](uint64_t p) { scratch_.push_back(p); });
+    scratch_.push_back(payload);
     Rebuild(slot);
     return;
   }
@@ -147,7 +148,7 @@ void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
 bool BlockStore::Rebuild(uint32_t slot) {
   uint64_t& w = slots_[slot].word;
   const uint64_t keep = w & (kOcc | kRef);
-  if (w & kOvf) FreeChain(static_cast<uint32_t>(w));
+  if (IsNode(w)) FreeChain(static_cast<uint32_t>(w));
   const size_t count = scratch_.size();
   if (count == 0) {
     w = kOcc;  // EraseBlock reads the form bits
@@ -160,6 +161,12 @@ bool BlockStore::Rebuild(uint32_t slot) {
   }
   if (count == 2 && Compact::Fits(scratch_[0]) && Compact::Fits(scratch_[1])) {
     w = keep | kPair | (Compact::Pack(scratch_[0]) << Compact::kBits) | Compact::Pack(scratch_[1]);
+    return false;
+  }
+  if (count == 3 && Compact3::Fits(scratch_[0]) && Compact3::Fits(scratch_[1]) &&
+      Compact3::Fits(scratch_[2])) {
+    w = keep | kTriple | (Compact3::Pack(scratch_[0]) << 2 * Compact3::kBits) |
+        (Compact3::Pack(scratch_[1]) << Compact3::kBits) | Compact3::Pack(scratch_[2]);
     return false;
   }
   // Full nodes first, the partly filled one at the head.
