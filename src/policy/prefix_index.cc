@@ -1,6 +1,6 @@
 // Layout. Blocks live in an open-addressing table (prefix_index_store.h): a 16-byte slot holds
-// the key and the one holder's 64-bit word, or two holders' compact 30-bit words, or a pointer
-// to a chain of pooled 3-word nodes. A word packs holder id (22 bits), a provisional bit and a
+// the key and the one holder's 64-bit word, or two holders' compact 30-bit words, or three
+// holders' compact 20-bit words, or a pointer to a chain of pooled 3-word nodes. A word packs holder id (22 bits), a provisional bit and a
 // 37-bit stamp:
 //   confirmed entry:   the holder's epoch when it was stored;
 //   provisional entry: the serial of the AddProvisional call that added it.
@@ -22,8 +22,9 @@
 // Match walks the query in order (holes end a holder's prefix, so the prefix length cannot be
 // binary-searched) and spends most of its time waiting for memory: see Match. Stamps start
 // small and grow by one per Cleared or MarkSuspect of their holder, so a block held by two
-// holders with ids below 2^16 fits its slot (compact words hold stamps below 2^14); a holder
-// past 16,383 clears and gaps keeps working, its blocks in nodes as with three holders.
+// holders with ids below 2^16 fits its slot (30-bit words hold stamps below 2^14), and one held
+// by three with ids below 2^12 (20-bit words: stamps below 2^8); a holder past those clears and
+// gaps keeps working, its blocks in nodes as with four holders.
 #include "policy/prefix_index.h"
 
 #include <algorithm>
@@ -37,6 +38,8 @@ namespace myriad::policy {
 namespace {
 
 using prefix_index_internal::BlockStore;
+using prefix_index_internal::Compact;
+using prefix_index_internal::Compact3;
 
 using prefix_index_internal::kHolderBits;
 using prefix_index_internal::kHolderShift;
@@ -55,10 +58,10 @@ constexpr uint64_t StampOf(uint64_t p) { return p & kStampMask; }
 constexpr uint8_t kSuspectFlag = 1;
 constexpr uint8_t kProvFlag = 2;
 constexpr uint32_t kNever = UINT32_MAX;
-constexpr size_t kMatchBatch = 128;     // blocks whose home lines are prefetched together
 constexpr size_t kProbeLag = 32;        // Match probes a home line this many blocks later
-// Match defers blocks (see Defer) only for queries that started this many runs or fewer:
-// Defer and Resolve go over every run the query started.
+static_assert((kProbeLag & (kProbeLag - 1)) == 0, "a ring of home lines");
+// Match defers blocks (see Match) only for queries that started this many runs or fewer:
+// Resolve goes over every run the query started.
 constexpr size_t kDeferMax = 16;
 constexpr size_t kStorePrefetch = 16;   // prefetch distance of Stored
 constexpr uint32_t kHandPrefetch = 16;  // and of the eviction hand, in lines
@@ -92,9 +95,7 @@ struct PrefixIndex::Impl {
   explicit Impl(PrefixIndexOptions o) : opt(o) {
     if (opt.index_every < 1) opt.index_every = 1;
     SetStride();
-    homes.resize(kMatchBatch);
-    slots.resize(kMatchBatch);
-    pending.reserve(kMatchBatch);
+    homes.resize(kProbeLag);
   }
 
   PrefixIndexOptions opt;
@@ -111,10 +112,17 @@ struct PrefixIndex::Impl {
   uint32_t chain_ahead = 0;  // and half as far
   uint32_t gc_hand = 0;      // garbage-reclaiming hand
   uint32_t match_gen = 0;
+  // Match scratch: the home lines of the next kProbeLag blocks (a ring), the holders whose runs
+  // started (at block 0) and those whose runs go on, and the deferred blocks.
   std::vector<uint32_t> homes;
-  std::vector<uint32_t> slots;
   std::vector<HolderId> matched;
-  std::vector<uint32_t> pending;  // Match: deferred blocks of the batch
+  std::vector<HolderId> running;
+  struct Deferred {
+    uint32_t block;
+    uint32_t slot;  // its slot, or the line (first slot) where its probe goes on
+    bool probe;     // whether `slot` is such a line
+  };
+  std::vector<Deferred> pending;
   absl::flat_hash_map<PublisherId, uint64_t> publishers;
 
   // The full serial of a provisional stamp: the latest one congruent to it.
@@ -322,6 +330,7 @@ struct PrefixIndex::Impl {
       hs.prov_from = (flags & kProvFlag) ? 0 : kNever;
       matched.push_back(h);
     });
+    running = matched;
     if (!matched.empty() && !store.ref(s)) store.set_ref(s);
     return !matched.empty();
   }
@@ -329,43 +338,63 @@ struct PrefixIndex::Impl {
     if (flags & kSuspectFlag) hs.suspect_from = std::min(hs.suspect_from, j);
     if (flags & kProvFlag) hs.prov_from = std::min(hs.prov_from, j);
   }
-  // Block j > 0 extends the runs that reached block j - 1, for the holders that hold it. `run`
-  // is the run value of such a holder: (generation << 32) | j.
+  // Block j > 0 extends the runs that reached block j - 1, for the holders that hold it, and
+  // those holders are the ones running on (`running`, cleared by Step). `run` is the run value
+  // of such a holder: (generation << 32) | j.
   bool Extend(HolderId h, uint64_t stamp, uint64_t run) {
     Holder& hs = holders[h];
     if (hs.run != run || stamp < hs.clear_floor) return false;
     const uint32_t j = static_cast<uint32_t>(run);
     if (stamp < hs.suspect_floor) [[unlikely]] hs.suspect_from = std::min(hs.suspect_from, j);
     hs.run = run + 1;
+    running.push_back(h);
     return true;
   }
-  // The general case: node chains and provisional entries.
-  bool ExtendSlow(uint32_t s, uint64_t run, Nanos now) {
+  template <class C, int kCount>
+  bool ExtendPacked(uint64_t w, uint64_t run) {
     bool any = false;
-    store.ForEach(s, [&](uint64_t p) {
-      Holder& hs = holders[HolderOf(p)];
-      if (hs.run != run || !Usable(p, now)) return;
-      Note(hs, Flags(p), static_cast<uint32_t>(run));
-      hs.run = run + 1;
-      any = true;
-    });
-    return any;
-  }
-  // A block whose probe runs on into the next line, not yet in: the walk takes it as held by
-  // every running holder and goes on; Resolve checks it once its line is in.
-  bool Defer(uint64_t run) {
-    bool any = false;
-    for (HolderId h : matched) {
-      Holder& hs = holders[h];
-      if (hs.run != run) continue;
-      hs.run = run + 1;
-      any = true;
+    for (int i = kCount - 1; i >= 0; --i) {
+      const uint64_t c = (w >> (i * C::kBits)) & C::kMask;
+      any |= Extend(C::Holder(c), C::Stamp(c), run);
     }
     return any;
   }
+  // The general case: node chains and provisional entries.
+  bool ExtendSlow(uint32_t s, uint64_t run, Nanos now) {
+    store.ForEach(s, [&](uint64_t p) {
+      const HolderId h = HolderOf(p);
+      Holder& hs = holders[h];
+      if (hs.run != run || !Usable(p, now)) return;
+      Note(hs, Flags(p), static_cast<uint32_t>(run));
+      hs.run = run + 1;
+      running.push_back(h);
+    });
+    return !running.empty();
+  }
+  bool Step(uint32_t s, uint64_t run, Nanos now) {
+    const uint64_t w = store.word(s);
+    running.clear();
+    bool any;
+    const uint64_t form = w & BlockStore::kForm;
+    if (form == BlockStore::kPair) {  // two confirmed entries, inline
+      any = ExtendPacked<Compact, 2>(w, run);
+    } else if (form == BlockStore::kTriple) {  // three
+      any = ExtendPacked<Compact3, 3>(w, run);
+    } else if (!(w & (BlockStore::kForm | kProvBit))) {  // one confirmed entry
+      any = Extend(HolderOf(w & BlockStore::kPayload), StampOf(w), run);
+    } else {
+      any = ExtendSlow(s, run, now);
+    }
+    if (any && !(w & BlockStore::kRef)) store.set_ref(s);  // no store (dirty line) when set
+    return any;
+  }
+  // Moves the runs that go on to `run`: over blocks the walk stepped over or deferred.
+  void Advance(uint64_t run) {
+    for (HolderId h : running) holders[h].run = run;
+  }
   // Cuts back at deferred block j (slot s, or kNone: absent) the runs that went through it
-  // without holding it; the others gather its flags.
-  void Resolve(uint32_t j, uint32_t s, Nanos now) {
+  // without holding it; the others gather its flags. True when some run went through it.
+  bool Resolve(uint32_t j, uint32_t s, Nanos now) {
     const uint64_t gen = uint64_t{match_gen} << 32;
     if (s != BlockStore::kNone) {
       store.ForEach(s, [&](uint64_t p) {
@@ -387,23 +416,6 @@ struct PrefixIndex::Impl {
       }
     }
     if (any && !store.ref(s)) store.set_ref(s);
-  }
-  bool Step(uint32_t s, uint64_t run, Nanos now) {
-    const uint64_t w = store.word(s);
-    bool any;
-    if (w & BlockStore::kPair) {  // two confirmed entries, inline
-      constexpr int kStamp = prefix_index_internal::Compact::kStamp;
-      constexpr uint64_t kStampMaskC = (uint64_t{1} << kStamp) - 1;
-      constexpr uint64_t kHolderMaskC = (uint64_t{1} << (prefix_index_internal::Compact::kBits - kStamp)) - 1;
-      const uint64_t hi = w >> prefix_index_internal::Compact::kBits;
-      any = Extend(static_cast<HolderId>((hi >> kStamp) & kHolderMaskC), hi & kStampMaskC, run);
-      any |= Extend(static_cast<HolderId>((w >> kStamp) & kHolderMaskC), w & kStampMaskC, run);
-    } else if (!(w & (BlockStore::kOvf | kProvBit))) {  // one confirmed entry
-      any = Extend(HolderOf(w & BlockStore::kPayload), StampOf(w), run);
-    } else {
-      any = ExtendSlow(s, run, now);
-    }
-    if (any && !(w & BlockStore::kRef)) store.set_ref(s);  // no store (dirty line) when set
     return any;
   }
 
@@ -418,64 +430,98 @@ struct PrefixIndex::Impl {
       match_gen = 1;
     }
     matched.clear();
-    // Keys are chained, so no lookup depends on another. Each batch prefetches its home lines
-    // (memory-level parallelism) kProbeLag blocks ahead of probing them, so that a probe finds
-    // its line in and the lines it asks for next (the node chain of a block that has one, the
-    // next line when the probe runs on) are queued early; then it walks. The walk defers a
-    // block whose probe ran on (Defer) and checks it at the end of the batch (Resolve):
-    // waiting for those lines in the walk cost about a fifth of Match (profile, 2026-11-29).
+    running.clear();
+    pending.clear();
+    // Keys are chained, so no lookup depends on another: Match prefetches home lines
+    // (memory-level parallelism) kProbeLag blocks ahead of probing them, and walks each block
+    // as it probes it. A block whose line is not in yet (its probe runs on into the next line,
+    // or it has a node chain) is deferred: the walk takes it as held by every running holder
+    // and goes on, and Resolve checks it at the end, once its line is in. Waiting for those
+    // lines in the walk cost about a fifth of Match (profile, 2026-11-29).
     const BlockKey* key = blocks.data() + (n - 1);  // key[j * n]: indexed block j
     const uint64_t gen = uint64_t{match_gen} << 32;
-    bool going = true;
-    for (size_t k = 0; going && k < count; k += kMatchBatch) {
-      const size_t end = std::min(count, k + kMatchBatch);
-      const auto fetch = [&](size_t j) {
-        const uint32_t h = store.Home(key[j * n]);
-        homes[j - k] = h;
-        store.PrefetchSlot(h);
-      };
-      for (size_t j = k; j < std::min(end, k + kProbeLag); ++j) fetch(j);
-      size_t found = end;
-      for (size_t j = k; j < end; ++j) {
-        if (j + kProbeLag < end) fetch(j + kProbeLag);
-        const uint32_t s = store.FindInLine(homes[j - k], key[j * n]);
-        slots[j - k] = s;
-        if (s < BlockStore::kMore) [[likely]] {
-          store.PrefetchChain(s);
-        } else if (s == BlockStore::kMore) {
-          store.PrefetchSlot(store.NextLine(homes[j - k]));
+    const auto fetch = [&](size_t j) {
+      const uint32_t h = store.Home(key[j * n]);
+      homes[j & (kProbeLag - 1)] = h;
+      store.PrefetchSlot(h);
+    };
+    for (size_t j = 0; j < std::min(count, kProbeLag); ++j) fetch(j);
+    // The word of the last block the walk stepped. A block whose word equals it but for the
+    // referenced bit has the same holders with the same stamps: a step would extend the very
+    // runs that reached it, with the flags they already gathered, so the walk only sets its
+    // referenced bit and moves the runs on later (Advance). Node words differ from block to
+    // block. The runs that go on are at gen | at.
+    uint64_t last = 0;
+    size_t at = 0;
+    size_t found = count;
+    for (size_t j = 0; j < count; ++j) {
+      const uint32_t home = homes[j & (kProbeLag - 1)];
+      if (j + kProbeLag < count) fetch(j + kProbeLag);
+      uint32_t s = store.FindInLine(home, key[j * n]);
+      const bool defer = j != 0 && matched.size() <= kDeferMax;
+      if (s == BlockStore::kMore) [[unlikely]] {
+        const uint32_t next = store.NextLine(home);
+        if (defer) {
+          store.PrefetchSlot(next);
+          pending.push_back({static_cast<uint32_t>(j), next, true});
+          continue;
+        }
+        s = store.FindFrom(next, key[j * n]);
+      }
+      if (s == BlockStore::kNone) {
+        found = j;
+        break;
+      }
+      const uint64_t w = store.word(s);
+      if (((w ^ last) & ~BlockStore::kRef) == 0) {  // see `last`
+        if (!(w & BlockStore::kRef)) store.set_ref(s);
+        continue;
+      }
+      if (BlockStore::IsNode(w) && defer) {
+        store.PrefetchChain(s);
+        pending.push_back({static_cast<uint32_t>(j), s, false});
+        continue;
+      }
+      last = w;
+      if (at != j) Advance(gen | j);
+      at = j;
+      if (j == 0 ? !Start(s, now) : !Step(s, gen | j, now)) {
+        found = j;
+        break;
+      }
+      at = j + 1;
+    }
+    if (at != found) Advance(gen | found);
+    // The probes that run on go one line further per pass, all of them together, so that a
+    // run of several lines costs one wait per line, not one per line and block.
+    for (bool more = true; more;) {
+      more = false;
+      for (Deferred& d : pending) {
+        if (!d.probe) continue;
+        const uint32_t s = store.FindInLine(d.slot, key[size_t{d.block} * n]);
+        if (s == BlockStore::kMore) {
+          d.slot = store.NextLine(d.slot);
+          store.PrefetchSlot(d.slot);
+          more = true;
         } else {
-          found = j;
-          break;
+          d.slot = s;
+          d.probe = false;
         }
       }
-      pending.clear();
-      for (size_t j = k; j < found; ++j) {
-        uint32_t s = slots[j - k];
-        if (s == BlockStore::kMore) [[unlikely]] {
-          if (j != 0 && matched.size() <= kDeferMax) {
-            pending.push_back(static_cast<uint32_t>(j));
-            if (!Defer(gen | j)) {
-              found = j;
-              break;
-            }
-            continue;
-          }
-          s = store.FindFrom(store.NextLine(homes[j - k]), key[j * n]);
-          if (s == BlockStore::kNone) {
-            found = j;
-            break;
-          }
-        }
-        if (j == 0 ? !Start(s, now) : !Step(s, gen | j, now)) {
-          found = j;
-          break;
-        }
+    }
+    // A deferred block right after another with the same payloads: the runs that went through
+    // the first hold it too, with the flags they gathered, so Resolve would change no run. (A
+    // run that went through the first went on past the second: the walk ends after both.)
+    const Deferred* prev = nullptr;
+    bool any = false;
+    for (const Deferred& d : pending) {
+      if (prev != nullptr && d.block == prev->block + 1 && d.slot != BlockStore::kNone &&
+          prev->slot != BlockStore::kNone && store.SameEntries(d.slot, prev->slot)) {
+        if (any && !store.ref(d.slot)) store.set_ref(d.slot);
+      } else {
+        any = Resolve(d.block, d.slot, now);
       }
-      for (uint32_t j : pending) {
-        Resolve(j, store.FindFrom(store.NextLine(homes[j - k]), key[j * n]), now);
-      }
-      going = found == end;
+      prev = &d;
     }
     out->reserve(matched.size());
     for (HolderId h : matched) {
@@ -575,8 +621,8 @@ size_t PrefixIndex::memory_bytes() const {
   const size_t batch_bytes = (m.batches.size() * sizeof(Impl::ProvBatch) / 512 + 1) * 512;
   return sizeof(Impl) + m.store.memory_bytes() + m.holders.capacity() * sizeof(Impl::Holder) +
          batch_bytes + m.publishers.capacity() * (sizeof(std::pair<PublisherId, uint64_t>) + 1) +
-         (m.homes.capacity() + m.slots.capacity() + m.matched.capacity() + m.pending.capacity()) *
-             sizeof(uint32_t);
+         (m.homes.capacity() + m.matched.capacity() + m.running.capacity()) * sizeof(uint32_t) +
+         m.pending.capacity() * sizeof(Impl::Deferred);
 }
 
 }  // namespace myriad::policy

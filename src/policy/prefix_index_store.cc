@@ -6,6 +6,9 @@ namespace myriad::policy::prefix_index_internal {
 namespace {
 
 constexpr uint32_t kMinCapacity = 16;
+// Below this many slots (a 2 MiB table) the table grows by 1.5x at 3/4 load, above it by 6/5
+// at 5/8 load (see the header).
+constexpr uint32_t kSmallSlots = (uint32_t{2} << 20) / 16;
 
 }  // namespace
 
@@ -28,12 +31,22 @@ void BlockStore::Place(Slot s) {
   slots_[i] = s;
 }
 
+bool BlockStore::Full() const {
+  const uint64_t n = size_ + 1;
+  return capacity_ < kSmallSlots ? n * 4 > uint64_t{capacity_} * 3
+                                 : n * 8 > uint64_t{capacity_} * 5;
+}
+
 void BlockStore::Grow() {
-  const uint64_t grown = (uint64_t{capacity_} + capacity_ / 2 + 3) & ~uint64_t{3};
-  const uint32_t cap = grown > UINT32_MAX - 3 ? UINT32_MAX - 3 : static_cast<uint32_t>(grown);
+  const uint64_t step = capacity_ < kSmallSlots ? capacity_ / 2 : capacity_ / 5;
+  const uint64_t grown = (uint64_t{capacity_} + step + 3) & ~uint64_t{3};
+  constexpr uint64_t kMaxCapacity = UINT32_MAX - 3;  // a multiple of four
   size_t bytes = 0;
-  std::unique_ptr<Slot[], FreeDeleter> old(
-      static_cast<Slot*>(AllocateLarge(size_t{cap} * sizeof(Slot), true, &bytes)));
+  std::unique_ptr<Slot[], FreeDeleter> old(static_cast<Slot*>(
+      AllocateLarge(std::min(grown, kMaxCapacity) * sizeof(Slot), true, &bytes)));
+  // The allocation is rounded up (to 2 MiB when large): its slots are all used.
+  const uint32_t cap =
+      static_cast<uint32_t>(std::min<uint64_t>(bytes / sizeof(Slot), kMaxCapacity) & ~uint64_t{3});
   old.swap(slots_);
   slot_bytes_ = bytes;
   const uint32_t old_cap = capacity_;
@@ -45,7 +58,7 @@ void BlockStore::Grow() {
 }
 
 uint32_t BlockStore::Insert(BlockKey key, uint64_t payload, bool ref) {
-  if ((size_ + 1) * 4 > uint64_t{capacity_} * 3) Grow();
+  if (Full()) Grow();
   uint32_t i = Home(key);
   while (slots_[i].word != 0) {
     if (++i == capacity_) i = 0;
@@ -56,7 +69,7 @@ uint32_t BlockStore::Insert(BlockKey key, uint64_t payload, bool ref) {
 }
 
 void BlockStore::EraseBlock(uint32_t slot) {
-  if (slots_[slot].word & kOvf) FreeChain(static_cast<uint32_t>(slots_[slot].word));
+  if (IsNode(slots_[slot].word)) FreeChain(static_cast<uint32_t>(slots_[slot].word));
   // Backward-shift deletion: move each later member of the run whose home is not in
   // (hole, j] into the hole, so that every key stays reachable from its home.
   uint32_t hole = slot;
@@ -98,7 +111,7 @@ void BlockStore::FreeChain(uint32_t head) {
 
 void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
   uint64_t& w = slots_[slot].word;
-  if (!(w & (kOvf | kPair))) {
+  if (!(w & kForm)) {
     const uint64_t first = w & kPayload;
     if (Compact::Fits(first) && Compact::Fits(payload)) {
       w = (w & (kOcc | kRef)) | kPair | (Compact::Pack(first) << Compact::kBits) |
@@ -109,9 +122,10 @@ void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
     Rebuild(slot);
     return;
   }
-  if (w & kPair) {
-    scratch_.assign({Compact::Unpack((w >> Compact::kBits) & Compact::kMask),
-                     Compact::Unpack(w & Compact::kMask), payload});
+  if (!IsNode(w)) {  // pair or triple
+    scratch_.clear();
+    ForEach(slot, [&](uint64_t p) { scratch_.push_back(p); });
+    scratch_.push_back(payload);
     Rebuild(slot);
     return;
   }
@@ -134,7 +148,7 @@ void BlockStore::AddWord(uint32_t slot, uint64_t payload) {
 bool BlockStore::Rebuild(uint32_t slot) {
   uint64_t& w = slots_[slot].word;
   const uint64_t keep = w & (kOcc | kRef);
-  if (w & kOvf) FreeChain(static_cast<uint32_t>(w));
+  if (IsNode(w)) FreeChain(static_cast<uint32_t>(w));
   const size_t count = scratch_.size();
   if (count == 0) {
     w = kOcc;  // EraseBlock reads the form bits
@@ -147,6 +161,12 @@ bool BlockStore::Rebuild(uint32_t slot) {
   }
   if (count == 2 && Compact::Fits(scratch_[0]) && Compact::Fits(scratch_[1])) {
     w = keep | kPair | (Compact::Pack(scratch_[0]) << Compact::kBits) | Compact::Pack(scratch_[1]);
+    return false;
+  }
+  if (count == 3 && Compact3::Fits(scratch_[0]) && Compact3::Fits(scratch_[1]) &&
+      Compact3::Fits(scratch_[2])) {
+    w = keep | kTriple | (Compact3::Pack(scratch_[0]) << 2 * Compact3::kBits) |
+        (Compact3::Pack(scratch_[1]) << Compact3::kBits) | Compact3::Pack(scratch_[2]);
     return false;
   }
   // Full nodes first, the partly filled one at the head.

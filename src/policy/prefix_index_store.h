@@ -1,24 +1,27 @@
 #pragma once
 // The storage under PrefixIndex: an open-addressing (linear probing) table of blocks whose
 // 16-byte slot holds the block key and one 64-bit word. The word holds the block's one holder
-// payload; or two compact payloads (the pair form, see Compact below); or, for more holders or
-// payloads that do not compress, points to a chain of pooled 32-byte nodes of three words
-// each. The pair form keeps a block with two holders to one cache line, where a node costs a
-// second (dependent) line on every Match.
+// payload; or two or three compact payloads (the pair and triple forms, see Compact below);
+// or, for more holders or payloads that do not compress, points to a chain of pooled 32-byte
+// nodes of three words each. The compact forms keep a block with two or three holders to one
+// cache line, where a node costs a second (dependent) line on every Match.
 //
-// The table (a multiple of four slots: 64-byte lines) grows by 1.5x at 3/4 load, so it is 1/2
-// to 3/4 full (21-32 bytes per single-holder block), and maps keys to lines with a
-// multiply-shift ("fastrange"), which allows capacities that are not powers of two. A key's
-// home is the first slot of a line (bucketised linear probing): at 3/4 load about 12% of keys
-// then sit beyond their home line, against 20% with homes on any slot. Erase shifts the rest
-// of the run back (no tombstones).
+// The table (a multiple of four slots: 64-byte lines) maps keys to lines with a multiply-shift
+// ("fastrange"), which allows capacities that are not powers of two. A key's home is the first
+// slot of a line (bucketised linear probing): at 3/4 load about 13% of keys then sit beyond
+// their home line (5% beyond the next line too), against 20% with homes on any slot; at 5/8
+// load, 8% (2%). Each line a probe runs on into is one more memory latency for Match, so a
+// table past 2 MiB (out of the caches) grows by 6/5 when it would pass 5/8 load, and is 0.52
+// to 0.625 full (26-31 bytes per single-holder block); a smaller one grows by 1.5x at 3/4
+// load. A grown table takes all of its (rounded-up) allocation.
+// Erase shifts the rest of the run back (no tombstones).
 //
 // Large arrays (the table past 2 MiB, node chunks) are 2 MiB-aligned and advised as huge pages:
 // probes land on random pages of a table of hundreds of MiB, and TLB misses (two-level page
 // walks under virtualisation) otherwise double the cost of each probe.
 //
-// Word bits 63..60 belong to the store (occupied, overflow, referenced, pair); bits 59..0 are a
-// payload laid out as below. An empty slot has word 0. Slot indices stay valid until the next
+// Word bits 63..60 belong to the store (occupied, overflow, referenced, pair; overflow and pair
+// together: triple); bits 59..0 are a payload laid out as below, or packed payloads. An empty slot has word 0. Slot indices stay valid until the next
 // Insert (which may grow the table) or erase (which may shift later slots back by one).
 #include <cstddef>
 #include <cstdint>
@@ -38,12 +41,14 @@ inline constexpr int kHolderShift = kStampBits + 1;
 inline constexpr int kHolderBits = 22;
 static_assert(kHolderShift + kHolderBits == 60, "bits 63..60 belong to the store");
 
-// The compact form (30 bits) of a confirmed payload whose holder id is below 2^16 and whose
-// stamp is below 2^14: holder id | stamp. Other payloads (provisional, large ids or stamps)
-// do not compress, which costs only speed and memory: their blocks use the node form.
-struct Compact {
-  static constexpr int kStamp = 14;
-  static constexpr int kBits = 30;
+// A compact form (kBits bits) of a confirmed payload whose holder id is below
+// 2^(kBits - kStamp) and whose stamp is below 2^kStamp: holder id | stamp. Other payloads
+// (provisional, large ids or stamps) do not compress, which costs only speed and memory: their
+// blocks use a wider form (the node form at worst).
+template <int kBitsT, int kStampT>
+struct CompactForm {
+  static constexpr int kStamp = kStampT;
+  static constexpr int kBits = kBitsT;
   static constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
   static constexpr uint64_t kFits =  // the payload bits a compressible payload may have set
       (((uint64_t{1} << (kBits - kStamp)) - 1) << kHolderShift) | ((uint64_t{1} << kStamp) - 1);
@@ -54,7 +59,13 @@ struct Compact {
   static constexpr uint64_t Unpack(uint64_t c) {
     return ((c >> kStamp) << kHolderShift) | (c & ((uint64_t{1} << kStamp) - 1));
   }
+  static constexpr uint32_t Holder(uint64_t c) { return static_cast<uint32_t>(c >> kStamp); }
+  static constexpr uint64_t Stamp(uint64_t c) { return c & ((uint64_t{1} << kStamp) - 1); }
 };
+// Two payloads in a slot (the pair form): holder ids below 2^16, stamps below 2^14.
+using Compact = CompactForm<30, 14>;
+// Three payloads in a slot (the triple form): holder ids below 2^12, stamps below 2^8.
+using Compact3 = CompactForm<20, 8>;
 
 class BlockStore {
  public:
@@ -64,6 +75,10 @@ class BlockStore {
   static constexpr uint64_t kRef = uint64_t{1} << 61;
   static constexpr uint64_t kPair = uint64_t{1} << 60;
   static constexpr uint64_t kPayload = kPair - 1;
+  // The form of a word: one payload (0), pair, triple, or node chain.
+  static constexpr uint64_t kForm = kOvf | kPair;
+  static constexpr uint64_t kTriple = kOvf | kPair;
+  static constexpr bool IsNode(uint64_t w) { return (w & kForm) == kOvf; }
   // Returned by a Transform function to drop the payload.
   static constexpr uint64_t kDrop = UINT64_MAX;
 
@@ -88,7 +103,28 @@ class BlockStore {
   void PrefetchSlot(uint32_t slot) const { __builtin_prefetch(&slots_[slot], 0, 2); }
   void PrefetchChain(uint32_t slot) const {
     const uint64_t w = slots_[slot].word;
-    if (w & kOvf) __builtin_prefetch(&node(static_cast<uint32_t>(w)), 0, 2);
+    if (IsNode(w)) __builtin_prefetch(&node(static_cast<uint32_t>(w)), 0, 2);
+  }
+
+  // Whether two blocks hold the same payloads in the same form and order.
+  bool SameEntries(uint32_t a, uint32_t b) const {
+    const uint64_t wa = slots_[a].word;
+    const uint64_t wb = slots_[b].word;
+    if (((wa ^ wb) & ~kRef) == 0) return true;
+    if (!IsNode(wa) || !IsNode(wb)) return false;
+    uint32_t x = static_cast<uint32_t>(wa);
+    uint32_t y = static_cast<uint32_t>(wb);
+    for (;;) {
+      const Node& nx = node(x);
+      const Node& ny = node(y);
+      if (nx.n != ny.n) return false;
+      for (uint32_t j = 0; j < nx.n; ++j) {
+        if (nx.w[j] != ny.w[j]) return false;
+      }
+      x = nx.next;
+      y = ny.next;
+      if (x == kNone || y == kNone) return x == y;
+    }
   }
 
   uint32_t Find(BlockKey key) const { return FindFrom(Home(key), key); }
@@ -140,14 +176,21 @@ class BlockStore {
   template <class F>
   void ForEach(uint32_t slot, F&& f) const {
     const uint64_t w = slots_[slot].word;
-    if (!(w & (kOvf | kPair))) {
-      f(w & kPayload);
-      return;
-    }
-    if (w & kPair) {
-      f(Compact::Unpack((w >> Compact::kBits) & Compact::kMask));
-      f(Compact::Unpack(w & Compact::kMask));
-      return;
+    switch (w & kForm) {
+      case 0:
+        f(w & kPayload);
+        return;
+      case kPair:
+        f(Compact::Unpack((w >> Compact::kBits) & Compact::kMask));
+        f(Compact::Unpack(w & Compact::kMask));
+        return;
+      case kTriple:
+        f(Compact3::Unpack((w >> 2 * Compact3::kBits) & Compact3::kMask));
+        f(Compact3::Unpack((w >> Compact3::kBits) & Compact3::kMask));
+        f(Compact3::Unpack(w & Compact3::kMask));
+        return;
+      default:
+        break;
     }
     for (uint32_t n = static_cast<uint32_t>(w); n != kNone;) {
       const Node& nd = node(n);
@@ -160,36 +203,36 @@ class BlockStore {
   template <class P, class U>
   bool Update(uint32_t slot, P&& pred, U&& update) {
     uint64_t& w = slots_[slot].word;
-    if (!(w & (kOvf | kPair))) {
-      if (!pred(w & kPayload)) return false;
-      w = (w & ~kPayload) | update(w & kPayload);
-      return true;
-    }
-    if (w & kPair) {
-      for (int shift : {Compact::kBits, 0}) {
-        const uint64_t p = Compact::Unpack((w >> shift) & Compact::kMask);
-        if (!pred(p)) continue;
-        const uint64_t q = update(p);
-        if (Compact::Fits(q)) {
-          w = (w & ~(Compact::kMask << shift)) | (Compact::Pack(q) << shift);
-        } else {
-          scratch_.assign({Compact::Unpack((w >> (Compact::kBits - shift)) & Compact::kMask), q});
-          Rebuild(slot);
-        }
+    switch (w & kForm) {
+      case 0:
+        if (!pred(w & kPayload)) return false;
+        w = (w & ~kPayload) | update(w & kPayload);
         return true;
-      }
-      return false;
+      case kPair:
+        return UpdatePacked<Compact, 2>(slot, pred, update);
+      case kTriple:
+        return UpdatePacked<Compact3, 3>(slot, pred, update);
+      default:
+        break;
     }
     for (uint32_t n = static_cast<uint32_t>(w); n != kNone;) {
       Node& nd = node(n);
       for (uint32_t j = 0; j < nd.n; ++j) {
         if (!pred(nd.w[j] & kPayload)) continue;
         nd.w[j] = kOcc | update(nd.w[j] & kPayload);
-        // Two payloads that now both compress go back into the slot.
-        if (nd.n == 2 && nd.next == kNone && Compact::Fits(nd.w[0] & kPayload) &&
-            Compact::Fits(nd.w[1] & kPayload)) {
-          scratch_.assign({nd.w[0] & kPayload, nd.w[1] & kPayload});
-          Rebuild(slot);
+        // A chain of one node (the head) whose two or three payloads now all compress goes
+        // back into the slot.
+        if (n == static_cast<uint32_t>(w) && nd.next == kNone && nd.n >= 2) {
+          bool fits = true;
+          for (uint32_t i = 0; i < nd.n; ++i) {
+            const uint64_t p = nd.w[i] & kPayload;
+            fits &= nd.n == 2 ? Compact::Fits(p) : Compact3::Fits(p);
+          }
+          if (fits) {
+            scratch_.clear();
+            for (uint32_t i = 0; i < nd.n; ++i) scratch_.push_back(nd.w[i] & kPayload);
+            Rebuild(slot);
+          }
         }
         return true;
       }
@@ -203,7 +246,7 @@ class BlockStore {
   template <class F>
   bool Transform(uint32_t slot, F&& f) {
     const uint64_t w = slots_[slot].word;
-    if (!(w & (kOvf | kPair))) {
+    if (!(w & kForm)) {
       const uint64_t q = f(w & kPayload);
       if (q == kDrop) {
         EraseBlock(slot);
@@ -250,10 +293,34 @@ class BlockStore {
   const Node& node(uint32_t i) const {
     return chunks_[i >> kChunkBits][i & ((1u << kChunkBits) - 1)];
   }
+  // Update of a word of the pair (C = Compact, count 2) or triple form.
+  template <class C, int kCount, class P, class U>
+  bool UpdatePacked(uint32_t slot, P&& pred, U&& update) {
+    uint64_t& w = slots_[slot].word;
+    for (int i = kCount - 1; i >= 0; --i) {
+      const int shift = i * C::kBits;
+      const uint64_t p = C::Unpack((w >> shift) & C::kMask);
+      if (!pred(p)) continue;
+      const uint64_t q = update(p);
+      if (C::Fits(q)) {
+        w = (w & ~(C::kMask << shift)) | (C::Pack(q) << shift);
+      } else {
+        scratch_.clear();
+        for (int k = kCount - 1; k >= 0; --k) {
+          if (k != i) scratch_.push_back(C::Unpack((w >> (k * C::kBits)) & C::kMask));
+        }
+        scratch_.push_back(q);
+        Rebuild(slot);
+      }
+      return true;
+    }
+    return false;
+  }
   uint32_t NewNode();
   void FreeChain(uint32_t head);
   // Rewrites the block from scratch_ in the smallest form; true when that erased it.
   bool Rebuild(uint32_t slot);
+  bool Full() const;  // whether one more block needs a larger table
   void Grow();
   void Place(Slot s);
 
