@@ -6,34 +6,36 @@ namespace myriad::policy {
 
 LoadRanking::LoadRanking(Phase phase, size_t candidates) : phase_(phase), size_(candidates), leaves_(1) {
   while (leaves_ < candidates) leaves_ *= 2;
-  tree_.assign(candidates == 0 ? 0 : 2 * leaves_, Node{0, 0, -1});
+  keys_.assign(candidates, Key{0, 0});
+  win_.assign(candidates == 0 ? 0 : 2 * leaves_, kNone);
 }
 
-// Lexicographic on (a, b, index); a subtree with no available candidate loses to any other.
-bool LoadRanking::Beats(const Node& x, const Node& y) {
-  if (x.index < 0) return false;
-  if (y.index < 0) return true;
-  if (x.a != y.a) return x.a < y.a;
-  if (x.b != y.b) return x.b < y.b;
-  return x.index < y.index;
+bool LoadRanking::Beats(int32_t x, int32_t y) const {
+  if (x == kNone) return false;
+  if (y == kNone) return true;
+  const Key& kx = keys_[static_cast<size_t>(x)];
+  const Key& ky = keys_[static_cast<size_t>(y)];
+  if (kx.a != ky.a) return kx.a < ky.a;
+  if (kx.b != ky.b) return kx.b < ky.b;
+  return x < y;
 }
 
 void LoadRanking::Update(size_t candidate, const UnitLoad& load) {
   if (candidate >= size_) return;
   const LoadKey key = LeastLoadedKey(load, phase_);
-  const Node leaf{key.first, key.second, load.available ? static_cast<int32_t>(candidate) : -1};
+  const int32_t c = static_cast<int32_t>(candidate);
+  const int32_t leaf = load.available ? c : kNone;
   size_t i = leaves_ + candidate;
-  Node& old = tree_[i];
-  if (old.index == leaf.index && old.a == leaf.a && old.b == leaf.b) return;  // most updates
-  old = leaf;
+  Key& k = keys_[candidate];
+  if (win_[i] == leaf && k.a == key.first && k.b == key.second) return;  // most updates
+  win_[i] = leaf;
+  k = Key{key.first, key.second};
   for (i /= 2; i >= 1; i /= 2) {
-    const Node& l = tree_[2 * i];
-    const Node& r = tree_[2 * i + 1];
-    const Node w = Beats(r, l) ? r : l;
-    Node& p = tree_[i];
-    // An unchanged winner leaves everything above it unchanged too.
-    if (p.index == w.index && p.a == w.a && p.b == w.b) break;
-    p = w;
+    const int32_t l = win_[2 * i], r = win_[2 * i + 1];
+    const int32_t w = Beats(r, l) ? r : l;
+    // A subtree won by the same other candidate as before is unchanged, and so is all above.
+    if (win_[i] == w && w != c) break;
+    win_[i] = w;
   }
 }
 

@@ -25,20 +25,25 @@ class LoadRanking {
   size_t size() const { return size_; }
   void Update(size_t candidate, const UnitLoad& load);
   // The least-loaded available candidate, or -1 when none is available.
-  int Best() const { return tree_.size() > 1 ? tree_[1].index : -1; }
+  int Best() const { return win_.size() > 1 && win_[1] != kNone ? win_[1] : -1; }
 
  private:
-  struct Node {  // the winner of a subtree, index -1 when none of it is available
+  static constexpr int32_t kNone = -1;
+  struct Key {
     int64_t a;
     double b;
-    int32_t index;
   };
-  static bool Beats(const Node& x, const Node& y);
+  // Lexicographic on (a, b, index); no candidate (kNone) loses to any.
+  bool Beats(int32_t x, int32_t y) const;
 
   Phase phase_;
   size_t size_;
-  size_t leaves_;           // a power of two >= size_
-  std::vector<Node> tree_;  // [1] is the root; leaves at [leaves_, leaves_ + size_)
+  size_t leaves_;             // a power of two >= size_
+  std::vector<Key> keys_;     // per candidate
+  // The winner of each subtree (kNone when none of it is available): [1] is the root, the
+  // leaves are [leaves_, leaves_ + size_). Nodes hold indices only, so a level of an update
+  // reads two four-byte winners and their keys, and copies four bytes.
+  std::vector<int32_t> win_;
 };
 
 }  // namespace myriad::policy
