@@ -250,10 +250,10 @@ void Cluster::ScheduleNextArrival() {
     return;
   }
   const Nanos at = next->arrival;
-  // One arrival is pending at a time: keeping it here lets the event capture only `this`
-  // (std::function stores that without a heap allocation).
+  // One arrival is pending at a time: it waits here, and the queue's stream (whose action
+  // takes it) holds its turn.
   pending_arrival_ = std::move(*next);
-  events_.At(at, [this] { OnArrival(std::move(pending_arrival_)); });
+  events_.ScheduleStream(at);
 }
 
 void Cluster::OnArrival(Request r) {
@@ -463,6 +463,7 @@ void Cluster::RunRecurring(size_t i) {
 }
 
 void Cluster::Run(const ProgressFn& progress) {
+  events_.SetStreamAction([this] { OnArrival(std::move(pending_arrival_)); });
   ScheduleNextArrival();
   const Nanos horizon = scenario_.duration + scenario_.drain;
   for (auto& d : moe_dynamics_) {

@@ -70,7 +70,21 @@ void EventQueue::At(Nanos at, Action action) {
   SiftUp(heap_.size() - 1);
 }
 
+void EventQueue::ScheduleStream(Nanos at) {
+  stream_at_ = at < now_ ? now_ : at;
+  stream_seq_ = next_seq_++;
+  stream_pending_ = true;
+}
+
 bool EventQueue::Step() {
+  if (stream_pending_ &&
+      (heap_.empty() || Order(stream_at_, stream_seq_) < Order(heap_.front().at, heap_.front().seq))) {
+    stream_pending_ = false;
+    now_ = stream_at_;
+    ++executed_;
+    stream_action_();
+    return true;
+  }
   if (heap_.empty()) return false;
   const Key top = heap_.front();
   heap_.front() = heap_.back();
@@ -88,7 +102,11 @@ bool EventQueue::Step() {
 }
 
 void EventQueue::RunUntil(Nanos until) {
-  while (!heap_.empty() && heap_.front().at <= until) Step();
+  for (;;) {
+    const bool heap_due = !heap_.empty() && heap_.front().at <= until;
+    if (!heap_due && !(stream_pending_ && stream_at_ <= until)) return;
+    Step();
+  }
 }
 
 }  // namespace myriad::sim

@@ -171,5 +171,42 @@ TEST(EventQueue, MatchesAnOrderedModelUnderRandomSchedules) {
   EXPECT_GT(ran.size(), 1000u);
 }
 
+// The stream's events (one pending at a time, beside the heap) must run in the same
+// (time, scheduling) order as events scheduled with At, ties with heap events included.
+TEST(EventQueue, StreamEventsKeepTheOrderOfScheduling) {
+  EventQueue q;
+  Rng rng(4);
+  std::set<std::pair<Nanos, uint64_t>> model;  // (time, id), ids in scheduling order
+  std::vector<uint64_t> ran;
+  uint64_t next_id = 0, stream_id = 0;
+  std::function<void(Nanos)> schedule = [&](Nanos at) {
+    const uint64_t id = next_id++;
+    model.insert({std::max(at, q.now()), id});
+    q.At(at, [&, id] {
+      ran.push_back(id);
+      if (rng.Below(2) == 0) schedule(q.now() + static_cast<Nanos>(rng.Below(20)));
+    });
+  };
+  auto schedule_stream = [&](Nanos at) {
+    stream_id = next_id++;
+    model.insert({std::max(at, q.now()), stream_id});
+    q.ScheduleStream(at);
+  };
+  q.SetStreamAction([&] {
+    ran.push_back(stream_id);
+    for (uint64_t k = rng.Below(3); k > 0; --k) schedule(q.now() + static_cast<Nanos>(rng.Below(30)));
+    if (ran.size() < 5000) schedule_stream(q.now() + static_cast<Nanos>(rng.Below(10)));  // 0: a tie
+  });
+  for (int i = 0; i < 50; ++i) schedule(static_cast<Nanos>(rng.Below(100)));
+  schedule_stream(3);
+  EXPECT_EQ(q.pending(), 51u);
+  q.RunUntil(1'000'000'000);
+  std::vector<uint64_t> want;
+  for (const auto& [at, id] : model) want.push_back(id);
+  EXPECT_EQ(ran, want);
+  EXPECT_GT(ran.size(), 5000u);
+  EXPECT_EQ(q.pending(), 0u);
+}
+
 }  // namespace
 }  // namespace myriad::sim
