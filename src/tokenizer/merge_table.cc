@@ -9,6 +9,9 @@ constexpr size_t kPairsPerBucket = 3;
 constexpr int kMinBucketBits = 9;  // so remainders have at most 31 bits, below kEmptyRem
 }  // namespace
 
+const MergeTable::Bucket MergeTable::kEmptyBucket = {
+    {kEmptyRem, kEmptyRem, kEmptyRem, kEmptyRem, kEmptyRem, kEmptyRem, kEmptyRem, kEmptyRem}, {}};
+
 MergeTable::MergeTable(const std::vector<Entry>& merges) {
   // Narrow when the merged ids rise strictly with the rank (so no pair repeats either) and
   // every id fits in 20 bits.
@@ -24,11 +27,10 @@ MergeTable::MergeTable(const std::vector<Entry>& merges) {
     while ((size_t{1} << bucket_bits) * kPairsPerBucket < merges.size()) ++bucket_bits;
     rem_bits_ = kKeyBits - bucket_bits;
     rem_mask_ = (uint64_t{1} << rem_bits_) - 1;
-    empty_bucket_ = size_t{1} << bucket_bits;
     Bucket empty;
     std::fill(std::begin(empty.rem), std::end(empty.rem), kEmptyRem);
     std::fill(std::begin(empty.result), std::end(empty.result), 0u);
-    buckets_ = HugeArray<Bucket>(empty_bucket_ + 1, empty);
+    buckets_ = HugeArray<Bucket>(size_t{1} << bucket_bits, empty);
     for (const Entry& m : merges) {
       const uint64_t key = Mix((static_cast<uint64_t>(m.a) << kIdBits) | m.b);
       Bucket& bk = buckets_[key >> rem_bits_];

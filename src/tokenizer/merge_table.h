@@ -41,8 +41,8 @@ class MergeTable {
   Merge Find(uint32_t a, uint32_t b) const { return Finish(Start(a, b)); }
 
   struct Probe {
-    uint64_t key;  // narrow: the mixed key (bucket << remainder bits | remainder); wide: a << 32 | b
-    size_t home;   // narrow: the bucket; wide: the first slot
+    uint64_t key;    // narrow: the mixed key (bucket << remainder bits | remainder); wide: a << 32 | b
+    const void* at;  // narrow: the bucket; wide: the first slot
   };
   Probe Start(uint32_t a, uint32_t b) const { return StartIf(true, a, b); }
   // Start for a pair that may not exist: when `exists` is false, the probe reads a bucket or
@@ -50,18 +50,18 @@ class MergeTable {
   Probe StartIf(bool exists, uint32_t a, uint32_t b) const {
     if (narrow_) {
       const uint64_t key = Mix((static_cast<uint64_t>(a) << kIdBits) | b);
-      const size_t bucket = exists ? static_cast<size_t>(key >> rem_bits_) : empty_bucket_;
-      __builtin_prefetch(&buckets_[bucket]);
+      const Bucket* bucket = exists ? &buckets_[key >> rem_bits_] : &kEmptyBucket;
+      __builtin_prefetch(bucket);
       return {key, bucket};
     }
     const uint64_t key = WideKey(a, b);
     const size_t home = exists ? Home(key) : mask_ + 1;
     __builtin_prefetch(&wide_slots_[home]);
-    return {key, home};
+    return {key, &wide_slots_[home]};
   }
   Merge Finish(const Probe& p) const {
     if (narrow_) {
-      const Bucket& bk = buckets_[p.home];
+      const Bucket& bk = *static_cast<const Bucket*>(p.at);
       const auto rem = static_cast<uint32_t>(p.key & rem_mask_);
       const unsigned hits = Matches(bk, rem);
       // Branch-free: a miss reads result[0] and discards it.
@@ -71,7 +71,7 @@ class MergeTable {
       const uint32_t result = hits != 0 ? found : kNone;
       return {result, result};
     }
-    for (size_t i = p.home;; i = (i + 1) & mask_) {
+    for (size_t i = static_cast<size_t>(static_cast<const Wide*>(p.at) - wide_slots_.data());; i = (i + 1) & mask_) {
       const Wide& s = wide_slots_[i];
       if (s.key == p.key) return {s.rank, s.result};
       if (s.key == kEmpty) return {kNone, kNone};
@@ -124,8 +124,8 @@ class MergeTable {
   size_t Home(uint64_t key) const { return ((key ^ (key >> 29)) * 0x9E3779B97F4A7C15ull) >> shift_; }
 
   bool narrow_ = false;
-  HugeArray<Bucket> buckets_;  // empty_bucket_ + 1 of them, the last always empty (StartIf)
-  size_t empty_bucket_ = 0;
+  static const Bucket kEmptyBucket;  // what StartIf(false, ...) reads
+  HugeArray<Bucket> buckets_;         // a power of two of them (4 MiB for 150 k merges)
   int rem_bits_ = 0;
   uint64_t rem_mask_ = 0;
   absl::flat_hash_map<uint64_t, uint32_t> overflow_;  // mixed key -> result, of full buckets
