@@ -26,6 +26,9 @@ struct IdSpan {
 // friendly); longer ones (whitespace runs, base64) use Hugging Face's heap, which is linear-
 // logarithmic. Both apply the lowest-ranked, then leftmost, pair first, so they agree.
 inline constexpr size_t kLinearMax = 48;  // a multiple of 4 (MergeMany's vector scan)
+// Words up to this many bytes (most new words of a prompt) take MergeMany's short lanes when
+// the merged id orders merges (MergeTable::narrow): pair ranks in four SSE registers.
+inline constexpr size_t kShortMax = 16;
 
 // Buffers reused across words so the merge loop allocates nothing once warm.
 struct BpeScratch {
@@ -52,6 +55,20 @@ struct BpeScratch {
     uint8_t next[kLinearMax], prev[kLinearMax + 1];  // prev[kLinearMax]: a scratch
   };
   std::vector<Lane> lanes;
+  // The short lanes: as Lane, for at most kShortMax symbols of one byte each, where a rank is
+  // the merged id. The ranks of the two pairs a merge made are not stored before the next
+  // round reads them (a scalar store read back by a vector load stalls): they stay kNoMerge
+  // in `ranks` and join the minimum in registers.
+  struct alignas(64) ShortLane {
+    int32_t ranks[kShortMax + 4];  // [kShortMax, +4): scratch ranks, always kNoMerge when read
+    uint32_t ids[kShortMax];
+    uint8_t next[kShortMax], prev[kShortMax + 1];  // prev[kShortMax]: a scratch
+    uint32_t word, n;
+    uint32_t pending[2];
+    MergeTable::Probe probes[2];
+  };
+  std::vector<ShortLane> short_lanes;
+  std::vector<uint32_t> rest;  // words the short lanes leave to the general ones
 };
 
 class BpeModel {
@@ -85,6 +102,10 @@ class BpeModel {
   // table or the short-word loop: the reference those are tested against.
   void EncodeReference(std::string_view word, std::vector<uint32_t>& out, BpeScratch& scratch) const;
 
+  // Whether the merged ids rise with the rank (MergeTable::narrow), which MergeMany's short
+  // lanes need; for tests.
+  bool narrow_merges() const { return merges_.narrow(); }
+
   // The id of byte `b` as a one-byte token (kNone when the vocabulary lacks it).
   uint32_t ByteId(uint8_t b) const { return byte_ids_[b]; }
 
@@ -99,6 +120,12 @@ class BpeModel {
   // The word's bytes as one-byte tokens into s.ids (bytes the vocabulary lacks dropped).
   void ByteIds(std::string_view word, BpeScratch& s) const;
   void MergeHeap(std::vector<uint32_t>& out, BpeScratch& s) const;
+  // MergeMany's two kinds of lanes: MergeShort takes the words it can and lists the others in
+  // s.rest; MergeLanes takes words[which[k]] for k < count (every word when `which` is null).
+  void MergeShort(std::span<const std::string_view> words, std::vector<uint32_t>& ids, std::vector<IdSpan>& spans,
+                  BpeScratch& s) const;
+  void MergeLanes(std::span<const std::string_view> words, const uint32_t* which, size_t count,
+                  std::vector<uint32_t>& ids, std::vector<IdSpan>& spans, BpeScratch& s) const;
 
   absl::flat_hash_map<std::string, uint32_t> vocab_;  // spelling -> id
   std::vector<std::string> id_to_token_;               // id -> spelling ("" for gaps)

@@ -1,7 +1,9 @@
 // BpeModel::MergeMany: the merge loop of MergeLinear run on several words in turn, one merge
 // of each per round. A merge's new pairs are looked up in the word's next round, their table
 // slots prefetched now, so the misses of a round's words overlap instead of following one
-// another; the lowest rank is found 4 pairs at a time.
+// another; the lowest rank is found 4 pairs at a time. Short words (most of a prompt's new
+// ones) have lanes of their own with a fixed width, so that a round takes no branch that
+// depends on the word.
 #include <algorithm>
 #include <climits>
 
@@ -54,14 +56,149 @@ int ArgMin(const int32_t* ranks, uint32_t count) {
 
 void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
                          std::vector<IdSpan>& spans, BpeScratch& s) const {
-  static_assert(kLinearMax < 256 && kLinearMax % 4 == 0, "Lane's links are bytes; ArgMin reads 4 at a time");
   spans.resize(words.size());
+  if (!merges_.narrow()) {
+    MergeLanes(words, nullptr, words.size(), ids, spans, s);
+    return;
+  }
+  MergeShort(words, ids, spans, s);
+  if (!s.rest.empty()) MergeLanes(words, s.rest.data(), s.rest.size(), ids, spans, s);
+}
+
+void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
+                          std::vector<IdSpan>& spans, BpeScratch& s) const {
+  static_assert(kShortMax == 16, "the rank scan reads four registers of 4");
+  using Lane = BpeScratch::ShortLane;
+  s.rest.clear();
+  size_t next_word = 0;
+  // Starts the next word of 2..kShortMax bytes, all in the vocabulary, in `lane`; lists the
+  // others in s.rest. False when no word is left.
+  auto load = [&](Lane& lane) {
+    while (next_word < words.size()) {
+      const auto k = static_cast<uint32_t>(next_word++);
+      const std::string_view word = words[k];
+      const size_t n = word.size();
+      bool bytes = n >= 2 && n <= kShortMax;
+      for (size_t i = 0; bytes && i < n; ++i) {
+        lane.ids[i] = byte_ids_[static_cast<uint8_t>(word[i])];
+        bytes = lane.ids[i] != kNone;
+      }
+      if (!bytes) {
+        s.rest.push_back(k);
+        continue;
+      }
+      for (size_t i = 0; i < kShortMax + 4; ++i) lane.ranks[i] = kNoMerge;
+      for (size_t i = 0; i < n; ++i) {
+        lane.next[i] = static_cast<uint8_t>(i + 1);
+        lane.prev[i] = static_cast<uint8_t>(i - 1);
+      }
+      for (size_t i = 0; i + 1 < n; ++i) {
+        lane.ranks[i] = LaneRank(byte_pairs_[(static_cast<uint8_t>(word[i]) << 8) | static_cast<uint8_t>(word[i + 1])].rank);
+      }
+      lane.word = k;
+      lane.n = static_cast<uint32_t>(n);
+      lane.pending[0] = lane.pending[1] = kShortMax;
+      lane.probes[0] = lane.probes[1] = merges_.StartIf(false, 0, 0);
+      return true;
+    }
+    return false;
+  };
+
+  s.short_lanes.resize(kLanes);
+  size_t active = 0;
+  for (auto& lane : s.short_lanes) {
+    if (load(lane)) {
+      ++active;
+    } else {
+      lane.word = kNone;
+    }
+  }
+#ifdef __SSE2__
+  auto lower = [](__m128i a, __m128i b) {
+    const __m128i gt = _mm_cmpgt_epi32(a, b);
+    return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
+  };
+#endif
+  while (active > 0) {
+    for (auto& lane : s.short_lanes) {
+      if (lane.word == kNone) continue;
+      // The lowest rank: over the stored ones (the pending two are kNoMerge there), then the
+      // two the last merge made.
+      const int32_t r0 = LaneRank(merges_.Finish(lane.probes[0]).rank);
+      const int32_t r1 = LaneRank(merges_.Finish(lane.probes[1]).rank);
+      const uint32_t p0 = lane.pending[0], p1 = lane.pending[1];
+#ifdef __SSE2__
+      const __m128i v0 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks));
+      const __m128i v1 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 4));
+      const __m128i v2 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 8));
+      const __m128i v3 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 12));
+      __m128i m = lower(lower(v0, v1), lower(v2, v3));
+      m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+      m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+      const int32_t low = std::min(_mm_cvtsi128_si32(m), std::min(r0, r1));
+#else
+      int32_t low = std::min(r0, r1);
+      for (size_t i = 0; i < kShortMax; ++i) low = std::min(low, lane.ranks[i]);
+#endif
+      lane.ranks[p0] = r0;
+      lane.ranks[p1] = r1;
+      if (low == kNoMerge) {
+        const auto offset = static_cast<uint32_t>(ids.size());
+        for (uint32_t i = 0; i < lane.n; i = lane.next[i]) ids.push_back(lane.ids[i]);
+        spans[lane.word] = IdSpan{offset, static_cast<uint32_t>(ids.size() - offset)};
+        if (!load(lane)) {
+          lane.word = kNone;
+          --active;
+        }
+        continue;
+      }
+      // The leftmost pair of that rank (equal ranks are the same merge at several places).
+#ifdef __SSE2__
+      const __m128i lows = _mm_set1_epi32(low);
+      auto hits = [&](__m128i v) {
+        return static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, lows))));
+      };
+      uint32_t where = hits(v0) | hits(v1) << 4 | hits(v2) << 8 | hits(v3) << 12;
+#else
+      uint32_t where = 0;
+      for (size_t i = 0; i < kShortMax; ++i) where |= static_cast<uint32_t>(lane.ranks[i] == low) << i;
+#endif
+      // p0 and p1 are below kShortMax + 4 (a scratch when not a pair, whose rank is then
+      // kNoMerge, which is not `low`).
+      where |= static_cast<uint32_t>(r0 == low) << p0 | static_cast<uint32_t>(r1 == low) << p1;
+      const auto best = static_cast<uint32_t>(__builtin_ctz(where));
+      const uint32_t right = lane.next[best];
+      const uint32_t after = lane.next[right];
+      const auto merged = static_cast<uint32_t>(low);  // narrow: the rank is the merged id
+      lane.ids[best] = merged;
+      lane.next[best] = static_cast<uint8_t>(after);
+      const bool has_after = after < lane.n;
+      const bool has_before = best > 0;
+      lane.prev[has_after ? after : kShortMax] = static_cast<uint8_t>(best);
+      const uint32_t before = has_before ? lane.prev[best] : 0;
+      const uint32_t before_slot = has_before ? before : kShortMax + 1;
+      // Pair `right` is gone; pairs `best` and `before` are pending until the next round.
+      lane.ranks[right] = kNoMerge;
+      lane.ranks[best] = kNoMerge;
+      lane.ranks[before_slot] = kNoMerge;
+      lane.pending[0] = best;
+      lane.probes[0] = merges_.StartIf(has_after, merged, lane.ids[has_after ? after : best]);
+      lane.pending[1] = before_slot;
+      lane.probes[1] = merges_.StartIf(has_before, lane.ids[before], merged);
+    }
+  }
+}
+
+void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_t* which, size_t count,
+                          std::vector<uint32_t>& ids, std::vector<IdSpan>& spans, BpeScratch& s) const {
+  static_assert(kLinearMax < 256 && kLinearMax % 4 == 0, "Lane's links are bytes; ArgMin reads 4 at a time");
   size_t next_word = 0;
   // Starts the next word that needs the merge loop in `lane`; words of at most one symbol and
   // long ones (the heap) are done on the spot. False when no word is left.
   auto load = [&](BpeScratch::Lane& lane) {
-    while (next_word < words.size()) {
-      const size_t k = next_word++;
+    while (next_word < count) {
+      const size_t k = which == nullptr ? next_word : which[next_word];
+      ++next_word;
       const std::string_view word = words[k];
       const size_t before = ids.size();
       size_t n = word.size();

@@ -3,6 +3,7 @@
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -15,31 +16,69 @@ namespace {
 
 class IcuForm final : public Normalizer {
  public:
-  IcuForm(const icu::Normalizer2* form, std::string name) : form_(form), name_(std::move(name)) {}
-  std::string Describe() const override { return name_; }
-  void Normalize(std::string_view in, std::string& out) const override {
-    out.clear();
-    // ASCII is invariant under every form; most prompts are mostly ASCII, so skip ICU's
-    // UTF-8 decoding entirely for them.
-    if (IsAscii(in)) {
-      out.assign(in);
-      return;
+  IcuForm(const icu::Normalizer2* form, std::string name) : form_(form), name_(std::move(name)) {
+    for (uint32_t c = 0x80; c < 0x10000; ++c) {
+      if (form_->isInert(static_cast<UChar32>(c))) inert_[c / 64] |= uint64_t{1} << (c % 64);
     }
+  }
+  std::string Describe() const override { return name_; }
+  std::string_view Normalize(std::string_view in, std::string& buffer) const override {
+    // ASCII and inert characters are invariant under the form and do not interact with their
+    // neighbours, so a text of only those (most prompts, CJK included) is already normalized:
+    // decided without ICU's UTF-8 decoding of the whole text.
+    if (AllInert(in)) return in;
     UErrorCode status = U_ZERO_ERROR;
     const icu::StringPiece piece(in.data(), static_cast<int32_t>(in.size()));
-    if (form_->isNormalizedUTF8(piece, status) && U_SUCCESS(status)) {
-      out.assign(in);
-      return;
-    }
+    if (form_->isNormalizedUTF8(piece, status) && U_SUCCESS(status)) return in;
     status = U_ZERO_ERROR;
-    icu::StringByteSink<std::string> sink(&out, static_cast<int32_t>(in.size()));
+    buffer.clear();
+    icu::StringByteSink<std::string> sink(&buffer, static_cast<int32_t>(in.size()));
     form_->normalizeUTF8(0, piece, sink, nullptr, status);
-    if (U_FAILURE(status)) out.assign(in);  // only on allocation failure: keep the text as is
+    if (U_FAILURE(status)) return in;  // only on allocation failure: keep the text as is
+    return buffer;
   }
 
  private:
+  // Whether `s` is well-formed UTF-8 of ASCII and of BMP characters that the form's isInert
+  // accepts (anything else: false, and ICU decides).
+  bool AllInert(std::string_view s) const {
+    const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+    const size_t n = s.size();
+    size_t i = 0;
+    while (i < n) {
+      while (i + 8 <= n) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        if ((w & 0x8080808080808080ull) != 0) break;
+        i += 8;
+      }
+      if (i >= n) break;
+      const uint8_t b = p[i];
+      if (b < 0x80) {
+        ++i;
+        continue;
+      }
+      uint32_t c;
+      if (b >= 0xC2 && b <= 0xDF) {
+        if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) return false;
+        c = (b & 0x1Fu) << 6 | (p[i + 1] & 0x3Fu);
+        i += 2;
+      } else if (b >= 0xE0 && b <= 0xEF) {
+        if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80) return false;
+        c = (b & 0x0Fu) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
+        if (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF)) return false;  // overlong, surrogate
+        i += 3;
+      } else {
+        return false;  // a 4-byte sequence or an invalid byte
+      }
+      if ((inert_[c / 64] >> (c % 64) & 1) == 0) return false;
+    }
+    return true;
+  }
+
   const icu::Normalizer2* form_;
   std::string name_;
+  std::vector<uint64_t> inert_ = std::vector<uint64_t>(0x10000 / 64, 0);  // BMP code point -> isInert
 };
 
 class SequenceNormalizer final : public Normalizer {
@@ -50,13 +89,19 @@ class SequenceNormalizer final : public Normalizer {
     for (const auto& step : steps_) Append(&s, s.empty() ? "" : " -> ", step->Describe());
     return s;
   }
-  void Normalize(std::string_view in, std::string& out) const override {
-    std::string tmp(in);
+  std::string_view Normalize(std::string_view in, std::string& buffer) const override {
+    // Each step reads the last one's result and writes the other buffer, if it changes it.
+    std::string tmp[2];
+    int k = 0;
+    std::string_view cur = in;
     for (const auto& s : steps_) {
-      s->Normalize(tmp, out);
-      tmp.swap(out);
+      const std::string_view next = s->Normalize(cur, tmp[k]);
+      if (next.data() != cur.data() || next.size() != cur.size()) k ^= 1;
+      cur = next;
     }
-    out.swap(tmp);
+    if (cur.data() == in.data() && cur.size() == in.size()) return in;
+    buffer.assign(cur);
+    return buffer;
   }
 
  private:

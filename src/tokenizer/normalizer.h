@@ -13,8 +13,9 @@ namespace myriad::tokenizer {
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  // Writes the normalized `in` to `out` (replacing its contents). Thread-safe.
-  virtual void Normalize(std::string_view in, std::string& out) const = 0;
+  // The normalized `in`: `in` itself when normalizing leaves it unchanged (most prompts: no
+  // copy), else `buffer`, whose contents it replaces. Thread-safe.
+  virtual std::string_view Normalize(std::string_view in, std::string& buffer) const = 0;
   virtual std::string Describe() const = 0;
 };
 

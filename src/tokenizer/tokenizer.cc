@@ -293,8 +293,7 @@ void Tokenizer::EncodeNormalizable(std::string_view segment, std::vector<uint32_
   if (segment.empty()) return;
   std::string_view s = segment;
   if (normalizer_ != nullptr) {
-    normalizer_->Normalize(segment, ctx.normalized);
-    s = ctx.normalized;
+    s = normalizer_->Normalize(segment, ctx.normalized);
   }
   size_t pos = 0;
   AddedTokenMatcher::Match m;

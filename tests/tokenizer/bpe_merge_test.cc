@@ -182,6 +182,38 @@ TEST(TokenizerMergeProperty, SmallVocabularyMatchesReferenceMerge) {
   ExpectFastPathsMatchReference(model, words);
 }
 
+// The same with merged ids that rise with the rank (each merge makes a new token), as in the
+// real files: MergeMany's short lanes then take the words of up to 16 bytes, whose equal ranks
+// (the same pair at several places, "aaaa") must go leftmost first, and whose pairs must be
+// re-ranked on both sides of each merge.
+TEST(TokenizerMergeProperty, SmallNarrowVocabularyMatchesReferenceMerge) {
+  json vocab = json::object();
+  uint32_t next = 0;
+  for (char c : std::string("abcd ")) vocab[ByteLevelSpell(std::string(1, c))] = next++;
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"a", "a"},   {"a", "b"},   {"b", "c"},        {"aa", "aa"},  {"ab", "c"},  {"c", "d"},  {"\u0120", "a"},
+      {"b", "a"},   {"d", "d"},   {"\u0120a", "b"}, {"cd", "cd"},  {"abc", "d"}, {"dd", "a"}, {"aaaa", "b"},
+      {"ba", "aa"}, {"bc", "bc"}, {"a", "aa"},       {"d", "ab"},   {"c", "c"},   {"cc", "c"}, {"\u0120", "\u0120"}};
+  json m = json::array();
+  for (const auto& [a, b] : merges) {
+    ASSERT_FALSE(vocab.contains(a + b)) << a << b;
+    vocab[a + b] = next++;
+    m.push_back(a + " " + b);
+  }
+  const BpeModel model = ParseModel(json{{"type", "BPE"}, {"vocab", vocab}, {"merges", m}});
+  ASSERT_TRUE(model.narrow_merges());
+  std::mt19937 rng(4);
+  std::vector<std::string> words;
+  const std::string alphabet = "aaaabbbcccdd  x";  // x is not in the vocabulary
+  for (int k = 0; k < 40000; ++k) {
+    std::string w;
+    const size_t n = 1 + rng() % (k % 10 == 0 ? 60 : 17);
+    for (size_t i = 0; i < n; ++i) w += alphabet[rng() % alphabet.size()];
+    words.push_back(std::move(w));
+  }
+  ExpectFastPathsMatchReference(model, words);
+}
+
 // The cold-cache path (jobs, placeholders, flushes, a cache that fills and empties) gives the
 // same ids whatever the cache's size, cold or warm.
 TEST(TokenizerMergeProperty, CacheSizesAgree) {
