@@ -34,6 +34,7 @@ absl::StatusOr<StepModel> StepModel::Create(const GpuSpec& gpu, const ModelSpec&
                                                    model.kv_heads, " KV heads"));
   }
   StepModel m(gpu, model, layout, fabric, cal);
+  m.Precompute();
   const double wb = model.weight_bytes;
   double per_gpu = model.layers * model.AttentionParamsPerLayer() * wb / layout.tp;
   per_gpu += model.dense_layers * model.DenseFfnParams() * wb / layout.tp;
@@ -55,8 +56,32 @@ absl::StatusOr<StepModel> StepModel::Create(const GpuSpec& gpu, const ModelSpec&
   return m;
 }
 
-double StepModel::Roofline(double flops, double peak_flops, double eff, double bytes) const {
-  return std::max(flops / (peak_flops * eff), bytes / (gpu_.hbm_bytes_per_s() * cal_.hbm_efficiency));
+void StepModel::Precompute() {
+  const double tp = layout_.tp;
+  const double wb = model_.weight_bytes;
+  const double gemm_peak = (wb <= 1.0 ? gpu_.fp8_tflops : gpu_.bf16_tflops) * 1e12;
+  const double bf16_peak = gpu_.bf16_tflops * 1e12;
+  c_.gemm_rate = gemm_peak * cal_.gemm_efficiency;
+  c_.head_rate = bf16_peak * cal_.gemm_efficiency;
+  c_.attention_rate = bf16_peak * cal_.attention_efficiency;
+  c_.hbm_rate = gpu_.hbm_bytes_per_s() * cal_.hbm_efficiency;
+  c_.dense_params = model_.layers * model_.AttentionParamsPerLayer() +
+                    model_.dense_layers * model_.DenseFfnParams() +
+                    model_.moe_layers() * model_.shared_experts * model_.ExpertParams();
+  c_.dense_mem_s = c_.dense_params * wb / tp / c_.hbm_rate;
+  c_.head_params = model_.vocab * static_cast<double>(model_.hidden);
+  c_.head_mem_s = c_.head_params * 2.0 / tp / c_.hbm_rate;
+  c_.core_flops_per_pos = model_.layers * model_.AttentionCoreFlopsPerLayer(1.0);
+  c_.kv_bytes_per_token = model_.KvBytesPerToken();
+  c_.expert_params = model_.ExpertParams();
+  const double slots = std::ceil(static_cast<double>(model_.experts + layout_.redundant_experts) / layout_.ep);
+  c_.expert_mem_s = slots * c_.expert_params * wb / c_.hbm_rate;
+  c_.copies[0] = AllToAllCopies(false);
+  c_.copies[1] = AllToAllCopies(true);
+  c_.nic_rate = fabric_.nic_bytes_per_s() * cal_.comm_efficiency;
+  c_.nvlink_rate = gpu_.nvlink_usable_bytes_per_s();
+  c_.comm_latency_s = NanosToSeconds(cal_.comm_latency);
+  c_.overhead_s = NanosToSeconds(cal_.step_overhead);
 }
 
 std::pair<double, double> StepModel::AllToAllCopies(bool dedup_per_node) const {
@@ -84,15 +109,12 @@ std::pair<double, double> StepModel::AllToAllCopies(bool dedup_per_node) const {
 
 std::pair<double, double> StepModel::DispatchCombineSeconds(double tokens_per_gpu, bool dedup_per_node) const {
   const double hidden = model_.hidden;
-  const std::pair<double, double> copies = AllToAllCopies(dedup_per_node);  // captured below
-  const double inter_copies = copies.first, intra_copies = copies.second;
-  const double nic = fabric_.nic_bytes_per_s() * cal_.comm_efficiency;
-  const double nvl = gpu_.nvlink_usable_bytes_per_s();
+  const auto [inter_copies, intra_copies] = c_.copies[dedup_per_node ? 1 : 0];
   // Dispatch in FP8 (1 byte per value), combine in BF16 (2 bytes): DeepSeek's choice.
   auto phase = [&](double bytes_per_value) {
-    const double inter = tokens_per_gpu * inter_copies * hidden * bytes_per_value / nic;
-    const double intra = tokens_per_gpu * intra_copies * hidden * bytes_per_value / nvl;
-    return NanosToSeconds(cal_.comm_latency) + std::max(inter, intra);
+    const double inter = tokens_per_gpu * inter_copies * hidden * bytes_per_value / c_.nic_rate;
+    const double intra = tokens_per_gpu * intra_copies * hidden * bytes_per_value / c_.nvlink_rate;
+    return c_.comm_latency_s + std::max(inter, intra);
   };
   return {phase(1.0), phase(2.0)};
 }
@@ -107,39 +129,27 @@ StepBreakdown StepModel::Breakdown(const BatchShape& b) const {
   const int64_t tokens = b.prefill_tokens + b.decode_seqs;
   if (tokens == 0) return out;
   const double tp = layout_.tp, dp = layout_.dp;
-  const double wb = model_.weight_bytes;
-  const double gemm_peak = (wb <= 1.0 ? gpu_.fp8_tflops : gpu_.bf16_tflops) * 1e12;
-  const double bf16_peak = gpu_.bf16_tflops * 1e12;
-  // Each DP rank carries 1/dp of the tokens; its TP GPUs split every matrix.
+  // Each DP rank carries 1/dp of the tokens; its TP GPUs split every matrix. Each term is the
+  // roofline max(flops at the achieved rate, bytes at achieved HBM bandwidth).
   const double rank_tokens = std::ceil(static_cast<double>(tokens) / dp);
   const double rank_outputs = std::ceil(static_cast<double>(b.decode_seqs + b.prefill_seqs) / dp);
-
-  double dense_params = model_.layers * model_.AttentionParamsPerLayer() +
-                        model_.dense_layers * model_.DenseFfnParams() +
-                        model_.moe_layers() * model_.shared_experts * model_.ExpertParams();
-  out.dense_s = Roofline(2.0 * rank_tokens * dense_params / tp, gemm_peak, cal_.gemm_efficiency,
-                         dense_params * wb / tp);
-  const double head_params = model_.vocab * static_cast<double>(model_.hidden);
-  out.dense_s += Roofline(2.0 * rank_outputs * head_params / tp, bf16_peak, cal_.gemm_efficiency,
-                          head_params * 2.0 / tp);
+  out.dense_s = std::max(2.0 * rank_tokens * c_.dense_params / tp / c_.gemm_rate, c_.dense_mem_s);
+  out.dense_s += std::max(2.0 * rank_outputs * c_.head_params / tp / c_.head_rate, c_.head_mem_s);
 
   // Attention core: prefill is compute-bound over the attended positions; decode reads the
   // whole KV of every sequence once per step.
-  const double core_flops_per_pos = model_.layers * model_.AttentionCoreFlopsPerLayer(1.0);
   const double rank_attended = (b.prefill_attended + static_cast<double>(b.decode_context)) / dp;
-  const double rank_kv_bytes = static_cast<double>(b.decode_context) / dp * model_.KvBytesPerToken() +
-                               static_cast<double>(b.prefill_tokens) / dp * model_.KvBytesPerToken();
-  out.attention_s = Roofline(rank_attended * core_flops_per_pos / tp, bf16_peak,
-                             cal_.attention_efficiency, rank_kv_bytes / tp);
+  const double rank_kv_bytes = static_cast<double>(b.decode_context) / dp * c_.kv_bytes_per_token +
+                               static_cast<double>(b.prefill_tokens) / dp * c_.kv_bytes_per_token;
+  out.attention_s = std::max(rank_attended * c_.core_flops_per_pos / tp / c_.attention_rate,
+                             rank_kv_bytes / tp / c_.hbm_rate);
 
   if (model_.is_moe()) {
     const double gpus = layout_.gpus();
-    const double slots = std::ceil(static_cast<double>(model_.experts + layout_.redundant_experts) / layout_.ep);
     // Routed (token, expert) pairs per GPU, balanced; hot experts are the MoE issue's concern.
     const double pairs = static_cast<double>(tokens) * model_.top_k / layout_.ep;
     out.experts_s = model_.moe_layers() *
-                    Roofline(2.0 * pairs * model_.ExpertParams(), gemm_peak, cal_.gemm_efficiency,
-                             slots * model_.ExpertParams() * wb);
+                    std::max(2.0 * pairs * c_.expert_params / c_.gemm_rate, c_.expert_mem_s);
     if (layout_.ep > 1) {
       const bool prefill_heavy = b.prefill_tokens > b.decode_seqs;
       out.comm_s += model_.moe_layers() * AllToAllSeconds(static_cast<double>(tokens) / gpus, prefill_heavy);
@@ -148,10 +158,9 @@ StepBreakdown StepModel::Breakdown(const BatchShape& b) const {
   if (layout_.tp > 1) {
     // Two all-reduces per layer of the rank's activations (BF16), ring over NVLink.
     const double bytes = rank_tokens * model_.hidden * 2.0 * 2.0 * (tp - 1) / tp;
-    out.comm_s += model_.layers * 2.0 *
-                  (NanosToSeconds(cal_.comm_latency) / 2 + bytes / gpu_.nvlink_usable_bytes_per_s());
+    out.comm_s += model_.layers * 2.0 * (c_.comm_latency_s / 2 + bytes / c_.nvlink_rate);
   }
-  out.overhead_s = NanosToSeconds(cal_.step_overhead);
+  out.overhead_s = c_.overhead_s;
   out.total_s = out.dense_s + out.attention_s + out.experts_s + out.comm_s + out.overhead_s;
   return out;
 }

@@ -99,15 +99,30 @@ class StepModel {
 
  private:
   StepModel(GpuSpec gpu, ModelSpec model, UnitLayout layout, Fabric fabric, Calibration cal);
-  // max(flops at `eff` of peak, bytes at achieved HBM bandwidth)
-  double Roofline(double flops, double peak_flops, double eff, double bytes) const;
   double AllToAllSeconds(double tokens_per_gpu, bool dedup_per_node) const;
+  void Precompute();
+
+  // What a step's time needs that depends on the unit alone, computed once (a full-cluster
+  // day times some 350 million steps), by the same expressions as before, so the same values.
+  struct Constants {
+    double gemm_rate = 0;       // peak x efficiency of the weights' GEMMs (FLOP/s)
+    double head_rate = 0;       // the same in BF16 (the LM head)
+    double attention_rate = 0;  // attention core, BF16
+    double hbm_rate = 0;        // achieved HBM bytes/s
+    double dense_params = 0, dense_mem_s = 0;
+    double head_params = 0, head_mem_s = 0;
+    double core_flops_per_pos = 0, kv_bytes_per_token = 0;
+    double expert_params = 0, expert_mem_s = 0;
+    std::pair<double, double> copies[2];  // AllToAllCopies(false), (true)
+    double nic_rate = 0, nvlink_rate = 0, comm_latency_s = 0, overhead_s = 0;
+  };
 
   GpuSpec gpu_;
   ModelSpec model_;
   UnitLayout layout_;
   Fabric fabric_;
   Calibration cal_;
+  Constants c_;
   double weight_bytes_per_gpu_ = 0;
   int64_t kv_capacity_tokens_ = 0;
 };
