@@ -22,19 +22,39 @@ constexpr int32_t kNoMerge = INT32_MAX;
 
 int32_t LaneRank(uint32_t rank) { return rank >= static_cast<uint32_t>(kNoMerge) ? kNoMerge : static_cast<int32_t>(rank); }
 
+#ifdef __SSE2__
+// Lane-wise minimum of signed 32-bit integers (SSE2 has no _mm_min_epi32).
+__m128i Lower(__m128i a, __m128i b) {
+  const __m128i gt = _mm_cmpgt_epi32(a, b);
+  return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
+}
+#endif
+
+// Gives every one of kLanes lanes a word (`load(lane)` is true) or marks it empty (`none`);
+// returns how many hold one.
+template <class Lane, class Load>
+size_t FillLanes(std::vector<Lane>& lanes, uint32_t none, Load&& load) {
+  lanes.resize(kLanes);
+  size_t active = 0;
+  for (auto& lane : lanes) {
+    if (load(lane)) {
+      ++active;
+    } else {
+      lane.word = none;
+    }
+  }
+  return active;
+}
+
 // The position of the lowest of ranks[0, count), the leftmost of equals, or -1 when all are
 // kNoMerge. ranks[count, count rounded up to 4) must be kNoMerge.
 int ArgMin(const int32_t* ranks, uint32_t count) {
 #ifdef __SSE2__
   const uint32_t chunks = (count + 3) / 4;
   __m128i m = _mm_set1_epi32(kNoMerge);
-  auto lower = [](__m128i a, __m128i b) {
-    const __m128i gt = _mm_cmpgt_epi32(a, b);
-    return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
-  };
-  for (uint32_t c = 0; c < chunks; ++c) m = lower(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(ranks + 4 * c)));
-  m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  for (uint32_t c = 0; c < chunks; ++c) m = Lower(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(ranks + 4 * c)));
+  m = Lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = Lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
   if (_mm_cvtsi128_si32(m) == kNoMerge) return -1;
   uint64_t where = 0;  // bit 4c + j: ranks[4c + j] is the lowest
   for (uint32_t c = 0; c < chunks; ++c) {
@@ -104,20 +124,8 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
     return false;
   };
 
-  s.short_lanes.resize(kLanes);
-  size_t active = 0;
-  for (auto& lane : s.short_lanes) {
-    if (load(lane)) {
-      ++active;
-    } else {
-      lane.word = kNone;
-    }
-  }
+  size_t active = FillLanes(s.short_lanes, kNone, load);
 #ifdef __SSE2__
-  auto lower = [](__m128i a, __m128i b) {
-    const __m128i gt = _mm_cmpgt_epi32(a, b);
-    return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
-  };
 #endif
   while (active > 0) {
     for (auto& lane : s.short_lanes) {
@@ -132,9 +140,9 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
       const __m128i v1 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 4));
       const __m128i v2 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 8));
       const __m128i v3 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 12));
-      __m128i m = lower(lower(v0, v1), lower(v2, v3));
-      m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-      m = lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+      __m128i m = Lower(Lower(v0, v1), Lower(v2, v3));
+      m = Lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+      m = Lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
       const int32_t low = std::min(_mm_cvtsi128_si32(m), std::min(r0, r1));
 #else
       int32_t low = std::min(r0, r1);
@@ -252,15 +260,7 @@ void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_
     return false;
   };
 
-  s.lanes.resize(kLanes);
-  size_t active = 0;
-  for (auto& lane : s.lanes) {
-    if (load(lane)) {
-      ++active;
-    } else {
-      lane.word = kNone;
-    }
-  }
+  size_t active = FillLanes(s.lanes, kNone, load);
   while (active > 0) {
     for (auto& lane : s.lanes) {
       if (lane.word == kNone) continue;
