@@ -46,6 +46,18 @@ size_t FillLanes(std::vector<Lane>& lanes, uint32_t none, Load&& load) {
   return active;
 }
 
+// Appends a lane's merged word (its symbols in order) to `ids`, records where, and loads the
+// lane's next word; false when none is left (the lane is then marked `none`).
+template <class Lane, class Ids, class Spans, class Load>
+bool FinishLane(Lane& lane, Ids& ids, Spans& spans, uint32_t none, Load&& load) {
+  const auto offset = static_cast<uint32_t>(ids.size());
+  for (uint32_t i = 0; i < lane.n; i = lane.next[i]) ids.push_back(lane.ids[i]);
+  spans[lane.word] = IdSpan{offset, static_cast<uint32_t>(ids.size() - offset)};
+  if (load(lane)) return true;
+  lane.word = none;
+  return false;
+}
+
 // The position of the lowest of ranks[0, count), the leftmost of equals, or -1 when all are
 // kNoMerge. ranks[count, count rounded up to 4) must be kNoMerge.
 int ArgMin(const int32_t* ranks, uint32_t count) {
@@ -151,13 +163,7 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
       lane.ranks[p0] = r0;
       lane.ranks[p1] = r1;
       if (low == kNoMerge) {
-        const auto offset = static_cast<uint32_t>(ids.size());
-        for (uint32_t i = 0; i < lane.n; i = lane.next[i]) ids.push_back(lane.ids[i]);
-        spans[lane.word] = IdSpan{offset, static_cast<uint32_t>(ids.size() - offset)};
-        if (!load(lane)) {
-          lane.word = kNone;
-          --active;
-        }
+        if (!FinishLane(lane, ids, spans, kNone, load)) --active;
         continue;
       }
       // The leftmost pair of that rank (equal ranks are the same merge at several places).
@@ -275,13 +281,7 @@ void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_
       }
       const int found = ArgMin(lane.ranks, lane.n - 1);
       if (found < 0) {
-        const auto offset = static_cast<uint32_t>(ids.size());
-        for (uint32_t i = 0; i < lane.n; i = lane.next[i]) ids.push_back(lane.ids[i]);
-        spans[lane.word] = IdSpan{offset, static_cast<uint32_t>(ids.size() - offset)};
-        if (!load(lane)) {
-          lane.word = kNone;
-          --active;
-        }
+        if (!FinishLane(lane, ids, spans, kNone, load)) --active;
         continue;
       }
       const auto best = static_cast<uint32_t>(found);
