@@ -389,6 +389,37 @@ absl::StatusOr<EplbPlacement> RebalanceExperts(std::span<const double> weight, i
   return out;
 }
 
+void LayerGpuLoads(std::span<const double> layer_weight, std::span<const int32_t> row, int per_gpu,
+                   std::span<const uint8_t> dead, std::span<double> load) {
+  const size_t per = static_cast<size_t>(std::max(per_gpu, 1));
+  const auto live = [&](size_t g) { return dead.empty() || dead[g] == 0; };
+  std::vector<int> copies(layer_weight.size(), 0);
+  for (size_t q = 0; q < row.size(); ++q) {
+    if (row[q] >= 0 && live(q / per)) ++copies[static_cast<size_t>(row[q])];
+  }
+  for (size_t g = 0; g < load.size(); ++g) {
+    load[g] = 0;
+    if (!live(g)) continue;
+    for (size_t s = 0; s < per && g * per + s < row.size(); ++s) {
+      const int32_t e = row[g * per + s];
+      if (e >= 0) load[g] += layer_weight[static_cast<size_t>(e)] / copies[static_cast<size_t>(e)];
+    }
+  }
+}
+
+double MaxOverMean(std::span<const double> load, std::span<const uint8_t> dead) {
+  double total = 0, max = 0;
+  size_t n = 0;
+  for (size_t g = 0; g < load.size(); ++g) {
+    if (!dead.empty() && dead[g] != 0) continue;
+    ++n;
+    total += load[g];
+    max = std::max(max, load[g]);
+  }
+  if (total <= 0 || n == 0) return 1.0;
+  return max / (total / static_cast<double>(n));
+}
+
 absl::StatusOr<EplbImbalance> MeasureImbalance(std::span<const double> weight,
                                                const EplbPlacement& placement) {
   const auto nl = static_cast<size_t>(placement.layers);
@@ -409,24 +440,21 @@ absl::StatusOr<EplbImbalance> MeasureImbalance(std::span<const double> weight,
   r.gpu_load_after.assign(nl * gpus, 0.0);
   r.per_layer_before.resize(nl);
   r.per_layer_after.resize(nl);
-  auto ratio = [gpus](std::span<const double> load) {
-    const double total = std::accumulate(load.begin(), load.end(), 0.0);
-    if (total <= 0) return 1.0;
-    return *std::max_element(load.begin(), load.end()) / (total / static_cast<double>(gpus));
-  };
   for (size_t l = 0; l < nl; ++l) {
-    std::span<double> before(r.gpu_load_before.data() + l * gpus, gpus);
-    std::span<double> after(r.gpu_load_after.data() + l * gpus, gpus);
-    for (size_t e = 0; e < lsz; ++e) before[e * gpus / lsz] += weight[l * lsz + e];
+    const std::span<const int32_t> row(placement.phy2log.data() + l * psz, psz);
     for (size_t p = 0; p < psz; ++p) {
-      const auto e = static_cast<size_t>(placement.phy2log[l * psz + p]);
+      const auto e = static_cast<size_t>(row[p]);
       if (e >= lsz || placement.logcnt[l * lsz + e] <= 0) {
         return Invalid(fmt::format("placement is malformed at layer {}, physical expert {}", l, p));
       }
-      after[p / per_gpu] += weight[l * lsz + e] / placement.logcnt[l * lsz + e];
     }
-    r.per_layer_before[l] = ratio(before);
-    r.per_layer_after[l] = ratio(after);
+    const std::span<const double> layer_weight = weight.subspan(l * lsz, lsz);
+    std::span<double> before(r.gpu_load_before.data() + l * gpus, gpus);
+    std::span<double> after(r.gpu_load_after.data() + l * gpus, gpus);
+    for (size_t e = 0; e < lsz; ++e) before[e * gpus / lsz] += layer_weight[e];
+    LayerGpuLoads(layer_weight, row, static_cast<int>(per_gpu), {}, after);
+    r.per_layer_before[l] = MaxOverMean(before);
+    r.per_layer_after[l] = MaxOverMean(after);
   }
   if (nl > 0) {
     const double n = static_cast<double>(nl);

@@ -76,4 +76,13 @@ struct EplbImbalance {
 absl::StatusOr<EplbImbalance> MeasureImbalance(std::span<const double> weight,
                                                const EplbPlacement& placement);
 
+// One layer's load per GPU (`load` has one entry per GPU, row.size() / per_gpu of them): each
+// copy carries its expert's load divided by the expert's copies on live GPUs (those whose
+// `dead` entry is 0; all when `dead` is empty); dead GPUs and -1 slots carry nothing. Every
+// expert in `row` must be below layer_weight.size().
+void LayerGpuLoads(std::span<const double> layer_weight, std::span<const int32_t> row, int per_gpu,
+                   std::span<const uint8_t> dead, std::span<double> load);
+// max/mean of `load` over the live GPUs (as above); 1 when their total is 0 or none is live.
+double MaxOverMean(std::span<const double> load, std::span<const uint8_t> dead = {});
+
 }  // namespace myriad::policy

@@ -465,28 +465,9 @@ absl::Status CheckShape(const EplbPlacement& p, const char* what) {
 
 double LayerImbalance(std::span<const double> layer_weight, std::span<const int32_t> row, int per_gpu,
                       std::span<const uint8_t> dead) {
-  const size_t per = static_cast<size_t>(std::max(per_gpu, 1));
-  const size_t gpus = row.size() / per;
-  const auto live = [&](size_t g) { return dead.empty() || dead[g] == 0; };
-  std::vector<int> copies(layer_weight.size(), 0);
-  for (size_t q = 0; q < row.size(); ++q) {
-    if (row[q] >= 0 && live(q / per)) ++copies[static_cast<size_t>(row[q])];
-  }
-  std::vector<double> load(gpus, 0.0);
-  double total = 0, max = 0;
-  size_t n = 0;
-  for (size_t g = 0; g < gpus; ++g) {
-    if (!live(g)) continue;
-    ++n;
-    for (size_t s = 0; s < per; ++s) {
-      const int32_t e = row[g * per + s];
-      if (e >= 0) load[g] += layer_weight[static_cast<size_t>(e)] / copies[static_cast<size_t>(e)];
-    }
-    total += load[g];
-    max = std::max(max, load[g]);
-  }
-  if (total <= 0 || n == 0) return 1.0;
-  return max / (total / static_cast<double>(n));
+  std::vector<double> load(row.size() / static_cast<size_t>(std::max(per_gpu, 1)));
+  LayerGpuLoads(layer_weight, row, per_gpu, dead, load);
+  return MaxOverMean(load, dead);
 }
 
 int64_t CountFetchedSlots(const EplbPlacement& before, const EplbPlacement& after, std::vector<int64_t>* incoming) {
