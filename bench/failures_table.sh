@@ -7,9 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario=$1
 shift
-bin=build/release/myriad
-out=${MYRIAD_TABLE_DIR:-results/failures_table}
-mkdir -p "$out"
+source bench/table_rows.sh
 rows=(
   "baseline (every practice on)|"
   "watchdog 10 min (NCCL default)|--set faults.detection.watchdog_timeout=10m"
@@ -22,26 +20,16 @@ rows=(
   "320 / 256 redundant experts (decode / prefill), elastic EP off|--set pools.1.layout.redundant_experts=320 --set pools.0.layout.redundant_experts=256"
   "320 / 256 redundant experts, elastic EP on|--set pools.1.layout.redundant_experts=320 --set pools.0.layout.redundant_experts=256 --set faults.elastic_ep.enabled=true"
 )
-decode_count=$("$bin" sim "$scenario" "$@" --set duration=1s --set drain=1s --json --no-progress 2>/dev/null |
+decode_count=$(build/release/myriad sim "$scenario" "$@" --set duration=1s --set drain=1s --json --no-progress 2>/dev/null |
   python3 -c 'import json,sys; j=json.load(sys.stdin); print([p["units"] for p in j["pools"] if p["name"]=="decode"][0])')
 echo "| run | goodput tok/s | SLO attainment | availability prefill / decode | retried | corrupted | shed by limiter | wall |"
 echo "|---|---|---|---|---|---|---|---|"
-i=0
-for row in "${rows[@]}"; do
-  name=${row%%|*}
-  flags=${row#*|}
-  flags=${flags//DOUBLE/$((decode_count * 2))}
-  file="$out/row$i.json"
-  start=$(date +%s.%N)
-  # shellcheck disable=SC2086
-  "$bin" sim "$scenario" "$@" $flags --quiet --no-progress --output "$file"
-  wall=$(echo "$(date +%s.%N) - $start" | bc)
-  python3 - "$file" "$name" "$wall" <<'PY'
+rows=("${rows[@]//DOUBLE/$((decode_count * 2))}")
+table_rows "$scenario" "${MYRIAD_TABLE_DIR:-results/failures_table}" "$(cat <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1])); f = j["failures"]; a = f["availability"]
 print(f"| {sys.argv[2]} | {j['throughput']['goodput_tokens_per_s']/1e6:.3f}M | {100*j['requests']['slo_attainment']:.2f}% "
       f"| {100*a['prefill']:.3f}% / {100*a['decode']:.3f}% | {f['retried_requests']} | {j['requests'].get('corrupted', 0)} "
       f"| {f['recompute_limiter']['shed']} | {float(sys.argv[3]):.0f} s |")
 PY
-  i=$((i + 1))
-done
+)" "$@"

@@ -7,9 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario=${1:-scenarios/moe_elastic.yaml}
 shift || true
-bin=build/release/myriad
-out=${MYRIAD_TABLE_DIR:-results/moe_elastic_table}
-mkdir -p "$out"
+source bench/table_rows.sh
 rows=(
   "no fault (elastic EP's placement)|--set faults.scripted.0.at=1h"
   "no fault, DeepSeek's EPLB|--set faults.scripted.0.at=1h --set faults.elastic_ep.enabled=false"
@@ -21,14 +19,7 @@ rows=(
 )
 echo "| run | unit serving again | whole again | degraded expert imbalance | decode availability | TPOT p50 / p99 | TTFT p99 | SLO attainment | goodput tok/s | retried |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-i=0
-for row in "${rows[@]}"; do
-  name=${row%%|*}
-  flags=${row#*|}
-  file="$out/row$i.json"
-  # shellcheck disable=SC2086
-  "$bin" sim "$scenario" "$@" $flags --quiet --no-progress --output "$file"
-  python3 - "$file" "$name" <<'PY'
+table_rows "$scenario" "${MYRIAD_TABLE_DIR:-results/moe_elastic_table}" "$(cat <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 f = r["failures"]
@@ -46,5 +37,4 @@ print(f"| {sys.argv[2]} | {sec(back)} | {sec(e['recovered_s'])} | {hot_s} | {f['
       f"{t['p50']*1e3:.1f} / {t['p99']*1e3:.1f} ms | {q['p99']:.2f} s | {r['requests']['slo_attainment']:.2%} | "
       f"{r['throughput']['goodput_tokens_per_s'] / 1e3:.1f} k | {f['retried_requests']:,} |")
 PY
-  i=$((i + 1))
-done
+)" "$@"
