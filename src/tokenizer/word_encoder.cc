@@ -9,10 +9,8 @@ namespace {
 // pending entry a new word has first. When the arena fills before `cache_words`, the cache
 // empties early rather than growing.
 constexpr size_t kArenaWordsPerWord = 12;
-// How far ahead of the piece being looked up its successors are hashed and their cache slots
-// prefetched (the ring holds kAhead hashes), and how far ahead their entries are.
-constexpr size_t kAhead = 8;
-constexpr size_t kEntryAhead = 4;
+// Pieces hashed, prefetched and looked up together (Encode's pipeline).
+constexpr size_t kBatch = 16;
 // The same for the whole-word probes of the jobs.
 constexpr size_t kJobAhead = 16;
 constexpr size_t kJobEntryAhead = 8;
@@ -28,48 +26,64 @@ void WordEncoder::Encode(const BpeModel& model, std::string_view text, std::span
                          std::vector<uint32_t>& out) {
   const size_t n = pieces.size();
   out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
-  uint64_t ring[kAhead];
-  auto word_at = [&](size_t j) { return text.substr(pieces[j].offset, pieces[j].len); };
-  auto hash_ahead = [&](size_t j) {
-    if (pieces[j].len <= 1) return;
-    const uint64_t h = WordTable::Hash(word_at(j));
-    ring[j % kAhead] = h;
-    cache_.PrefetchSlot(h);
-  };
-  for (size_t j = 0; j < std::min(n, kAhead); ++j) hash_ahead(j);
-  for (size_t i = 0; i < n; ++i) {
-    const Piece p = pieces[i];
-    const uint64_t h = ring[i % kAhead];
-    if (i + kEntryAhead < n && pieces[i + kEntryAhead].len > 1) cache_.PrefetchEntry(ring[(i + kEntryAhead) % kAhead]);
-    if (i + kAhead < n) hash_ahead(i + kAhead);  // overwrites ring[i % kAhead], read above
-    if (p.len == 1) {
-      // One byte, one token: no merges possible, no need to cache.
-      const uint32_t id = model.ByteId(static_cast<uint8_t>(text[p.offset]));
-      if (id != BpeModel::kNone) out.push_back(id);
-      continue;
+  // A pipeline over batches of kBatch pieces: the batch two ahead is hashed and its cache slots
+  // prefetched (a tight loop of independent hashes, the hash inlined), the next batch's entries
+  // are prefetched from those slots, and this batch is looked up.
+  uint64_t ring[3][kBatch];
+  auto hash_batch = [&](size_t b) {
+    uint64_t* h = ring[(b / kBatch) % 3];
+    const size_t m = std::min(kBatch, n - b);
+    for (size_t j = 0; j < m; ++j) {
+      const Piece p = pieces[b + j];
+      h[j] = WordTable::Hash(text.substr(p.offset, p.len));
+      cache_.PrefetchSlot(h[j]);
     }
-    if (p.len == 0) continue;
-    const std::string_view word = text.substr(p.offset, p.len);
-    if (const uint32_t* e = cache_.Find(word, h)) {
-      const uint32_t count = WordTable::Count(e);
-      if (count != WordTable::kPending) {
-        for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
+  };
+  auto prefetch_entries = [&](size_t b) {
+    const uint64_t* h = ring[(b / kBatch) % 3];
+    const size_t m = std::min(kBatch, n - b);
+    for (size_t j = 0; j < m; ++j) cache_.PrefetchEntry(h[j]);
+  };
+  if (n > 0) hash_batch(0);
+  if (n > kBatch) hash_batch(kBatch);
+  if (n > 0) prefetch_entries(0);
+  for (size_t b = 0; b < n; b += kBatch) {
+    if (b + 2 * kBatch < n) hash_batch(b + 2 * kBatch);
+    if (b + kBatch < n) prefetch_entries(b + kBatch);
+    const uint64_t* hashes = ring[(b / kBatch) % 3];
+    const size_t m = std::min(kBatch, n - b);
+    for (size_t j = 0; j < m; ++j) {
+      const Piece p = pieces[b + j];
+      if (p.len <= 1) {
+        // One byte, one token: no merges possible, no need to cache.
+        if (p.len == 0) continue;
+        const uint32_t id = model.ByteId(static_cast<uint8_t>(text[p.offset]));
+        if (id != BpeModel::kNone) out.push_back(id);
         continue;
       }
-      placeholders_.push_back({out.size(), WordTable::Ids(e)[0]});
+      const uint64_t h = hashes[j];
+      const std::string_view word = text.substr(p.offset, p.len);
+      if (const uint32_t* e = cache_.Find(word, h)) {
+        const uint32_t count = WordTable::Count(e);
+        if (count != WordTable::kPending) {
+          for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
+          continue;
+        }
+        placeholders_.push_back({out.size(), WordTable::Ids(e)[0]});
+        out.push_back(0);
+        continue;
+      }
+      const bool cache = word.size() <= kMaxCachedBytes && cache_.enabled();
+      if (cache && !cache_.HasRoom(word.size(), WordTable::kPending)) {
+        Flush(model, out);
+        cache_.Clear();
+      }
+      const auto job = static_cast<uint32_t>(jobs_.size());
+      placeholders_.push_back({out.size(), job});
       out.push_back(0);
-      continue;
+      jobs_.push_back({word, h, cache ? cache_.Insert(word, h, &job, WordTable::kPending) : 0});
+      if (jobs_.size() >= kFlushJobs) Flush(model, out);
     }
-    const bool cache = word.size() <= kMaxCachedBytes && cache_.enabled();
-    if (cache && !cache_.HasRoom(word.size(), WordTable::kPending)) {
-      Flush(model, out);
-      cache_.Clear();
-    }
-    const auto job = static_cast<uint32_t>(jobs_.size());
-    placeholders_.push_back({out.size(), job});
-    out.push_back(0);
-    jobs_.push_back({word, h, cache ? cache_.Insert(word, h, &job, WordTable::kPending) : 0});
-    if (jobs_.size() >= kFlushJobs) Flush(model, out);
   }
   Flush(model, out);
 }
