@@ -136,11 +136,40 @@ inline size_t WhitespaceTail(std::string_view s, size_t i, bool with_crlf) {
 // Hand-written patterns: Derived::MatchAt gives the end of the match at i, or kNoMatch; Find
 // tries each character in turn, as a backtracking engine's leftmost search does. Static
 // dispatch (CRTP), so MatchAt inlines into the scan.
+// SplitPattern::SplitIsolated's loop over `find`, a Find.
+template <typename FindFn>
+inline void SplitIsolatedWith(std::string_view s, uint32_t base, std::vector<Piece>& out, const FindFn& find) {
+  size_t pos = 0, from = 0, start, end;
+  while (from < s.size() && find(s, from, start, end)) {
+    if (start > pos) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(start - pos)});
+    if (end > start) {
+      out.push_back({static_cast<uint32_t>(base + start), static_cast<uint32_t>(end - start)});
+      pos = from = end;
+    } else {
+      // An empty match still cuts the gap (as Oniguruma's find_iter reports it); step over
+      // one character so the scan advances.
+      pos = start;
+      size_t len;
+      DecodeUtf8(s, start, len);
+      from = start + len;
+    }
+  }
+  if (pos < s.size()) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(s.size() - pos)});
+}
+
 template <typename Derived>
 class BuiltinPattern : public SplitPattern {
  public:
   explicit BuiltinPattern(std::string kind) : kind_(std::move(kind)) {}
   bool Find(std::string_view s, size_t from, size_t& start, size_t& end) const override {
+    return FindInline(s, from, start, end);
+  }
+  void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const override {
+    SplitIsolatedWith(s, base, out, [this](std::string_view t, size_t from, size_t& start, size_t& end) {
+      return FindInline(t, from, start, end);
+    });
+  }
+  bool FindInline(std::string_view s, size_t from, size_t& start, size_t& end) const {
     const auto& self = static_cast<const Derived&>(*this);
     size_t len;
     for (size_t i = self.Skip(s, from); i < s.size(); i = self.Skip(s, i + len)) {
@@ -368,6 +397,12 @@ absl::StatusOr<std::unique_ptr<SplitPattern>> CompilePcre2(std::string_view patt
 }
 
 }  // namespace
+
+void SplitPattern::SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const {
+  SplitIsolatedWith(s, base, out, [this](std::string_view t, size_t from, size_t& start, size_t& end) {
+    return Find(t, from, start, end);
+  });
+}
 
 absl::StatusOr<std::unique_ptr<SplitPattern>> CompileRegex(std::string_view pattern, std::string_view field,
                                                            bool force_pcre2) {

@@ -1,6 +1,7 @@
 #include "tokenizer/word_encoder.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace myriad::tokenizer {
 namespace {
@@ -17,6 +18,29 @@ constexpr size_t kJobEntryAhead = 8;
 // Open jobs that make a flush: enough to keep MergeMany's lanes busy, few enough that the
 // output's tail they fill in is still in the processor's cache.
 constexpr size_t kFlushJobs = 256;
+
+// Copies n ids from src to dst, where dst is at or right of src or the two do not overlap:
+// backward, each block loaded before it is stored, in fixed-size moves rather than a memmove
+// call for the few ids that Fill's stretches and spans mostly are.
+inline void MoveIdsRight(uint32_t* dst, const uint32_t* src, size_t n) {
+  if (n > 32) {
+    std::memmove(dst, src, n * sizeof(uint32_t));
+    return;
+  }
+  while (n >= 4) {
+    n -= 4;
+    uint32_t t[4];
+    std::memcpy(t, src + n, sizeof t);
+    std::memcpy(dst + n, t, sizeof t);
+  }
+  if (n >= 2) {
+    n -= 2;
+    uint32_t t[2];
+    std::memcpy(t, src + n, sizeof t);
+    std::memcpy(dst + n, t, sizeof t);
+  }
+  if (n == 1) dst[0] = src[0];
+}
 
 }  // namespace
 
@@ -164,19 +188,20 @@ void WordEncoder::Fill(std::vector<uint32_t>& out) {
   }
   // In place from the back: each stretch between placeholders moves right by the ids that the
   // placeholders before it add.
+  // The stretches and spans are mostly a few ids: copied inline, not by a memmove call each.
   size_t src_end = out.size();
   out.resize(out.size() + grow);
   size_t dst_end = out.size();
+  uint32_t* o = out.data();
+  const uint32_t* ids = job_ids_.data();
   for (size_t k = placeholders_.size(); k-- > 0;) {
     const Placeholder& ph = placeholders_[k];
     const size_t stretch = src_end - (ph.pos + 1);
-    std::copy_backward(out.begin() + static_cast<ptrdiff_t>(ph.pos + 1), out.begin() + static_cast<ptrdiff_t>(src_end),
-                       out.begin() + static_cast<ptrdiff_t>(dst_end));
+    if (dst_end != src_end) MoveIdsRight(o + dst_end - stretch, o + ph.pos + 1, stretch);
     dst_end -= stretch;
     const IdSpan span = job_spans_[ph.job];
     dst_end -= span.count;
-    std::copy(job_ids_.begin() + span.offset, job_ids_.begin() + span.offset + span.count,
-              out.begin() + static_cast<ptrdiff_t>(dst_end));
+    MoveIdsRight(o + dst_end, ids + span.offset, span.count);
     src_end = ph.pos;
   }
 }
