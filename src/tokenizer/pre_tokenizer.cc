@@ -49,6 +49,10 @@ class SplitStep final : public PreTokenizeStep {
     }
   }
 
+  const SplitPattern* IsolatedPattern() const override {
+    return behavior_ == Behavior::kIsolated ? pattern_.get() : nullptr;
+  }
+
   std::string Describe() const override {
     return Cat("Split(", pattern_->Kind(), ", ", BehaviorName(behavior_), invert_ ? ", inverted" : "", ")");
   }
@@ -224,6 +228,22 @@ void PreTokenizer::RunView(std::string_view text, std::vector<Piece>& pieces, Pr
     step->SplitView(text, pieces, scratch.next, scratch);
     pieces.swap(scratch.next);
   }
+}
+
+bool PreTokenizer::Next(std::string_view text, Stream& stream, std::vector<Piece>& pieces,
+                       PreTokenizeScratch& scratch) const {
+  // Pieces of the first step per part: a few KiB of text, its pieces well inside L1.
+  constexpr size_t kPartPieces = 512;
+  pieces.clear();
+  if (stream.done) return false;
+  stream.done = steps_[0]->IsolatedPattern()->SplitIsolatedSome(text, 0, stream.first, pieces, kPartPieces);
+  for (size_t k = 1; k < steps_.size(); ++k) {
+    scratch.next.clear();
+    const SplitPattern* pattern = steps_[k]->IsolatedPattern();
+    for (const Piece& p : pieces) pattern->SplitIsolated(text.substr(p.offset, p.len), p.offset, scratch.next);
+    pieces.swap(scratch.next);
+  }
+  return !pieces.empty() || !stream.done;
 }
 
 std::string PreTokenizer::Describe() const {

@@ -37,6 +37,8 @@ class PreTokenizeStep {
   virtual void SplitView(std::string_view text, const std::vector<Piece>& in, std::vector<Piece>& out,
                          PreTokenizeScratch& scratch) const = 0;
   virtual bool Appends() const { return false; }
+  // The pattern of a Split whose behavior is Isolated (every match and gap a piece), else null.
+  virtual const SplitPattern* IsolatedPattern() const { return nullptr; }
   virtual std::string Describe() const = 0;
 };
 
@@ -48,17 +50,30 @@ class PreTokenizer {
   void RunView(std::string_view text, std::vector<Piece>& pieces, PreTokenizeScratch& scratch) const;
   // Whether a step appends to the text (ByteLevel's add_prefix_space): Run, not RunView.
   bool appends() const { return appends_; }
+
+  // RunView in parts, for pre-tokenizers whose every step is an Isolated Split (streams()):
+  // each Next replaces `pieces` by the next few hundred pieces of the text, false when none
+  // are left; all of them in order are RunView's. A caller can then use each part while its
+  // bytes and pieces are still in the processor's cache.
+  bool streams() const { return streams_ && !steps_.empty(); }
+  struct Stream {
+    SplitPattern::SplitState first;
+    bool done = false;
+  };
+  bool Next(std::string_view text, Stream& stream, std::vector<Piece>& pieces, PreTokenizeScratch& scratch) const;
   // One line per step, e.g. "Split(builtin:qwen2, Isolated)", for tests and `myriad tokenize`.
   std::string Describe() const;
   bool empty() const { return steps_.empty(); }
   void Add(std::unique_ptr<PreTokenizeStep> step) {
     appends_ = appends_ || step->Appends();
+    streams_ = streams_ && step->IsolatedPattern() != nullptr;
     steps_.push_back(std::move(step));
   }
 
  private:
   std::vector<std::unique_ptr<PreTokenizeStep>> steps_;
   bool appends_ = false;
+  bool streams_ = true;
 };
 
 // Parses `j`, the value of `field`; null gives no steps. `force_pcre2` bypasses the

@@ -1,6 +1,7 @@
 #include "tokenizer/split_pattern.h"
 
 #include <bit>
+#include <cstdint>
 #include <cstring>
 
 #ifdef __SSE2__
@@ -136,10 +137,11 @@ inline size_t WhitespaceTail(std::string_view s, size_t i, bool with_crlf) {
 // Hand-written patterns: Derived::MatchAt gives the end of the match at i, or kNoMatch; Find
 // tries each character in turn, as a backtracking engine's leftmost search does. Static
 // dispatch (CRTP), so MatchAt inlines into the scan.
-// SplitPattern::SplitIsolated's loop over `find`, a Find.
+// SplitPattern::SplitIsolatedSome's loop over `find`, a Find.
 template <typename FindFn>
-inline void SplitIsolatedWith(std::string_view s, uint32_t base, std::vector<Piece>& out, const FindFn& find) {
-  size_t pos = 0, from = 0, start, end;
+inline bool SplitIsolatedWith(std::string_view s, uint32_t base, SplitPattern::SplitState& state,
+                              std::vector<Piece>& out, size_t limit, const FindFn& find) {
+  size_t pos = state.pos, from = state.from, start, end;
   while (from < s.size() && find(s, from, start, end)) {
     if (start > pos) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(start - pos)});
     if (end > start) {
@@ -153,8 +155,15 @@ inline void SplitIsolatedWith(std::string_view s, uint32_t base, std::vector<Pie
       DecodeUtf8(s, start, len);
       from = start + len;
     }
+    if (out.size() >= limit) {
+      state.pos = pos;
+      state.from = from;
+      return false;
+    }
   }
   if (pos < s.size()) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(s.size() - pos)});
+  state.pos = state.from = s.size();
+  return true;
 }
 
 template <typename Derived>
@@ -165,9 +174,15 @@ class BuiltinPattern : public SplitPattern {
     return FindInline(s, from, start, end);
   }
   void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const override {
-    SplitIsolatedWith(s, base, out, [this](std::string_view t, size_t from, size_t& start, size_t& end) {
-      return FindInline(t, from, start, end);
-    });
+    SplitState state;
+    SplitIsolatedSome(s, base, state, out, SIZE_MAX);
+  }
+  bool SplitIsolatedSome(std::string_view s, uint32_t base, SplitState& state, std::vector<Piece>& out,
+                         size_t limit) const override {
+    return SplitIsolatedWith(s, base, state, out, limit,
+                             [this](std::string_view t, size_t from, size_t& start, size_t& end) {
+                               return FindInline(t, from, start, end);
+                             });
   }
   bool FindInline(std::string_view s, size_t from, size_t& start, size_t& end) const {
     const auto& self = static_cast<const Derived&>(*this);
@@ -399,9 +414,16 @@ absl::StatusOr<std::unique_ptr<SplitPattern>> CompilePcre2(std::string_view patt
 }  // namespace
 
 void SplitPattern::SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const {
-  SplitIsolatedWith(s, base, out, [this](std::string_view t, size_t from, size_t& start, size_t& end) {
-    return Find(t, from, start, end);
-  });
+  SplitState state;
+  SplitIsolatedSome(s, base, state, out, SIZE_MAX);
+}
+
+bool SplitPattern::SplitIsolatedSome(std::string_view s, uint32_t base, SplitState& state, std::vector<Piece>& out,
+                                     size_t limit) const {
+  return SplitIsolatedWith(s, base, state, out, limit,
+                           [this](std::string_view t, size_t from, size_t& start, size_t& end) {
+                             return Find(t, from, start, end);
+                           });
 }
 
 absl::StatusOr<std::unique_ptr<SplitPattern>> CompileRegex(std::string_view pattern, std::string_view field,

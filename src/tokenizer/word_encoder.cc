@@ -46,10 +46,12 @@ inline void MoveIdsRight(uint32_t* dst, const uint32_t* src, size_t n) {
 
 WordEncoder::WordEncoder(size_t cache_words) : cache_(cache_words, cache_words * kArenaWordsPerWord) {}
 
-void WordEncoder::Encode(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
-                         std::vector<uint32_t>& out) {
+void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
+                             std::vector<uint32_t>& out) {
   const size_t n = pieces.size();
-  out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
+  size_t bytes = 0;
+  for (const Piece& p : pieces) bytes += p.len;
+  out.reserve(out.size() + bytes);  // at most one id (or placeholder) per byte
   // A pipeline over batches of kBatch pieces: the batch two ahead is hashed and its cache slots
   // prefetched (a tight loop of independent hashes, the hash inlined), the next batch's entries
   // are prefetched from those slots, and this batch is looked up.
@@ -109,7 +111,6 @@ void WordEncoder::Encode(const BpeModel& model, std::string_view text, std::span
       if (jobs_.size() >= kFlushJobs) Flush(model, out);
     }
   }
-  Flush(model, out);
 }
 
 void WordEncoder::Flush(const BpeModel& model, std::vector<uint32_t>& out) {
