@@ -1,5 +1,6 @@
 #include "tokenizer/pre_tokenizer.h"
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -31,10 +32,14 @@ class SplitStep final : public PreTokenizeStep {
 
   void Split(std::string& text, const std::vector<Piece>& in, std::vector<Piece>& out,
              PreTokenizeScratch& scratch) const override {
+    SplitView(text, in, out, scratch);
+  }
+  void SplitView(std::string_view text, const std::vector<Piece>& in, std::vector<Piece>& out,
+                 PreTokenizeScratch& scratch) const override {
     for (const Piece& p : in) {
       const std::string_view s(text.data() + p.offset, p.len);
       if (behavior_ == Behavior::kIsolated) {
-        SplitIsolated(s, p.offset, out);
+        pattern_->SplitIsolated(s, p.offset, out);
         continue;
       }
       auto& segs = scratch.segments;
@@ -44,31 +49,15 @@ class SplitStep final : public PreTokenizeStep {
     }
   }
 
+  const SplitPattern* IsolatedPattern() const override {
+    return behavior_ == Behavior::kIsolated ? pattern_.get() : nullptr;
+  }
+
   std::string Describe() const override {
     return Cat("Split(", pattern_->Kind(), ", ", BehaviorName(behavior_), invert_ ? ", inverted" : "", ")");
   }
 
  private:
-  // The common case, without the segment list: every match and every gap is a piece.
-  void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const {
-    size_t pos = 0, from = 0, start, end;
-    while (from < s.size() && pattern_->Find(s, from, start, end)) {
-      if (start > pos) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(start - pos)});
-      if (end > start) {
-        out.push_back({static_cast<uint32_t>(base + start), static_cast<uint32_t>(end - start)});
-        pos = from = end;
-      } else {
-        // An empty match still cuts the gap (as Oniguruma's find_iter reports it); step over
-        // one character so the scan advances.
-        pos = start;
-        size_t len;
-        DecodeUtf8(s, start, len);
-        from = start + len;
-      }
-    }
-    if (pos < s.size()) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(s.size() - pos)});
-  }
-
   void FindSegments(std::string_view s, std::vector<PreTokenizeScratch::Segment>& segs) const {
     size_t pos = 0, from = 0, start, end;
     while (from < s.size() && pattern_->Find(s, from, start, end)) {
@@ -158,6 +147,11 @@ class PrefixSpaceStep final : public PreTokenizeStep {
       out.push_back({offset, p.len + 1});
     }
   }
+  void SplitView(std::string_view, const std::vector<Piece>&, std::vector<Piece>&,
+                 PreTokenizeScratch&) const override {
+    std::abort();  // Appends(): PreTokenizer::RunView is never called with this step
+  }
+  bool Appends() const override { return true; }
   std::string Describe() const override { return "ByteLevel(add_prefix_space)"; }
 };
 
@@ -226,6 +220,30 @@ void PreTokenizer::Run(std::string& text, std::vector<Piece>& pieces, PreTokeniz
     step->Split(text, pieces, scratch.next, scratch);
     pieces.swap(scratch.next);
   }
+}
+
+void PreTokenizer::RunView(std::string_view text, std::vector<Piece>& pieces, PreTokenizeScratch& scratch) const {
+  for (const auto& step : steps_) {
+    scratch.next.clear();
+    step->SplitView(text, pieces, scratch.next, scratch);
+    pieces.swap(scratch.next);
+  }
+}
+
+bool PreTokenizer::Next(std::string_view text, Stream& stream, std::vector<Piece>& pieces,
+                       PreTokenizeScratch& scratch) const {
+  // Pieces of the first step per part: a few KiB of text, its pieces well inside L1.
+  constexpr size_t kPartPieces = 512;
+  pieces.clear();
+  if (stream.done) return false;
+  stream.done = steps_[0]->IsolatedPattern()->SplitIsolatedSome(text, 0, stream.first, pieces, kPartPieces);
+  for (size_t k = 1; k < steps_.size(); ++k) {
+    scratch.next.clear();
+    const SplitPattern* pattern = steps_[k]->IsolatedPattern();
+    for (const Piece& p : pieces) pattern->SplitIsolated(text.substr(p.offset, p.len), p.offset, scratch.next);
+    pieces.swap(scratch.next);
+  }
+  return !pieces.empty() || !stream.done;
 }
 
 std::string PreTokenizer::Describe() const {

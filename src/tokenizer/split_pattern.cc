@@ -1,7 +1,12 @@
 #include "tokenizer/split_pattern.h"
 
 #include <bit>
+#include <cstdint>
 #include <cstring>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -31,6 +36,30 @@ constexpr std::string_view kDeepSeekWords =
     "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
 
 inline uint8_t Cls(std::string_view s, size_t i, size_t& len) { return ClassAt(s, i, len); }
+
+// The first i' >= i where s[i'] is a byte b with b - lo <= hi - lo (unsigned, so lo..hi), or
+// (when `or_high`) b >= 0x80; s.size() if none. 16 bytes a compare with SSE2: the patterns that
+// match rarely (DeepSeek-V3's digits and CJK) skip most of the text this way.
+inline size_t SkipToByteIn(std::string_view s, size_t i, uint8_t lo, uint8_t hi, bool or_high) {
+#ifdef __SSE2__
+  const __m128i vlo = _mm_set1_epi8(static_cast<char>(lo));
+  const __m128i vspan = _mm_set1_epi8(static_cast<char>(hi - lo));
+  while (i + 16 <= s.size()) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+    const __m128i x = _mm_sub_epi8(v, vlo);
+    int mask = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x, vspan), x));
+    if (or_high) mask |= _mm_movemask_epi8(v);
+    if (mask != 0) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+    i += 16;
+  }
+#endif
+  while (i < s.size()) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    if ((or_high && b >= 0x80) || static_cast<uint8_t>(b - lo) <= static_cast<uint8_t>(hi - lo)) break;
+    ++i;
+  }
+  return i;
+}
 
 // The number of ASCII letters (A-Z, a-z) that the 8 bytes at p start with. SWAR: OR-ing 0x20
 // folds exactly the upper-case letters onto the lower-case ones; two biased adds then set each
@@ -108,11 +137,54 @@ inline size_t WhitespaceTail(std::string_view s, size_t i, bool with_crlf) {
 // Hand-written patterns: Derived::MatchAt gives the end of the match at i, or kNoMatch; Find
 // tries each character in turn, as a backtracking engine's leftmost search does. Static
 // dispatch (CRTP), so MatchAt inlines into the scan.
+// SplitPattern::SplitIsolatedSome's loop over `find`, a Find.
+template <typename FindFn>
+inline bool SplitIsolatedWith(std::string_view s, uint32_t base, SplitPattern::SplitState& state,
+                              std::vector<Piece>& out, size_t limit, const FindFn& find) {
+  size_t pos = state.pos, from = state.from, start, end;
+  while (from < s.size() && find(s, from, start, end)) {
+    if (start > pos) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(start - pos)});
+    if (end > start) {
+      out.push_back({static_cast<uint32_t>(base + start), static_cast<uint32_t>(end - start)});
+      pos = from = end;
+    } else {
+      // An empty match still cuts the gap (as Oniguruma's find_iter reports it); step over
+      // one character so the scan advances.
+      pos = start;
+      size_t len;
+      DecodeUtf8(s, start, len);
+      from = start + len;
+    }
+    if (out.size() >= limit) {
+      state.pos = pos;
+      state.from = from;
+      return false;
+    }
+  }
+  if (pos < s.size()) out.push_back({static_cast<uint32_t>(base + pos), static_cast<uint32_t>(s.size() - pos)});
+  state.pos = state.from = s.size();
+  return true;
+}
+
 template <typename Derived>
 class BuiltinPattern : public SplitPattern {
  public:
   explicit BuiltinPattern(std::string kind) : kind_(std::move(kind)) {}
   bool Find(std::string_view s, size_t from, size_t& start, size_t& end) const override {
+    return FindInline(s, from, start, end);
+  }
+  void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const override {
+    SplitState state;
+    SplitIsolatedSome(s, base, state, out, SIZE_MAX);
+  }
+  bool SplitIsolatedSome(std::string_view s, uint32_t base, SplitState& state, std::vector<Piece>& out,
+                         size_t limit) const override {
+    return SplitIsolatedWith(s, base, state, out, limit,
+                             [this](std::string_view t, size_t from, size_t& start, size_t& end) {
+                               return FindInline(t, from, start, end);
+                             });
+  }
+  bool FindInline(std::string_view s, size_t from, size_t& start, size_t& end) const {
     const auto& self = static_cast<const Derived&>(*this);
     size_t len;
     for (size_t i = self.Skip(s, from); i < s.size(); i = self.Skip(s, i + len)) {
@@ -204,14 +276,7 @@ class Digits1to3 final : public BuiltinPattern<Digits1to3> {
   Digits1to3() : BuiltinPattern("builtin:digits1to3") {}
 
   // Only ASCII digits or non-ASCII characters can be \p{N}.
-  size_t Skip(std::string_view s, size_t i) const {
-    while (i < s.size()) {
-      const auto b = static_cast<uint8_t>(s[i]);
-      if (b >= 0x80 || (b >= '0' && b <= '9')) break;
-      ++i;
-    }
-    return i;
-  }
+  size_t Skip(std::string_view s, size_t i) const { return SkipToByteIn(s, i, '0', '9', true); }
   size_t MatchAt(std::string_view s, size_t i) const {
     size_t len;
     if (!(Cls(s, i, len) & kNumber)) return kNoMatch;
@@ -227,14 +292,7 @@ class DeepSeekCjk final : public BuiltinPattern<DeepSeekCjk> {
   DeepSeekCjk() : BuiltinPattern("builtin:deepseek_cjk") {}
 
   // U+3040-U+9FA5 are three-byte sequences led by 0xE3-0xE9; any other byte cannot start one.
-  size_t Skip(std::string_view s, size_t i) const {
-    while (i < s.size()) {
-      const auto b = static_cast<uint8_t>(s[i]);
-      if (b >= 0xE3 && b <= 0xE9) break;
-      ++i;
-    }
-    return i;
-  }
+  size_t Skip(std::string_view s, size_t i) const { return SkipToByteIn(s, i, 0xE3, 0xE9, false); }
   static bool In(uint32_t cp) {
     return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x309F) || (cp >= 0x30A0 && cp <= 0x30FF);
   }
@@ -354,6 +412,19 @@ absl::StatusOr<std::unique_ptr<SplitPattern>> CompilePcre2(std::string_view patt
 }
 
 }  // namespace
+
+void SplitPattern::SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const {
+  SplitState state;
+  SplitIsolatedSome(s, base, state, out, SIZE_MAX);
+}
+
+bool SplitPattern::SplitIsolatedSome(std::string_view s, uint32_t base, SplitState& state, std::vector<Piece>& out,
+                                     size_t limit) const {
+  return SplitIsolatedWith(s, base, state, out, limit,
+                           [this](std::string_view t, size_t from, size_t& start, size_t& end) {
+                             return Find(t, from, start, end);
+                           });
+}
 
 absl::StatusOr<std::unique_ptr<SplitPattern>> CompileRegex(std::string_view pattern, std::string_view field,
                                                            bool force_pcre2) {

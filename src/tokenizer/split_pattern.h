@@ -5,17 +5,38 @@
 // PCRE2 (JIT, UTF + UCP), whose syntax and leftmost-first semantics match Oniguruma's, the
 // engine Hugging Face uses, for the constructs tokenizer files use.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace myriad::tokenizer {
 
+// A piece of a pre-tokenized text: `len` bytes from `offset`.
+struct Piece {
+  uint32_t offset;
+  uint32_t len;
+};
+
 class SplitPattern {
  public:
   virtual ~SplitPattern() = default;
+
+  // Appends to `out` every match in `s` and every gap between matches, in order, as pieces
+  // offset by `base` (Split with behavior Isolated). Built-in patterns override it with the
+  // same loop over their inlined matcher instead of a virtual Find per piece.
+  virtual void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const;
+  // The same in parts: appends pieces until `out` holds at least `limit` or `s` is done (then
+  // returns true), keeping where it stopped in `state` (zeroed before the first call). The
+  // pieces of all the calls together are SplitIsolated's.
+  struct SplitState {
+    size_t pos = 0, from = 0;
+  };
+  virtual bool SplitIsolatedSome(std::string_view s, uint32_t base, SplitState& state, std::vector<Piece>& out,
+                                 size_t limit) const;
 
   // Finds the leftmost non-empty match in `s` that starts at or after `from`; false when none.
   // Thread-safe: patterns are immutable after construction.

@@ -307,8 +307,23 @@ void Tokenizer::EncodeNormalizable(std::string_view segment, std::vector<uint32_
 
 void Tokenizer::EncodePreTokenized(std::string_view text, std::vector<uint32_t>& out, Context& ctx) const {
   if (text.empty()) return;
-  ctx.text.assign(text);
+  if (pre_tokenizer_.streams() && !pre_tokenizer_.appends()) {
+    // Split and look up a few hundred pieces at a time, while their bytes are in L1.
+    out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
+    PreTokenizer::Stream stream;
+    while (pre_tokenizer_.Next(text, stream, ctx.pieces, ctx.pre)) ctx.words.EncodeSome(model_, text, ctx.pieces, out);
+    ctx.words.Finish(model_, out);
+    return;
+  }
   ctx.pieces.assign(1, Piece{0, static_cast<uint32_t>(text.size())});
+  if (!pre_tokenizer_.appends()) {
+    // No step adds to the text (Qwen3's, DeepSeek-V3's): the pieces point into it as it is,
+    // without a copy of the prompt.
+    pre_tokenizer_.RunView(text, ctx.pieces, ctx.pre);
+    ctx.words.Encode(model_, text, ctx.pieces, out);
+    return;
+  }
+  ctx.text.assign(text);
   pre_tokenizer_.Run(ctx.text, ctx.pieces, ctx.pre);
   ctx.words.Encode(model_, ctx.text, ctx.pieces, out);
 }

@@ -1,6 +1,7 @@
 #include "tokenizer/word_encoder.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace myriad::tokenizer {
 namespace {
@@ -9,10 +10,8 @@ namespace {
 // pending entry a new word has first. When the arena fills before `cache_words`, the cache
 // empties early rather than growing.
 constexpr size_t kArenaWordsPerWord = 12;
-// How far ahead of the piece being looked up its successors are hashed and their cache slots
-// prefetched (the ring holds kAhead hashes), and how far ahead their entries are.
-constexpr size_t kAhead = 8;
-constexpr size_t kEntryAhead = 4;
+// Pieces hashed, prefetched and looked up together (Encode's pipeline).
+constexpr size_t kBatch = 16;
 // The same for the whole-word probes of the jobs.
 constexpr size_t kJobAhead = 16;
 constexpr size_t kJobEntryAhead = 8;
@@ -20,58 +19,98 @@ constexpr size_t kJobEntryAhead = 8;
 // output's tail they fill in is still in the processor's cache.
 constexpr size_t kFlushJobs = 256;
 
+// Copies n ids from src to dst, where dst is at or right of src or the two do not overlap:
+// backward, each block loaded before it is stored, in fixed-size moves rather than a memmove
+// call for the few ids that Fill's stretches and spans mostly are.
+inline void MoveIdsRight(uint32_t* dst, const uint32_t* src, size_t n) {
+  if (n > 32) {
+    std::memmove(dst, src, n * sizeof(uint32_t));
+    return;
+  }
+  while (n >= 4) {
+    n -= 4;
+    uint32_t t[4];
+    std::memcpy(t, src + n, sizeof t);
+    std::memcpy(dst + n, t, sizeof t);
+  }
+  if (n >= 2) {
+    n -= 2;
+    uint32_t t[2];
+    std::memcpy(t, src + n, sizeof t);
+    std::memcpy(dst + n, t, sizeof t);
+  }
+  if (n == 1) dst[0] = src[0];
+}
+
 }  // namespace
 
 WordEncoder::WordEncoder(size_t cache_words) : cache_(cache_words, cache_words * kArenaWordsPerWord) {}
 
-void WordEncoder::Encode(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
-                         std::vector<uint32_t>& out) {
+void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
+                             std::vector<uint32_t>& out) {
   const size_t n = pieces.size();
-  out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
-  uint64_t ring[kAhead];
-  auto word_at = [&](size_t j) { return text.substr(pieces[j].offset, pieces[j].len); };
-  auto hash_ahead = [&](size_t j) {
-    if (pieces[j].len <= 1) return;
-    const uint64_t h = WordTable::Hash(word_at(j));
-    ring[j % kAhead] = h;
-    cache_.PrefetchSlot(h);
-  };
-  for (size_t j = 0; j < std::min(n, kAhead); ++j) hash_ahead(j);
-  for (size_t i = 0; i < n; ++i) {
-    const Piece p = pieces[i];
-    const uint64_t h = ring[i % kAhead];
-    if (i + kEntryAhead < n && pieces[i + kEntryAhead].len > 1) cache_.PrefetchEntry(ring[(i + kEntryAhead) % kAhead]);
-    if (i + kAhead < n) hash_ahead(i + kAhead);  // overwrites ring[i % kAhead], read above
-    if (p.len == 1) {
-      // One byte, one token: no merges possible, no need to cache.
-      const uint32_t id = model.ByteId(static_cast<uint8_t>(text[p.offset]));
-      if (id != BpeModel::kNone) out.push_back(id);
-      continue;
+  size_t bytes = 0;
+  for (const Piece& p : pieces) bytes += p.len;
+  out.reserve(out.size() + bytes);  // at most one id (or placeholder) per byte
+  // A pipeline over batches of kBatch pieces: the batch two ahead is hashed and its cache slots
+  // prefetched (a tight loop of independent hashes, the hash inlined), the next batch's entries
+  // are prefetched from those slots, and this batch is looked up.
+  uint64_t ring[3][kBatch];
+  auto hash_batch = [&](size_t b) {
+    uint64_t* h = ring[(b / kBatch) % 3];
+    const size_t m = std::min(kBatch, n - b);
+    for (size_t j = 0; j < m; ++j) {
+      const Piece p = pieces[b + j];
+      h[j] = WordTable::Hash(text.substr(p.offset, p.len));
+      cache_.PrefetchSlot(h[j]);
     }
-    if (p.len == 0) continue;
-    const std::string_view word = text.substr(p.offset, p.len);
-    if (const uint32_t* e = cache_.Find(word, h)) {
-      const uint32_t count = WordTable::Count(e);
-      if (count != WordTable::kPending) {
-        for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
+  };
+  auto prefetch_entries = [&](size_t b) {
+    const uint64_t* h = ring[(b / kBatch) % 3];
+    const size_t m = std::min(kBatch, n - b);
+    for (size_t j = 0; j < m; ++j) cache_.PrefetchEntry(h[j]);
+  };
+  if (n > 0) hash_batch(0);
+  if (n > kBatch) hash_batch(kBatch);
+  if (n > 0) prefetch_entries(0);
+  for (size_t b = 0; b < n; b += kBatch) {
+    if (b + 2 * kBatch < n) hash_batch(b + 2 * kBatch);
+    if (b + kBatch < n) prefetch_entries(b + kBatch);
+    const uint64_t* hashes = ring[(b / kBatch) % 3];
+    const size_t m = std::min(kBatch, n - b);
+    for (size_t j = 0; j < m; ++j) {
+      const Piece p = pieces[b + j];
+      if (p.len <= 1) {
+        // One byte, one token: no merges possible, no need to cache.
+        if (p.len == 0) continue;
+        const uint32_t id = model.ByteId(static_cast<uint8_t>(text[p.offset]));
+        if (id != BpeModel::kNone) out.push_back(id);
         continue;
       }
-      placeholders_.push_back({out.size(), WordTable::Ids(e)[0]});
+      const uint64_t h = hashes[j];
+      const std::string_view word = text.substr(p.offset, p.len);
+      if (const uint32_t* e = cache_.Find(word, h)) {
+        const uint32_t count = WordTable::Count(e);
+        if (count != WordTable::kPending) {
+          for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
+          continue;
+        }
+        placeholders_.push_back({out.size(), WordTable::Ids(e)[0]});
+        out.push_back(0);
+        continue;
+      }
+      const bool cache = word.size() <= kMaxCachedBytes && cache_.enabled();
+      if (cache && !cache_.HasRoom(word.size(), WordTable::kPending)) {
+        Flush(model, out);
+        cache_.Clear();
+      }
+      const auto job = static_cast<uint32_t>(jobs_.size());
+      placeholders_.push_back({out.size(), job});
       out.push_back(0);
-      continue;
+      jobs_.push_back({word, h, cache ? cache_.Insert(word, h, &job, WordTable::kPending) : 0});
+      if (jobs_.size() >= kFlushJobs) Flush(model, out);
     }
-    const bool cache = word.size() <= kMaxCachedBytes && cache_.enabled();
-    if (cache && !cache_.HasRoom(word.size(), WordTable::kPending)) {
-      Flush(model, out);
-      cache_.Clear();
-    }
-    const auto job = static_cast<uint32_t>(jobs_.size());
-    placeholders_.push_back({out.size(), job});
-    out.push_back(0);
-    jobs_.push_back({word, h, cache ? cache_.Insert(word, h, &job, WordTable::kPending) : 0});
-    if (jobs_.size() >= kFlushJobs) Flush(model, out);
   }
-  Flush(model, out);
 }
 
 void WordEncoder::Flush(const BpeModel& model, std::vector<uint32_t>& out) {
@@ -150,19 +189,20 @@ void WordEncoder::Fill(std::vector<uint32_t>& out) {
   }
   // In place from the back: each stretch between placeholders moves right by the ids that the
   // placeholders before it add.
+  // The stretches and spans are mostly a few ids: copied inline, not by a memmove call each.
   size_t src_end = out.size();
   out.resize(out.size() + grow);
   size_t dst_end = out.size();
+  uint32_t* o = out.data();
+  const uint32_t* ids = job_ids_.data();
   for (size_t k = placeholders_.size(); k-- > 0;) {
     const Placeholder& ph = placeholders_[k];
     const size_t stretch = src_end - (ph.pos + 1);
-    std::copy_backward(out.begin() + static_cast<ptrdiff_t>(ph.pos + 1), out.begin() + static_cast<ptrdiff_t>(src_end),
-                       out.begin() + static_cast<ptrdiff_t>(dst_end));
+    if (dst_end != src_end) MoveIdsRight(o + dst_end - stretch, o + ph.pos + 1, stretch);
     dst_end -= stretch;
     const IdSpan span = job_spans_[ph.job];
     dst_end -= span.count;
-    std::copy(job_ids_.begin() + span.offset, job_ids_.begin() + span.offset + span.count,
-              out.begin() + static_cast<ptrdiff_t>(dst_end));
+    MoveIdsRight(o + dst_end, ids + span.offset, span.count);
     src_end = ph.pos;
   }
 }

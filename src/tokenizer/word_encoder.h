@@ -27,7 +27,15 @@ class WordEncoder {
   static constexpr size_t kMaxCachedBytes = 128;  // longer pre-tokens are rare: not worth a slot
 
   // Appends the ids of `pieces` of `text` to `out`.
-  void Encode(const BpeModel& model, std::string_view text, std::span<const Piece> pieces, std::vector<uint32_t>& out);
+  void Encode(const BpeModel& model, std::string_view text, std::span<const Piece> pieces, std::vector<uint32_t>& out) {
+    EncodeSome(model, text, pieces, out);
+    Finish(model, out);
+  }
+  // The same in parts: EncodeSome for each run of pieces, in order, then Finish, which gives
+  // `out` its final ids (before it, some may be placeholders). `text` must outlive Finish.
+  void EncodeSome(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
+                  std::vector<uint32_t>& out);
+  void Finish(const BpeModel& model, std::vector<uint32_t>& out) { Flush(model, out); }
 
   void ClearCache() { cache_.Clear(); }
   size_t cached_words() const { return cache_.size(); }

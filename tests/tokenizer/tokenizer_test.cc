@@ -14,6 +14,7 @@
 #include "../cli/run_myriad.h"
 #include "corpus.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/split_pattern.h"
 #include "tokenizer/unicode.h"
 
@@ -264,6 +265,60 @@ TEST(TokenizerPatterns, BuiltinsAgreeWithPcre2) {
         from_a = from_b = a1;
       }
     }
+  }
+}
+
+// SplitIsolatedSome's parts, whatever their size, are SplitIsolated's pieces; and
+// PreTokenizer::Next's parts (DeepSeek-V3's three Isolated splits) are RunView's.
+TEST(TokenizerPatterns, SplitInPartsAgreesWithWhole) {
+  std::string text;
+  for (const auto& s : testing::Corpus()) text += s;
+  std::mt19937 rng(11);
+  const std::vector<std::string> alphabet = {"ab", " the", "12345", "\u4e2d\u6587", " ", "\n", ".", "'s", "\u00e9t\u00e9"};
+  while (text.size() < 40000) text += alphabet[rng() % alphabet.size()];
+  for (const bool pcre2 : {false, true}) {
+    auto pattern = CompileRegex(
+        R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+        "test", pcre2);
+    ASSERT_TRUE(pattern.ok());
+    std::vector<Piece> whole;
+    (*pattern)->SplitIsolated(text, 3, whole);
+    ASSERT_GT(whole.size(), 2000u);
+    for (const size_t limit : {size_t{1}, size_t{7}, size_t{512}}) {
+      std::vector<Piece> parts, part;
+      SplitPattern::SplitState state;
+      bool done = false;
+      while (!done) {
+        part.clear();
+        done = (*pattern)->SplitIsolatedSome(text, 3, state, part, limit);
+        ASSERT_TRUE(done || part.size() >= limit);
+        parts.insert(parts.end(), part.begin(), part.end());
+      }
+      ASSERT_EQ(parts.size(), whole.size()) << limit;
+      for (size_t i = 0; i < whole.size(); ++i) {
+        ASSERT_EQ(std::make_pair(parts[i].offset, parts[i].len), std::make_pair(whole[i].offset, whole[i].len)) << i;
+      }
+    }
+  }
+  const json deepseek = json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": false},
+      {"type": "Split", "pattern": {"Regex": "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"}, "behavior": "Isolated", "invert": false},
+      {"type": "Split", "pattern": {"Regex": " ?\\p{L}+|\\s+"}, "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})");
+  auto pre = ParsePreTokenizer(deepseek, "test");
+  ASSERT_TRUE(pre.ok()) << pre.status();
+  ASSERT_TRUE(pre->streams());
+  ASSERT_FALSE(pre->appends());
+  PreTokenizeScratch scratch;
+  std::vector<Piece> whole(1, Piece{0, static_cast<uint32_t>(text.size())});
+  pre->RunView(text, whole, scratch);
+  std::vector<Piece> parts, part;
+  PreTokenizer::Stream stream;
+  while (pre->Next(text, stream, part, scratch)) parts.insert(parts.end(), part.begin(), part.end());
+  ASSERT_GT(whole.size(), 2000u);
+  ASSERT_EQ(parts.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    ASSERT_EQ(std::make_pair(parts[i].offset, parts[i].len), std::make_pair(whole[i].offset, whole[i].len)) << i;
   }
 }
 
