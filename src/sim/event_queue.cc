@@ -57,16 +57,7 @@ void EventQueue::SiftDown(size_t i) {
 }
 
 void EventQueue::At(Nanos at, Action action) {
-  uint32_t slot;
-  if (!free_actions_.empty()) {
-    slot = free_actions_.back();
-    free_actions_.pop_back();
-    actions_[slot] = std::move(action);
-  } else {
-    slot = static_cast<uint32_t>(actions_.size());
-    actions_.push_back(std::move(action));
-  }
-  heap_.push_back(Key{at < now_ ? now_ : at, next_seq_++, slot});
+  heap_.push_back(Key{at < now_ ? now_ : at, next_seq_++, actions_.Put(std::move(action))});
   SiftUp(heap_.size() - 1);
 }
 
@@ -92,9 +83,7 @@ bool EventQueue::Step() {
   if (!heap_.empty()) SiftDown(0);
   // The action leaves the slab before it runs: it may schedule others, which may reuse or
   // grow the slab.
-  Action action = std::move(actions_[top.action]);
-  actions_[top.action] = nullptr;
-  free_actions_.push_back(top.action);
+  Action action = actions_.Take(top.action);
   now_ = top.at;
   ++executed_;
   action();

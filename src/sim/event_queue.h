@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/slab.h"
 #include "core/time.h"
 
 namespace myriad::sim {
@@ -52,8 +53,7 @@ class EventQueue {
   Nanos stream_at_ = 0;
   uint64_t stream_seq_ = 0;
   bool stream_pending_ = false;
-  std::vector<Action> actions_;
-  std::vector<uint32_t> free_actions_;
+  Slab<Action> actions_;
   Nanos now_ = 0;
   uint64_t next_seq_ = 0;
   uint64_t executed_ = 0;

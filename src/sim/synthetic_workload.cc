@@ -11,6 +11,7 @@
 
 #include "core/block_hash.h"
 #include "core/rng.h"
+#include "core/slab.h"
 
 namespace myriad::sim {
 namespace {
@@ -188,14 +189,11 @@ class SyntheticWorkload final : public Workload {
         !turn_heap_.empty() && (fresh_done_ || turn_heap_.front().arrival <= next_fresh_);
     if (turn_first) {
       std::pop_heap(turn_heap_.begin(), turn_heap_.end(), LaterTurn{});
-      const uint32_t slot = turn_heap_.back().slot;
+      Turn turn = turns_.Take(turn_heap_.back().slot);
       turn_heap_.pop_back();
-      Turn& turn = turns_[slot];
       Request req = Emit(turn.arrival, turn.tenant, turn.input_tokens, turn.output_tokens,
                          turn.segments);
-      std::vector<Segment> segments = std::move(turn.segments);
-      free_turns_.push_back(slot);
-      ScheduleNextTurn(std::move(segments), req);
+      ScheduleNextTurn(std::move(turn.segments), req);
       return req;
     }
     if (fresh_done_) return std::nullopt;
@@ -321,15 +319,7 @@ class SyntheticWorkload final : public Workload {
     if (input > o_.input.max) return;  // the context window is full: the user starts over
     segments.push_back({next_segment_++, prev.output_tokens});
     segments.push_back({next_segment_++, message});
-    uint32_t slot;
-    if (free_turns_.empty()) {
-      slot = static_cast<uint32_t>(turns_.size());
-      turns_.emplace_back();
-    } else {
-      slot = free_turns_.back();
-      free_turns_.pop_back();
-    }
-    turns_[slot] = Turn{at, prev.tenant, static_cast<int32_t>(input), output, std::move(segments)};
+    const uint32_t slot = turns_.Put(Turn{at, prev.tenant, static_cast<int32_t>(input), output, std::move(segments)});
     turn_heap_.push_back(TurnRef{at, next_turn_seq_++, slot});
     std::push_heap(turn_heap_.begin(), turn_heap_.end(), LaterTurn{});
   }
@@ -348,8 +338,7 @@ class SyntheticWorkload final : public Workload {
   double last_fresh_s_ = 0;
   Nanos next_fresh_ = 0;
   bool fresh_done_ = false;
-  std::vector<Turn> turns_;          // waiting turns, and free slots (listed in free_turns_)
-  std::vector<uint32_t> free_turns_;
+  Slab<Turn> turns_;                 // the waiting turns
   std::vector<TurnRef> turn_heap_;   // min-heap by (arrival, seq) of the waiting turns
   uint64_t next_turn_seq_ = 0;
   uint64_t next_segment_ = kFirstDynamicSegment;
