@@ -19,6 +19,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "net/deadline.h"
+
 namespace myriad::net {
 
 namespace asio = boost::asio;
@@ -72,6 +74,8 @@ namespace {
 
 std::chrono::nanoseconds Dur(Nanos n) { return std::chrono::nanoseconds(n); }
 
+constexpr size_t kReadBytes = 16384;
+
 bool LooksStale(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
@@ -83,7 +87,11 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
   using Worker = AsyncHttpClient::Impl::Worker;
 
   CallImpl(AsyncHttpClient::Impl* client, Worker* worker, CallRequest req, CallCallbacks cb)
-      : client_(client), worker_(worker), req_(std::move(req)), cb_(std::move(cb)) {
+      : client_(client),
+        worker_(worker),
+        req_(std::move(req)),
+        cb_(std::move(cb)),
+        expiry_(worker->ioc->get_executor()) {
     key_ = fmt::format("{}:{}", req_.server.host, req_.server.port);
     msg_.method_string(req_.method);
     msg_.target(req_.target);
@@ -101,6 +109,10 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
   }
 
   void Begin() {
+    expiry_.Init(weak_from_this(), [this] {
+      beast::error_code ignored;
+      if (stream_) stream_->socket().close(ignored);  // the pending operation ends: a timeout
+    });
     if (worker_->stopping) return Finish(absl::CancelledError("the client is shutting down"), stage_);
     worker_->live.insert(this);
     auto& idle = worker_->pool[key_];
@@ -133,17 +145,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     if (deadline_) d = std::min(d, std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        *deadline_ - Clock::now()));
     d = std::max(d, std::chrono::nanoseconds(1));
-    stream_->expires_after(d);
-    armed_until_ = Clock::now() + d;
-  }
-
-  // The body's reads share one deadline, renewed once less than half of the idle timeout is
-  // left, instead of a timer operation per read (a streamed token is one small read): a stalled
-  // stream is caught after between half and all of `idle`.
-  void ExpireForBody() {
-    const auto left = armed_until_ - Clock::now();
-    const auto idle = Dur(req_.timeouts.idle);
-    if (left < idle / 2 || left > idle) Expire(req_.timeouts.idle);
+    expiry_.Set(d);
   }
 
   void Connect() {
@@ -162,6 +164,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     stream_->async_connect(endpoints, [self = shared_from_this()](beast::error_code ec,
                                                                   const tcp::endpoint&) {
       if (self->done_) return;
+      ec = self->expiry_.Check(ec);
       if (ec) return self->Fail(ec, "connect");
       beast::error_code ignored;
       self->stream_->socket().set_option(tcp::no_delay(true), ignored);
@@ -174,6 +177,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     Expire(req_.timeouts.first_byte);
     http::async_write(*stream_, msg_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (self->done_) return;
+      ec = self->expiry_.Check(ec);
       if (ec) return self->RetryOrFail(ec, "send");
       self->ReadHeader();
     });
@@ -184,9 +188,13 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     parser_.emplace();
     parser_->body_limit(req_.max_response_bytes);
     buffer_.clear();
+    // Reads of up to this much at a time (beast reads no more than the buffer's free capacity,
+    // and at least 512 bytes): a burst of events is one read, not one per 512 bytes.
+    buffer_.reserve(kReadBytes);
     http::async_read_header(*stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (self->done_) return;
+                              ec = self->expiry_.Check(ec);
                               if (ec) return self->RetryOrFail(ec, "reading the response header");
                               self->OnHeader();
                             });
@@ -209,11 +217,13 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     auto& body = parser_->get().body();
     body.data = chunk_;
     body.size = sizeof(chunk_);
-    ExpireForBody();
+    Expire(req_.timeouts.idle);
     http::async_read_some(*stream_, buffer_, *parser_,
                           [self = shared_from_this()](beast::error_code ec, size_t) {
                             if (self->done_) return;
+                            ec = self->expiry_.Check(ec);
                             if (ec == http::error::need_buffer) ec = {};
+                            if (!ec) self->ParseBuffered(ec);
                             const size_t got = sizeof(self->chunk_) - self->parser_->get().body().size;
                             if (got > 0 && self->cb_.on_data) {
                               self->cb_.on_data(std::string_view(self->chunk_, got));
@@ -225,6 +235,21 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
                             }
                             self->ReadBody();
                           });
+  }
+
+  // A read stops after the first chunk it parses; the chunks already buffered behind it join
+  // it here, so that events that arrived together reach on_data, and the client, as one piece.
+  void ParseBuffered(beast::error_code& ec) {
+    auto& body = parser_->get().body();
+    while (buffer_.size() > 0 && body.size > 0 && !parser_->is_done()) {
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more || ec == http::error::need_buffer) {
+        ec = {};
+        return;
+      }
+      if (ec || used == 0) return;
+    }
   }
 
   // A pooled connection the server closed while idle fails on first use without the server
@@ -264,10 +289,10 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
   void Finish(absl::Status status, CallStage stage) {
     if (done_) return;
     done_ = true;
+    expiry_.Clear();
     worker_->live.erase(this);
     const bool reusable = status.ok() && parser_ && parser_->is_done() && parser_->get().keep_alive();
     if (reusable && stream_) {
-      stream_->expires_never();
       auto& idle = worker_->pool[key_];
       if (idle.size() < client_->options.max_idle_per_server) {
         idle.push_back(Pooled{std::move(stream_), Clock::now()});
@@ -289,7 +314,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
   beast::flat_buffer buffer_;
   char chunk_[16384];
   std::optional<Clock::time_point> deadline_;
-  Clock::time_point armed_until_{};
+  Deadline expiry_;
   CallStage stage_ = CallStage::kConnect;
   bool reused_ = false;
   bool retried_ = false;

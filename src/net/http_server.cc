@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "net/deadline.h"
+
 namespace myriad::net {
 
 namespace asio = boost::asio;
@@ -128,10 +130,16 @@ class Responder : public HttpResponder {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, HttpServer::Impl* server)
-      : stream_(std::move(socket)), server_(server) {}
+      : stream_(std::move(socket)), server_(server), expiry_(stream_.get_executor()) {}
   ~Session() { server_->Unregister(this); }
 
   void Start() {
+    // An expiry closes the socket, as beast's own does: the pending operations end with a
+    // timeout (Check) and the connection is not reused.
+    expiry_.Init(weak_from_this(), [this] {
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+    });
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
   }
 
@@ -152,9 +160,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (stopping_) return Close();
     // Bytes of a pipelined next request may already be buffered.
     if (buffer_.size() > 0) return ReadRequest();
-    stream_.expires_after(Dur(options().idle_timeout));
+    expiry_.Set(Dur(options().idle_timeout));
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              ec = self->expiry_.Check(ec);
                               if (ec) {  // idle timeout, EOF, Shutdown
                                 if (ec == beast::error::timeout) self->Count().timeouts++;
                                 return self->Close();
@@ -171,10 +180,10 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<uint32_t>(
         std::min<size_t>(options().max_header_bytes, UINT32_MAX)));
     // One deadline from the first byte to the end of the body.
-    stream_.expires_after(Dur(options().read_timeout));
+    expiry_.Set(Dur(options().read_timeout));
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->OnHeader(ec);
+                              self->OnHeader(self->expiry_.Check(ec));
                             });
   }
 
@@ -198,7 +207,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (parser_->is_done()) return OnRequest();
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                       if (ec) return self->OnReadError(ec);
+                       if (ec) return self->OnReadError(self->expiry_.Check(ec));
                        self->OnRequest();
                      });
   }
@@ -267,7 +276,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnAsyncRequest() {
     auto req = parser_->release();
     HttpRequest request = ToRequest(req);
-    stream_.expires_never();  // the read deadline is over; the handler may take its time
+    expiry_.Clear();  // the read deadline is over; the handler may take its time
     keep_alive_ = req.keep_alive();
     version_ = req.version();
     ++exchange_;
@@ -336,12 +345,12 @@ class Session : public std::enable_shared_from_this<Session> {
     head_->chunked(true);
     head_serializer_.emplace(*head_);
     writing_ = true;
-    write_deadline_ = {};
-    ArmChunkWrite();
+    expiry_.Set(Dur(options().write_timeout));
     http::async_write_header(stream_, *head_serializer_,
                              [self = shared_from_this()](beast::error_code ec, size_t) {
                                self->writing_ = false;
-                               if (ec) return self->StreamFailed(ec);
+                               self->expiry_.Clear();  // between chunks: as long as it takes
+                               if (ec) return self->StreamFailed(self->expiry_.Check(ec));
                                self->PumpStream();
                              });
   }
@@ -385,11 +394,12 @@ class Session : public std::enable_shared_from_this<Session> {
         chunks_.push_back(std::move(merged));
       }
       writing_ = true;
-      ArmChunkWrite();
+      expiry_.Set(Dur(options().write_timeout));
       asio::async_write(stream_, http::make_chunk(asio::buffer(chunks_.front())),
                         [self = shared_from_this()](beast::error_code ec, size_t) {
                           self->writing_ = false;
-                          if (ec) return self->StreamFailed(ec);
+                          self->expiry_.Clear();
+                          if (ec) return self->StreamFailed(self->expiry_.Check(ec));
                           self->buffered_->fetch_sub(self->chunks_.front().size());
                           self->chunks_.pop_front();
                           self->PumpStream();
@@ -398,30 +408,18 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (!ending_) return;  // waiting for the handler's next chunk, however long
     writing_ = true;
-    stream_.expires_after(Dur(options().write_timeout));
+    expiry_.Set(Dur(options().write_timeout));
     asio::async_write(stream_, http::make_chunk_last(),
                       [self = shared_from_this()](beast::error_code ec, size_t) {
                         self->writing_ = false;
-                        if (ec) return self->StreamFailed(ec);
+                        self->expiry_.Clear();
+                        if (ec) return self->StreamFailed(self->expiry_.Check(ec));
                         const bool keep = self->head_->keep_alive();
                         self->head_serializer_.reset();
                         self->head_.reset();
                         self->streaming_ = false;
                         self->FinishExchange(keep);
                       });
-  }
-
-  // A stream's chunks share one write deadline, renewed once less than half of write_timeout
-  // is left, rather than a timer operation per chunk (a token's chunk is a few hundred bytes):
-  // each chunk write gets between half and all of write_timeout.
-  void ArmChunkWrite() {
-    const auto now = std::chrono::steady_clock::now();
-    const auto timeout = Dur(options().write_timeout);
-    const auto left = write_deadline_ - now;
-    if (left < timeout / 2 || left > timeout) {
-      stream_.expires_after(timeout);
-      write_deadline_ = now + timeout;
-    }
   }
 
   void StreamFailed(beast::error_code ec) {
@@ -469,10 +467,12 @@ class Session : public std::enable_shared_from_this<Session> {
     res_->body() = std::move(r.body);
     res_->keep_alive(keep_alive);
     res_->prepare_payload();
-    stream_.expires_after(Dur(options().write_timeout));
+    expiry_.Set(Dur(options().write_timeout));
     http::async_write(stream_, *res_,
                       [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
                         self->res_.reset();
+                        self->expiry_.Clear();
+                        ec = self->expiry_.Check(ec);
                         if (ec) {
                           if (ec == beast::error::timeout) self->Count().timeouts++;
                           return self->Close();
@@ -485,7 +485,7 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     if (stopping_) return Close();
-    stream_.expires_after(Dur(std::min(options().read_timeout, kLingerTime)));
+    expiry_.Set(Dur(std::min(options().read_timeout, kLingerTime)));
     Drain();
   }
 
@@ -507,6 +507,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   HttpServer::Impl* server_;
+  Deadline expiry_;  // of the operation in progress; none while the handler works
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> res_;
@@ -530,7 +531,6 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<std::atomic<size_t>> buffered_;
   std::function<void()> gone_callback_;
   std::deque<std::string> chunks_;
-  std::chrono::steady_clock::time_point write_deadline_{};
   std::optional<http::response<http::empty_body>> head_;
   std::optional<http::response_serializer<http::empty_body>> head_serializer_;
 };

@@ -1,5 +1,6 @@
 // The asynchronous side of net: a server whose handler answers later or streams chunks, and
 // the AsyncHttpClient that a proxy uses upstream. Real sockets on loopback.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -253,6 +254,36 @@ TEST(StreamingTest, TimeoutsAndUnreachableServers) {
     EXPECT_EQ(c.result.code(), absl::StatusCode::kUnavailable) << c.result;
     EXPECT_EQ(c.stage, CallStage::kConnect);
   }
+}
+
+// Deadlines bound each operation, not the whole exchange: the server's write_timeout does not
+// run while its handler waits for the next chunk, and the client's idle timeout restarts with
+// every chunk read.
+TEST(StreamingTest, DeadlinesBoundEachOperationNotTheExchange) {
+  HttpServerOptions o;
+  o.write_timeout = 100 * kMillisecond;
+  StreamingServer server(o);
+  AsyncHttpClient client;
+  Collected c;
+  CallRequest req = Get(server.port(), "/paced");
+  req.timeouts.idle = 250 * kMillisecond;
+  auto call = client.Start(req, c.Callbacks());
+  auto r = server.Next();
+  ASSERT_NE(r, nullptr);
+  r->BeginStream(200, "text/event-stream");
+  std::string want;
+  for (int i = 0; i < 6; ++i) {  // 6 x 150 ms: past both timeouts in all, within each per gap
+    std::this_thread::sleep_for(150ms);
+    const std::string event = fmt::format("data: {}\n\n", i);
+    r->Write(event);
+    want += event;
+    ASSERT_TRUE(c.WaitForBody(event)) << i;
+  }
+  r->End();
+  ASSERT_TRUE(c.Wait());
+  EXPECT_TRUE(c.result.ok()) << c.result;
+  EXPECT_EQ(c.body, want);
+  EXPECT_EQ(server.server().stats().timeouts, 0u);
 }
 
 TEST(StreamingTest, PooledConnectionsAreReusedAndStaleOnesRetried) {
