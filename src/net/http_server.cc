@@ -1,4 +1,5 @@
-// HttpServer on Boost.Beast. Every session runs on its own strand, so its state needs no lock;
+// HttpServer on Boost.Beast. Every session runs on its own strand (or on a context that one
+// thread runs), so its state needs no lock;
 // the server's session table (for Stop) is the only shared state and has its own mutex.
 #include "net/http_server.h"
 
@@ -591,7 +592,15 @@ void Responder::OnClientGone(std::function<void()> callback) {
 }
 
 void HttpServer::Impl::DoAccept() {
-  acceptor.async_accept(asio::make_strand(NextContext()), [this](beast::error_code ec, tcp::socket s) {
+  // A context run by one thread already serializes its handlers: the session needs a strand
+  // only on the shared context (and a strand costs an executor copy and a queue per handler).
+  asio::any_io_executor ex;
+  if (options.context_per_thread) {
+    ex = NextContext().get_executor();
+  } else {
+    ex = asio::make_strand(NextContext());
+  }
+  acceptor.async_accept(std::move(ex), [this](beast::error_code ec, tcp::socket s) {
     OnAccept(ec, std::move(s));
   });
 }
