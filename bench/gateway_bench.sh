@@ -14,7 +14,7 @@
 #   SPEED=1000 REPEAT=3 BASE_PORT=18100 PREFIX_EMUS=4 PREFIX_SPEED=4 PREFIX_GROUPS=16
 #   PREFIX_WORDS=2048 PREFIX_KV_BLOCKS=768 PREFIX_CONCURRENCY=8 PREFIX_DURATION=15s SKIP_E=0
 #   LIGHT_RATE=100 (requests/s of the light open-loop runs that measure the latency added)
-#   GW_THREADS=2 GW_UPSTREAM_THREADS=2 (the gateway's HTTP and upstream client threads)
+#   GW_THREADS=2 GW_UPSTREAM_THREADS=0 (the gateway's HTTP and upstream client threads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$(realpath "${1:-build/release/myriad}")"
@@ -106,7 +106,7 @@ gateway_config() {
   {
     echo "listen: 127.0.0.1:$port"
     echo "threads: ${GW_THREADS:-2}"
-    echo "upstream_threads: ${GW_UPSTREAM_THREADS:-2}"
+    echo "upstream_threads: ${GW_UPSTREAM_THREADS:-0}"
     echo "access_log: \"\""
     echo "routing: {policy: $policy}"
     echo "backends:"

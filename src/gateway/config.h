@@ -37,9 +37,10 @@ struct TenantEntry {
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8000";
   int threads = 2;           // HTTP threads
-  // Upstream client threads; 0 runs each upstream call on the HTTP thread of its client's
-  // connection, which saves a thread hand-off per streamed chunk.
-  int upstream_threads = 2;
+  // Upstream client threads; 0 (the default) runs each upstream call on the HTTP thread of its
+  // client's connection, which saves a thread hand-off per streamed chunk; n > 0 gives the
+  // upstream side its own n threads.
+  int upstream_threads = 0;
   size_t max_body_bytes = size_t{16} << 20;
   // A client that reads slower than its stream is produced: past this backlog (or when one
   // write to it stalls for client_write_timeout) it is dropped and its upstream call cancelled,

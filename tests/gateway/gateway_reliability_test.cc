@@ -63,12 +63,13 @@ TEST(GatewaySlowClientTest, ReaderThatNeverReadsIsDroppedAndItsUpstreamCancelled
 }
 
 
-// upstream_threads: 0: each upstream call runs on the HTTP thread of its client's connection.
-// The same behaviour as with separate threads: streaming, retry on another backend, cancel.
-TEST(GatewaySharedThreadTest, StreamsRetriesAndCancelsOnTheConnectionsThread) {
+// upstream_threads: 2: upstream calls on threads of their own, each chunk handed to the client's
+// connection thread (the default, 0, runs both sides on one thread and is what the other tests
+// use). The same behaviour: streaming, retry on another backend, cancel.
+TEST(GatewaySeparateThreadsTest, StreamsRetriesAndCancelsAcrossThreads) {
   GatewayConfig c;
   c.threads = 2;
-  c.upstream_threads = 0;
+  c.upstream_threads = 2;
   c.policy = "round-robin";
   Harness h(2, c);
   auto e0 = net::HttpClient(net::HostPort{"127.0.0.1", h.emus[0]->port()});
