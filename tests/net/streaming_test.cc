@@ -266,7 +266,7 @@ TEST(StreamingTest, DeadlinesBoundEachOperationNotTheExchange) {
   AsyncHttpClient client;
   Collected c;
   CallRequest req = Get(server.port(), "/paced");
-  req.timeouts.idle = 250 * kMillisecond;
+  req.timeouts.idle = 400 * kMillisecond;  // 250 ms of slack per gap on a loaded machine
   auto call = client.Start(req, c.Callbacks());
   auto r = server.Next();
   ASSERT_NE(r, nullptr);
