@@ -31,6 +31,9 @@ ShmChannel::~ShmChannel() {
 absl::Status ShmChannel::Broken(absl::Status st) {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
+  // Unmapped at once: a node that went away is not kept in memory by this client's mappings.
+  for (const Map& m : maps_) munmap(m.base, m.bytes);
+  maps_.clear();
   return st;
 }
 
