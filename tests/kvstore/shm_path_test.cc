@@ -334,6 +334,58 @@ TEST_F(ShmPathTest, MalformedFramesGetErrorsNotCrashes) {
   EXPECT_TRUE(WaitFor([&] { return shm_->connections() == 1; }));
 }
 
+TEST_F(ShmPathTest, RandomFramesNeverCrashOrWedgeTheNode) {
+  Rng rng(20261130);
+  for (int i = 0; i < 300; ++i) {
+    const int fd = Raw();
+    if (rng.Bernoulli(0.7)) Hello(fd);
+    wire::Header h = Request(static_cast<shm::Op>(14 + rng.Below(9)), rng.Below(120));
+    if (rng.Bernoulli(0.1)) h.magic = static_cast<uint32_t>(rng.Next());
+    std::string body(h.body_bytes, '\0');
+    for (char& c : body) c = static_cast<char>(rng.Bernoulli(0.7) ? rng.Below(3) : rng.Next());
+    if (body.size() >= 8) body[0] = static_cast<char>(1 + rng.Below(4));  // plausible counts
+    // One send: the node may close after the header alone (a bad op), so no second one.
+    std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+    frame += body;
+    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    close(fd);
+  }
+  EXPECT_TRUE(WaitFor([&] { return shm_->connections() == 0 && shm_->stats().held == 0; }));
+  EXPECT_EQ(store_.stats().used_bytes, 0u);
+  auto ch = Channel();
+  ASSERT_NE(ch, nullptr);
+  EXPECT_TRUE(ch->Put({9, 1}, "fine").ok());
+}
+
+TEST(ShmManySegmentsTest, DescriptorsComeInGroupsForHundredsOfSegments) {
+  NodeStore store(300 * 4096, 4096);  // 300 segments: more than one SCM_RIGHTS message holds
+  ShmServerOptions o;
+  o.path = SocketPath("many");
+  o.token = kToken;
+  ShmServer server(&store, o);
+  ASSERT_TRUE(server.Start().ok());
+  auto ch = ShmChannel::Connect(o.path, kToken, 2 * kSecond);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  EXPECT_EQ((*ch)->segments(), 300u);
+  Rng rng(8);
+  std::vector<ObjectName> names;
+  std::vector<std::string> want;
+  for (uint64_t k = 0; k < 600; ++k) {
+    names.push_back({1, k});
+    want.push_back(Bytes(rng, 1000));
+    ASSERT_TRUE((*ch)->Put(names.back(), want.back()).ok()) << k;
+  }
+  std::vector<std::string> got;
+  std::vector<absl::StatusCode> codes;
+  ASSERT_TRUE((*ch)->Get(std::span(names).subspan(0, 4096 / 8), &got, &codes).ok());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == want[i]) << i;
+  // Wrong token: refused, and the node says why.
+  auto wrong = ShmChannel::Connect(o.path, kToken + 1, 2 * kSecond);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kPermissionDenied) << wrong.status();
+  server.Stop();
+}
+
 TEST_F(ShmPathTest, FallsBackToTcpWithoutAUsableSocket) {
   // A node advertising a path where nothing is.
   NodeStore store(uint64_t{8} << 20, uint64_t{4} << 20);
