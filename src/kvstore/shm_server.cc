@@ -391,7 +391,13 @@ absl::Status ShmServer::Start() {
     return absl::InvalidArgumentError(fmt::format(
         "shm socket path '{}' is empty or longer than {} bytes", path, sizeof addr.sun_path - 1));
   }
-  for (const SegmentInfo& seg : impl_->store->Segments()) {
+  const std::vector<SegmentInfo> segments = impl_->store->Segments();
+  if (segments.size() > shm::kMaxSegments) {
+    return absl::FailedPreconditionError(fmt::format(
+        "shm data path: {} segments, more than the {} a client maps; use larger segments",
+        segments.size(), shm::kMaxSegments));
+  }
+  for (const SegmentInfo& seg : segments) {
     if (seg.fd < 0) {
       return absl::FailedPreconditionError(
           "shm data path: the node's segments are not shareable (memfd_create was refused)");
