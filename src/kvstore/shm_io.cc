@@ -89,7 +89,7 @@ absl::Status RecvAll(int fd, void* buf, size_t bytes, Clock::time_point deadline
 }
 
 absl::Status SendAll(int fd, std::span<iovec> iov, Clock::time_point deadline,
-                     std::span<const int> fds) {
+                     std::span<const int> fds, int wake_fd) {
   if (fds.size() > kMaxFdsPerMessage) return absl::InvalidArgumentError("too many descriptors");
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
   size_t first = 0;
@@ -112,7 +112,7 @@ absl::Status SendAll(int fd, std::span<iovec> iov, Clock::time_point deadline,
     }
     const ssize_t n = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status st = Wait(fd, POLLOUT, deadline, -1); !st.ok()) return st;
+      if (absl::Status st = Wait(fd, POLLOUT, deadline, wake_fd); !st.ok()) return st;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

@@ -32,9 +32,10 @@ absl::Status WaitReadable(int fd, Clock::time_point deadline, int wake_fd = -1);
 absl::Status RecvAll(int fd, void* buf, size_t bytes, Clock::time_point deadline,
                      int wake_fd = -1, std::vector<int>* fds = nullptr);
 
-// Sends every byte of `iov`, with `fds` (at most kMaxFdsPerMessage) attached to the first byte.
+// Sends every byte of `iov` (consumed), with `fds` (at most kMaxFdsPerMessage) attached to the
+// first byte; a wait for room is cut short as WaitReadable's.
 absl::Status SendAll(int fd, std::span<iovec> iov, Clock::time_point deadline,
-                     std::span<const int> fds = {});
+                     std::span<const int> fds = {}, int wake_fd = -1);
 
 // A connected AF_UNIX stream socket to `path` (close-on-exec); NotFound when there is no
 // socket file there, Unavailable when nothing listens on it.

@@ -210,7 +210,7 @@ bool ShmServer::Impl::Reply(Session& s, const Header& req, const void* body, siz
   r.request_id = req.request_id;
   r.body_bytes = bytes;
   iovec iov[2] = {{&r, sizeof r}, {const_cast<void*>(body), bytes}};
-  return shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout)).ok();
+  return shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout), {}, wake_fd).ok();
 }
 
 void ShmServer::Impl::Fail(Session& s, const Header& req, const absl::Status& st,
@@ -227,7 +227,7 @@ void ShmServer::Impl::Fail(Session& s, const Header& req, const absl::Status& st
   r.request_id = bad_header && req.magic != wire::kMagic ? 0 : req.request_id;
   r.body_bytes = message.size();
   iovec iov[2] = {{&r, sizeof r}, {message.data(), message.size()}};
-  (void)shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout));
+  (void)shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout), {}, wake_fd);
 }
 
 bool ShmServer::Impl::Hello(Session& s, const Header& h, const std::vector<uint8_t>& body) {
@@ -258,7 +258,8 @@ bool ShmServer::Impl::Hello(Session& s, const Header& h, const std::vector<uint8
       iov.push_back({const_cast<wire::CountHead*>(&count), sizeof count});
     }
     if (n > 0) iov.push_back({sizes.data() + first, 8 * n});
-    if (!shm::SendAll(s.fd, iov, deadline, std::span<const int>(fds.data() + first, n)).ok()) {
+    if (!shm::SendAll(s.fd, iov, deadline, std::span<const int>(fds.data() + first, n), wake_fd)
+             .ok()) {
       return false;
     }
     if (sizes.empty()) break;
