@@ -27,7 +27,8 @@ struct ShmServerOptions {
   uint64_t token = 0;  // a client's hello must carry it (the TCP path's kShmInfo tells it)
   uint32_t max_batch = 4096;     // objects per GET / PUT_START / PUT_END / RELEASE
   uint32_t max_handles = 65536;  // pins and reservations one connection may hold at once
-  Nanos idle_timeout = 5 * kMinute;     // waiting for the next frame (pins held count as busy)
+  // A connection idle this long between frames is closed (its pins and reservations given back).
+  Nanos idle_timeout = 5 * kMinute;
   Nanos frame_timeout = 10 * kSecond;  // the rest of a frame, a reply's send
   int max_connections = 256;
 };
