@@ -73,6 +73,7 @@ class KvstoreCommand {
   uint64_t capacity_bytes_ = uint64_t{1} << 30;
   uint64_t segment_bytes_ = uint64_t{256} << 20;
   std::string advertise_;
+  std::string shm_socket_;
   int metrics_port_ = -1;
   double heartbeat_s_ = 1;
   double reconcile_s_ = 5;

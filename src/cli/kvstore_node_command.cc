@@ -58,6 +58,9 @@ void KvstoreCommand::AddStorageCommands() {
   node_->add_option("--listen", listen_, "HOST:PORT of the data path (port 0: any free port)")
       ->required();
   node_->add_option("--advertise", advertise_, "HOST:PORT to register (default: --listen's)");
+  node_->add_option("--shm-socket", shm_socket_,
+                    "Unix socket PATH for clients on this host: they map the node's memory and "
+                    "copy objects directly, bypassing TCP (default: none, TCP only)");
   node_->add_option("--threads", threads_, "Data-path I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -93,12 +96,14 @@ int KvstoreCommand::RunNode() {
   o.data.threads = threads_;
   o.data.max_body_bytes = segment_bytes_ + 64;
   o.advertise = advertise_;
+  o.shm_socket = shm_socket_;
   o.http_port = metrics_port_;
   o.heartbeat_interval = SecondsToNanos(heartbeat_s_);
   o.reconcile_interval = SecondsToNanos(reconcile_s_);
   kvstore::StorageNode node(std::move(o));
   if (absl::Status st = node.Start(); !st.ok()) return Fail("node", st);
   std::printf("myriad kvstore node %u: data path on %s", node_id_, node.address().c_str());
+  if (!shm_socket_.empty()) std::printf(", same-host shared memory on %s", shm_socket_.c_str());
   if (metrics_port_ >= 0) std::printf(", metrics on http://%s:%u/metrics", listen->host.c_str(), node.http_port());
   std::printf("\n");
   std::fflush(stdout);

@@ -12,6 +12,7 @@
 
 #include "kvstore/data_conn.h"
 #include "kvstore/data_wire.h"
+#include "kvstore/shm_client.h"
 
 namespace myriad::kvstore {
 
@@ -78,8 +79,14 @@ struct DataClient::Impl {
     return h;
   }
 
+  // The node's shared-memory channel, opened on first use when the node advertises one; nullptr
+  // for TCP.
+  ShmChannel* Local();
+
   std::string address;
   DataClientOptions options;
+  std::unique_ptr<ShmChannel> shm;
+  std::chrono::steady_clock::time_point next_probe{};
   asio::io_context io;
   Conn conn;
   bool connected = false;
@@ -113,13 +120,46 @@ std::vector<wire::ObjectRef> Refs(std::span<const ObjectName> names) {
 
 }  // namespace
 
+ShmChannel* DataClient::Impl::Local() {
+  if (shm && !shm->broken()) return shm.get();
+  shm.reset();
+  const auto now = std::chrono::steady_clock::now();
+  if (!options.shared_memory || now < next_probe) return nullptr;
+  next_probe = now + std::chrono::nanoseconds(options.shm_retry);
+  std::string body;
+  absl::Status st = Run([&](Conn& c) -> awaitable<absl::Status> {
+    const Header h = Request(Op::kShmInfo, 0);
+    const std::array<asio::const_buffer, 1> frame{asio::buffer(&h, sizeof h)};
+    co_return co_await Exchange(c, h, frame, 16 + 4096, &body);
+  });
+  if (!st.ok() || body.size() < 16) return nullptr;
+  const uint64_t token = wire::Load<uint64_t>(body.data());
+  const uint32_t len = wire::Load<uint32_t>(body.data() + 8);
+  if (len == 0 || body.size() != 16 + uint64_t{len}) {
+    next_probe = now + 12 * std::chrono::nanoseconds(options.shm_retry);  // none offered
+    return nullptr;
+  }
+  // Another host's path, or a socket that is gone: TCP (NotFound, Unavailable, PermissionDenied).
+  absl::StatusOr<std::unique_ptr<ShmChannel>> c =
+      ShmChannel::Connect(body.substr(16), token, options.timeout);
+  if (!c.ok()) return nullptr;
+  shm = std::move(*c);
+  return shm.get();
+}
+
 DataClient::DataClient(std::string address, DataClientOptions options)
     : impl_(std::make_unique<Impl>(std::move(address), options)) {}
 DataClient::~DataClient() = default;
 
 const std::string& DataClient::address() const { return impl_->address; }
 
+bool DataClient::UsesSharedMemory() { return impl_->Local() != nullptr; }
+
 absl::Status DataClient::Put(ObjectName name, std::string_view bytes) {
+  if (ShmChannel* local = impl_->Local()) {
+    absl::Status st = local->Put(name, bytes);
+    if (!local->broken()) return st;  // else over TCP
+  }
   return impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
     const Header h = impl_->Request(Op::kPut, sizeof(wire::PutHead) + bytes.size());
     const wire::PutHead head{name.ns, 0, name.key, bytes.size()};
@@ -134,6 +174,10 @@ absl::Status DataClient::Put(ObjectName name, std::string_view bytes) {
 absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std::string>* values,
                              std::vector<absl::StatusCode>* codes) {
   if (names.empty()) return absl::InvalidArgumentError("Get: no objects named");
+  if (ShmChannel* local = impl_->Local()) {
+    absl::Status st = local->Get(names, values, codes);
+    if (!local->broken()) return st;  // else over TCP
+  }
   const std::vector<wire::ObjectRef> refs = Refs(names);
   values->resize(names.size());
   codes->assign(names.size(), absl::StatusCode::kNotFound);

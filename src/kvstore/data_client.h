@@ -4,6 +4,12 @@
 // a failure; every call is bounded by the timeout (connect included). Payloads go from the
 // caller's buffer to the socket and from the socket into the caller's strings (scatter/gather),
 // with no copy in between. Not thread-safe: one client per thread.
+//
+// Same host: when the node advertises a shared-memory socket (kShmInfo, asked once before the
+// first put or get) that this host reaches and that answers with the node's token, puts and
+// gets go through it instead (kvstore/shm_client.h): the client copies straight between the
+// caller's buffers and the node's segments, no socket in the data's way. Any failure of that
+// channel sends the call over TCP, and the socket is tried again after shm_retry.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -22,6 +28,9 @@ struct DataClientOptions {
   Nanos timeout = 10 * kSecond;  // per call
   // Replies above this are refused before anything is allocated for them.
   uint64_t max_reply_bytes = uint64_t{4} << 30;
+  // Use the node's same-host shared-memory path when it offers one.
+  bool shared_memory = true;
+  Nanos shm_retry = 5 * kSecond;
 };
 
 class DataClient {
@@ -47,6 +56,8 @@ class DataClient {
   absl::StatusOr<std::string> Stats();
 
   const std::string& address() const;
+  // Whether puts and gets go through shared memory now (asks the node once).
+  bool UsesSharedMemory();
 
   struct Impl;
 

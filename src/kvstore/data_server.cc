@@ -41,6 +41,8 @@ struct DataServer::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::function<void()> on_no_room;
+  std::string shm_path;
+  uint64_t shm_token = 0;
   std::atomic<int> open{0};
   std::atomic<bool> started{false};
   uint16_t port = 0;
@@ -184,6 +186,14 @@ awaitable<bool> DataServer::Impl::Serve(Conn& conn, const Header& h) {
         {"bad_frames", c.bad_frames.load()},  {"errors", c.errors.load()},
         {"timeouts", c.timeouts.load()}};
     co_return co_await Reply(conn, h, j.dump());
+  }
+  if (op == Op::kShmInfo) {
+    std::string out(16 + shm_path.size(), '\0');
+    const auto len = static_cast<uint32_t>(shm_path.size());
+    std::memcpy(out.data(), &shm_token, 8);
+    std::memcpy(out.data() + 8, &len, 4);
+    std::memcpy(out.data() + 16, shm_path.data(), shm_path.size());
+    co_return co_await Reply(conn, h, out);
   }
   if (op == Op::kDropNamespace) {
     if (body.size() != 8 || wire::Load<uint32_t>(body.data() + 4) != 0) {
@@ -425,6 +435,10 @@ void DataServer::Stop() {
 uint16_t DataServer::port() const { return impl_->port; }
 int DataServer::connections() const { return impl_->open.load(); }
 void DataServer::set_on_no_room(std::function<void()> f) { impl_->on_no_room = std::move(f); }
+void DataServer::set_shm_socket(std::string path, uint64_t token) {
+  impl_->shm_path = std::move(path);
+  impl_->shm_token = token;
+}
 
 DataServerStats DataServer::stats() const {
   const Impl::Counters& c = impl_->c;

@@ -63,6 +63,9 @@ class DataServer {
   // Called (outside locks, on an I/O thread) when a put found no room: the node then asks the
   // master which of its objects it may free (kvstore/storage_node.h).
   void set_on_no_room(std::function<void()> f);
+  // The same-host shared-memory socket (kvstore/shm_server.h) that kShmInfo advertises, and the
+  // token a client's hello must carry. Before Start.
+  void set_shm_socket(std::string path, uint64_t token);
 
   struct Impl;
 

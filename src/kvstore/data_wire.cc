@@ -14,6 +14,7 @@ std::string_view OpName(uint8_t op) {
     case Op::kDropNamespace: return "drop_namespace";
     case Op::kCopyTo: return "copy_to";
     case Op::kStats: return "stats";
+    case Op::kShmInfo: return "shm_info";
     case Op::kError: return "error";
   }
   return "unknown";

@@ -41,6 +41,9 @@ enum class Op : uint8_t {
   kCopyTo = 5,
   // body: empty. Reply: the node's statistics as a JSON object.
   kStats = 6,
+  // body: empty. Reply: u64 token, u32 path length, u32 0, path: the node's same-host
+  // shared-memory socket (kvstore/shm_wire.h), length 0 when it has none.
+  kShmInfo = 7,
   // Reply only, to a frame whose header is invalid (the connection is closed after it).
   kError = 0x7f,
 };
@@ -100,7 +103,7 @@ T Load(const void* p) {
 }
 
 inline bool KnownRequestOp(uint8_t op) {
-  return op >= static_cast<uint8_t>(Op::kPut) && op <= static_cast<uint8_t>(Op::kStats);
+  return op >= static_cast<uint8_t>(Op::kPut) && op <= static_cast<uint8_t>(Op::kShmInfo);
 }
 
 // Why a request header cannot be served (naming the field), or OK. `max_body` bounds every

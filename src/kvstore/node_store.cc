@@ -40,7 +40,7 @@ absl::StatusOr<Extent> NodeStore::Reserve(ObjectName name, uint64_t size) {
     }
     entries_[slot] = Entry{name, *offset, size, 0, seg, 0, kWriting};
     used_ += size;
-    return Extent{slot, segments_[seg]->At(*offset), size};
+    return Extent{slot, segments_[seg]->At(*offset), size, seg, *offset};
   }
   ++allocation_failures_;
   return absl::ResourceExhaustedError(fmt::format(
@@ -72,7 +72,7 @@ std::optional<Extent> NodeStore::Pin(ObjectName name) {
   if (it == index_.end()) return std::nullopt;
   Entry& e = entries_[it->second];
   ++e.pins;
-  return Extent{it->second, segments_[e.segment]->At(e.offset), e.size};
+  return Extent{it->second, segments_[e.segment]->At(e.offset), e.size, e.segment, e.offset};
 }
 
 void NodeStore::Unpin(Extent read) {
@@ -136,6 +136,12 @@ bool NodeStore::DeleteIfGeneration(ObjectName name, uint64_t generation) {
   if (it == index_.end() || entries_[it->second].generation != generation) return false;
   Retire(it->second);
   return true;
+}
+
+std::vector<SegmentInfo> NodeStore::Segments() const {
+  std::vector<SegmentInfo> out;
+  for (const auto& s : segments_) out.push_back({s->fd(), s->capacity()});
+  return out;
 }
 
 NodeStoreStats NodeStore::stats() {

@@ -35,6 +35,15 @@ struct Extent {
   uint32_t slot = UINT32_MAX;
   std::byte* data = nullptr;
   uint64_t size = 0;
+  uint32_t segment = 0;  // where the bytes are: segment index and payload offset in it
+  uint64_t offset = 0;
+};
+
+// A segment as the shared-memory path hands it out: its memfd (owned by the store; -1 when
+// the segment is not shareable) and its size.
+struct SegmentInfo {
+  int fd = -1;
+  uint64_t bytes = 0;
 };
 
 struct NodeStoreStats {
@@ -75,6 +84,8 @@ class NodeStore {
   bool DeleteIfGeneration(ObjectName name, uint64_t generation);
 
   NodeStoreStats stats();
+  // Fixed for the store's lifetime.
+  std::vector<SegmentInfo> Segments() const;
 
  private:
   struct Entry {

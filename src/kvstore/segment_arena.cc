@@ -1,16 +1,40 @@
 #include "kvstore/segment_arena.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <new>
 
 namespace myriad::kvstore {
 
-SegmentArena::SegmentArena(uint64_t bytes)
-    : base_(new (std::align_val_t{kAlign}) std::byte[bytes / kAlign * kAlign]),
-      capacity_(bytes / kAlign * kAlign) {
+SegmentArena::SegmentArena(uint64_t bytes) : capacity_(bytes / kAlign * kAlign) {
+  // A memfd, so that local clients can map the segment (kvstore/shm_server.h); anonymous memory
+  // where memfd_create is refused (seccomp, old kernels): then only the TCP path reaches it.
+  fd_ = memfd_create("myriad-kv-segment", MFD_CLOEXEC);
+  if (fd_ >= 0 && ftruncate(fd_, static_cast<off_t>(capacity_)) != 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+  void* p = fd_ >= 0 ? mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0)
+                     : MAP_FAILED;
+  if (p == MAP_FAILED && fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+  if (p == MAP_FAILED) {
+    p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  base_ = static_cast<std::byte*>(p);
   // The pages are touched as objects are written; only the first tag now.
   Tag* t = TagAt(0);
   *t = Tag{capacity_, 0, kNone, kNone, 0};
   PushFree(0);
+}
+
+SegmentArena::~SegmentArena() {
+  munmap(base_, capacity_);
+  if (fd_ >= 0) close(fd_);
 }
 
 void SegmentArena::PushFree(uint64_t block) {

@@ -4,10 +4,11 @@
 // and its left neighbour's size, so Free coalesces with both neighbours in O(1); free blocks are
 // on an intrusive doubly-linked list threaded through their tags. No heap allocation per object:
 // the only bookkeeping lives in the segment. Payloads are 64-byte aligned. Not thread-safe.
+// The segment's memory is a memfd mapped MAP_SHARED (kvstore/shm_server.h hands the fd to
+// clients on the same host, which map it too); where memfd_create is refused it is anonymous
+// memory and fd() is -1. Pages are committed as they are first written either way.
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <new>
 #include <optional>
 
 namespace myriad::kvstore {
@@ -19,6 +20,7 @@ class SegmentArena {
 
   // `bytes` rounded down to kAlign; at least two blocks' worth.
   explicit SegmentArena(uint64_t bytes);
+  ~SegmentArena();
   SegmentArena(const SegmentArena&) = delete;
   SegmentArena& operator=(const SegmentArena&) = delete;
 
@@ -28,7 +30,9 @@ class SegmentArena {
   // Frees the block whose payload starts at `offset` (from Allocate).
   void Free(uint64_t offset);
 
-  std::byte* At(uint64_t offset) { return base_.get() + offset; }
+  std::byte* At(uint64_t offset) { return base_ + offset; }
+  // The memfd holding the segment (owned by the arena), or -1.
+  int fd() const { return fd_; }
   uint64_t capacity() const { return capacity_; }
   // Bytes in used blocks, tags included.
   uint64_t used() const { return used_; }
@@ -46,18 +50,14 @@ class SegmentArena {
   };
   static constexpr uint64_t kNone = UINT64_MAX;
 
-  Tag* TagAt(uint64_t block) { return reinterpret_cast<Tag*>(base_.get() + block); }
+  Tag* TagAt(uint64_t block) { return reinterpret_cast<Tag*>(base_ + block); }
   void PushFree(uint64_t block);
   void Unlink(uint64_t block);
   // Tells the block right of `block` (if any) its new left-neighbour size.
   void FixNext(uint64_t block);
 
-  // Allocated with an aligned new[], so freed with the aligned delete[] (the default deleter's
-  // plain delete[] would not match it).
-  struct AlignedDelete {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kAlign}); }
-  };
-  std::unique_ptr<std::byte[], AlignedDelete> base_;
+  std::byte* base_ = nullptr;  // mmap'd, page aligned
+  int fd_ = -1;
   uint64_t capacity_;
   uint64_t free_head_ = kNone;
   uint64_t used_ = 0;

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <chrono>
 
 #include "kvstore/master_client.h"
+#include "core/rng.h"
 #include "net/http_server.h"
 #include "net/prometheus.h"
 
@@ -37,7 +40,29 @@ absl::Status StorageNode::Start() {
   if (options_.capacity_bytes == 0) {
     return absl::InvalidArgumentError("storage node: 'capacity_bytes' must be > 0");
   }
-  if (absl::Status st = data_.Start(); !st.ok()) return st;
+  if (!options_.shm_socket.empty()) {
+    uint64_t seed = options_.shm_seed;
+    if (seed == 0) {
+      seed = Mix64(static_cast<uint64_t>(
+                       std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                   (static_cast<uint64_t>(getpid()) << 32));
+    }
+    ShmServerOptions so;
+    so.path = options_.shm_socket;
+    so.token = Rng(seed).Next();
+    so.max_batch = options_.data.max_batch;
+    shm_ = std::make_unique<ShmServer>(&store_, so);
+    shm_->set_on_no_room([this] { RequestReconcile(); });
+    if (absl::Status st = shm_->Start(); !st.ok()) {
+      shm_.reset();
+      return st;
+    }
+    data_.set_shm_socket(so.path, so.token);
+  }
+  if (absl::Status st = data_.Start(); !st.ok()) {
+    if (shm_) shm_->Stop();
+    return st;
+  }
   advertise_ = options_.advertise.empty()
                    ? fmt::format("{}:{}", options_.data.address, data_.port())
                    : options_.advertise;
@@ -60,6 +85,7 @@ absl::Status StorageNode::Start() {
     });
     if (absl::Status st = http_->Start(); !st.ok()) {
       data_.Stop();
+      if (shm_) shm_->Stop();
       return st;
     }
   }
@@ -78,6 +104,7 @@ void StorageNode::Stop() {
   if (control_.joinable()) control_.join();
   if (http_) http_->Stop();
   data_.Stop();
+  if (shm_) shm_->Stop();
 }
 
 uint16_t StorageNode::http_port() const { return http_ ? http_->port() : 0; }
@@ -221,6 +248,27 @@ std::string StorageNode::MetricsText() {
   w.Sample("myriad_kvnode_errors_total", {{"kind", "timeout"}}, d.timeouts);
   w.Sample("myriad_kvnode_errors_total", {{"kind", "truncated"}}, d.truncated);
   w.Sample("myriad_kvnode_errors_total", {{"kind", "copy_failed"}}, d.copy_failures);
+  if (shm_) {
+    const ShmServerStats m = shm_->stats();
+    w.Gauge("myriad_kvnode_shm_connections", "Open same-host shared-memory connections",
+            static_cast<double>(shm_->connections()));
+    w.Gauge("myriad_kvnode_shm_held", "Objects pinned or reserved by shared-memory clients now",
+            static_cast<double>(m.held));
+    w.Family("myriad_kvnode_shm_ops_total", "Shared-memory operations by kind",
+             MetricType::kCounter);
+    w.Sample("myriad_kvnode_shm_ops_total", {{"op", "get"}}, m.gets);
+    w.Sample("myriad_kvnode_shm_ops_total", {{"op", "put"}}, m.puts);
+    w.Sample("myriad_kvnode_shm_ops_total", {{"op", "abort"}}, m.aborts);
+    w.Family("myriad_kvnode_shm_bytes_total", "Shared-memory payload bytes by direction",
+             MetricType::kCounter);
+    w.Sample("myriad_kvnode_shm_bytes_total", {{"direction", "in"}}, m.bytes_in);
+    w.Sample("myriad_kvnode_shm_bytes_total", {{"direction", "out"}}, m.bytes_out);
+    w.Family("myriad_kvnode_shm_errors_total", "Shared-memory path failures by kind",
+             MetricType::kCounter);
+    w.Sample("myriad_kvnode_shm_errors_total", {{"kind", "error_reply"}}, m.errors);
+    w.Sample("myriad_kvnode_shm_errors_total", {{"kind", "bad_frame"}}, m.bad_frames);
+    w.Sample("myriad_kvnode_shm_errors_total", {{"kind", "timeout"}}, m.timeouts);
+  }
   w.Counter("myriad_kvnode_registrations_total", "Registrations with the master",
             registrations_.load());
   w.Counter("myriad_kvnode_master_errors_total", "Failed calls to the master",

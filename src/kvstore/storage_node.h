@@ -25,6 +25,7 @@
 #include "core/time.h"
 #include "kvstore/data_server.h"
 #include "kvstore/node_store.h"
+#include "kvstore/shm_server.h"
 #include "kvstore/types.h"
 
 namespace myriad::net {
@@ -49,6 +50,12 @@ struct StorageNodeOptions {
   Nanos master_timeout = 2 * kSecond;
   // An HTTP port for /metrics (Prometheus) and /health; -1: none, 0: ephemeral.
   int http_port = -1;
+  // The same-host shared-memory data path's Unix socket (kvstore/shm_server.h); empty: none.
+  // Clients on this host that reach the path use it instead of TCP (kvstore/data_client.h).
+  std::string shm_socket;
+  // Seeds the token a shm client must present (it proves the socket is this node's, not
+  // another host's node at the same path); 0: seeded from the clock and the process id.
+  uint64_t shm_seed = 0;
 };
 
 struct StorageNodeStats {
@@ -76,6 +83,8 @@ class StorageNode {
   const std::string& address() const { return advertise_; }
   NodeStore& store() { return store_; }
   const DataServer& data_server() const { return data_; }
+  // nullptr unless options.shm_socket was set.
+  const ShmServer* shm_server() const { return shm_.get(); }
   StorageNodeStats stats() const;
   bool registered() const { return registered_.load(); }
   // Runs a reconcile sweep now (the control thread does it at its next wake-up).
@@ -91,6 +100,7 @@ class StorageNode {
   StorageNodeOptions options_;
   NodeStore store_;
   DataServer data_;
+  std::unique_ptr<ShmServer> shm_;
   std::unique_ptr<net::HttpServer> http_;
   std::string advertise_;
 

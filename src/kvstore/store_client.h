@@ -28,6 +28,8 @@ namespace myriad::kvstore {
 struct StoreClientOptions {
   Nanos master_timeout = 10 * kSecond;
   Nanos node_timeout = 10 * kSecond;
+  // Same-host nodes through their shared-memory path when they offer one (kvstore/data_client.h).
+  bool shared_memory = true;
 };
 
 struct StoreClientStats {

@@ -53,7 +53,7 @@ class KvCluster {
   MasterServer& master() { return *master_; }
 
   StorageNode& AddNode(NodeId id, std::string domain, uint64_t capacity = uint64_t{64} << 20,
-                       uint64_t segment = uint64_t{16} << 20) {
+                       uint64_t segment = uint64_t{16} << 20, std::string shm_socket = "") {
     StorageNodeOptions o;
     o.master_url = url();
     o.id = id;
@@ -64,6 +64,7 @@ class KvCluster {
     o.reconcile_interval = 100 * kMillisecond;
     o.data.frame_timeout = 500 * kMillisecond;
     o.data.threads = 1;
+    o.shm_socket = std::move(shm_socket);
     if (nodes_.size() <= id) nodes_.resize(id + 1);
     nodes_[id] = std::make_unique<StorageNode>(std::move(o));
     EXPECT_TRUE(nodes_[id]->Start().ok());

@@ -80,5 +80,72 @@ TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
   EXPECT_NE(printed.find("SIGTERM, stopping"), std::string::npos) << printed;
 }
 
+// The same with `--shm-socket`: the CLI's put and get (on this host) go through the node's
+// shared-memory path, which the node's metrics show, and the bytes are the file's.
+TEST(StorageCliTest, NodeWithShmSocketServesTheCliThroughSharedMemory) {
+  KvCluster cluster;
+  const auto tmp = std::filesystem::temp_directory_path();
+  const std::string log = (tmp / "myriad_test_shm_node.log").string();
+  const std::string sock = (tmp / fmt::format("myriad_test_node_{}.sock", getpid())).string();
+  const std::string url = cluster.url();
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(fd, STDOUT_FILENO);
+    execl(MYRIAD_BINARY, MYRIAD_BINARY, "kvstore", "node", "--master", url.c_str(), "--id", "8",
+          "--fault-domain", "rack-8", "--capacity", "33554432", "--segment-bytes", "16777216",
+          "--listen", "127.0.0.1:0", "--heartbeat", "0.1", "--metrics-port", "0",
+          "--shm-socket", sock.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fd);
+  std::string metrics_url;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const std::string printed = Slurp(log);
+        const size_t at = printed.find("metrics on ");
+        if (at == std::string::npos) return false;
+        const size_t end = printed.find("/metrics", at);
+        metrics_url = printed.substr(at + 11, end - at - 11);
+        return std::filesystem::exists(sock);
+      },
+      10 * kSecond))
+      << Slurp(log);
+  EXPECT_NE(Slurp(log).find("same-host shared memory on " + sock), std::string::npos);
+
+  std::string bytes(300'000, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 17 + 3);
+  const std::string in = myriad::testing::WriteTempFile("kv_shm_in.bin", bytes);
+  const std::string out = (tmp / "myriad_test_kv_shm_out.bin").string();
+  auto registered = [&] {
+    auto s = net::HttpClient::FromUrl(url);
+    if (!s.ok()) return false;
+    auto r = (*s)->Get("/v1/stats");
+    return r.ok() && r->body.find("\"nodes_alive\":1") != std::string::npos;
+  };
+  ASSERT_TRUE(WaitFor(registered, 10 * kSecond)) << Slurp(log);
+  auto put = myriad::testing::RunMyriad(fmt::format(
+      "kvstore put --master {} --namespace s --keys 0x20 --file {} --create-namespace", url, in));
+  EXPECT_EQ(put.code, 0) << put.out;
+  auto get = myriad::testing::RunMyriad(
+      fmt::format("kvstore get --master {} --namespace s --keys 0x20 --out {}", url, out));
+  EXPECT_EQ(get.code, 0) << get.out;
+  EXPECT_EQ(Slurp(out), bytes);
+  auto http = net::HttpClient::FromUrl(metrics_url);
+  ASSERT_TRUE(http.ok()) << metrics_url;
+  auto m = (*http)->Get("/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_NE(m->body.find("myriad_kvnode_shm_ops_total{op=\"put\"} 1"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("myriad_kvnode_shm_ops_total{op=\"get\"} 1"), std::string::npos) << m->body;
+
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(std::filesystem::exists(sock));  // removed at stop
+}
+
 }  // namespace
 }  // namespace myriad::kvstore

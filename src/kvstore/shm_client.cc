@@ -1,0 +1,255 @@
+#include "kvstore/shm_client.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "kvstore/shm_io.h"
+
+namespace myriad::kvstore {
+
+using shm::DeadlineIn;
+using wire::Header;
+
+absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Connect(const std::string& path,
+                                                                uint64_t token, Nanos timeout) {
+  absl::StatusOr<int> fd = shm::ConnectUnix(path);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<ShmChannel> c(new ShmChannel(*fd, timeout));
+  if (absl::Status st = c->Hello(token); !st.ok()) return st;
+  return c;
+}
+
+ShmChannel::~ShmChannel() {
+  for (const Map& m : maps_) munmap(m.base, m.bytes);
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status ShmChannel::Broken(absl::Status st) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  // Unmapped at once: a node that went away is not kept in memory by this client's mappings.
+  for (const Map& m : maps_) munmap(m.base, m.bytes);
+  maps_.clear();
+  return st;
+}
+
+absl::Status ShmChannel::Hello(uint64_t token) {
+  Header h;
+  h.op = static_cast<uint8_t>(shm::Op::kHello);
+  h.request_id = ++next_id_;
+  h.body_bytes = 8;
+  iovec iov[2] = {{&h, sizeof h}, {&token, 8}};
+  const auto deadline = DeadlineIn(timeout_);
+  if (absl::Status st = shm::SendAll(fd_, iov, deadline); !st.ok()) return Broken(st);
+  std::vector<int> fds;
+  absl::Status st = [&]() -> absl::Status {
+    Header r;
+    if (absl::Status s = shm::RecvAll(fd_, &r, sizeof r, deadline, -1, &fds); !s.ok()) return s;
+    const uint64_t max = sizeof(wire::CountHead) + 8 * uint64_t{shm::kMaxSegments};
+    if (absl::Status s = wire::ValidateReply(r, h.op, h.request_id, max); !s.ok()) return s;
+    reply_.resize(r.body_bytes);
+    if (absl::Status s = shm::RecvAll(fd_, reply_.data(), reply_.size(), deadline, -1, &fds);
+        !s.ok()) {
+      return s;
+    }
+    if (r.status != 0) {
+      return absl::Status(static_cast<absl::StatusCode>(r.status),
+                          fmt::format("the storage node refused the shm hello: {}",
+                                      std::string_view(reinterpret_cast<const char*>(reply_.data()),
+                                                       reply_.size())));
+    }
+    const uint32_t count = reply_.size() >= 8 ? wire::Load<uint32_t>(reply_.data()) : 0;
+    if (reply_.size() != 8 + 8 * uint64_t{count} || fds.size() != count) {
+      return absl::InternalError(fmt::format(
+          "bad shm hello reply: {} bytes and {} descriptors for {} segments", reply_.size(),
+          fds.size(), count));
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint64_t bytes = wire::Load<uint64_t>(reply_.data() + 8 + 8 * i);
+      struct stat st{};
+      // A mapping past the memfd's end would fault (SIGBUS) on access: check its size first.
+      if (fstat(fds[i], &st) != 0 || static_cast<uint64_t>(st.st_size) < bytes || bytes == 0) {
+        return absl::InternalError(fmt::format(
+            "bad shm hello reply: segment {} of {} bytes does not fit its descriptor", i, bytes));
+      }
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
+      if (p == MAP_FAILED) {
+        return absl::ResourceExhaustedError(fmt::format(
+            "mapping segment {} ({} bytes) failed: {}", i, bytes, std::strerror(errno)));
+      }
+      maps_.push_back({static_cast<std::byte*>(p), bytes});
+    }
+    return absl::OkStatus();
+  }();
+  shm::CloseAll(&fds);  // the mappings stay
+  if (!st.ok()) return Broken(st);
+  return absl::OkStatus();
+}
+
+absl::Status ShmChannel::Call(shm::Op op, uint32_t count, const void* items, size_t item_bytes,
+                              uint64_t max_reply) {
+  if (broken()) return absl::UnavailableError("the shm channel is closed");
+  Header h;
+  h.op = static_cast<uint8_t>(op);
+  h.request_id = ++next_id_;
+  h.body_bytes = shm::BodyBytes(count, item_bytes);
+  const wire::CountHead head{count, 0};
+  static constexpr uint8_t kZeros[8] = {};
+  const size_t bytes = count * item_bytes;
+  iovec iov[4] = {{&h, sizeof h},
+                  {const_cast<wire::CountHead*>(&head), sizeof head},
+                  {const_cast<void*>(items), bytes},
+                  {const_cast<uint8_t*>(kZeros), h.body_bytes - sizeof head - bytes}};
+  const auto deadline = DeadlineIn(timeout_);
+  if (absl::Status st = shm::SendAll(fd_, iov, deadline); !st.ok()) {
+    return Broken(absl::UnavailableError(
+        fmt::format("sending to the node's shm socket failed: {}", std::string(st.message()))));
+  }
+  if (op == shm::Op::kRelease) return absl::OkStatus();
+  Header r;
+  absl::Status st = shm::RecvAll(fd_, &r, sizeof r, deadline);
+  if (st.ok()) st = wire::ValidateReply(r, h.op, h.request_id, max_reply);
+  if (st.ok()) {
+    reply_.resize(r.body_bytes);
+    st = shm::RecvAll(fd_, reply_.data(), reply_.size(), deadline);
+  }
+  if (!st.ok()) {
+    const absl::StatusCode code =
+        absl::IsDeadlineExceeded(st) ? st.code() : absl::StatusCode::kUnavailable;
+    return Broken(absl::Status(
+        code, fmt::format("the node's shm socket ({}): {}", shm::OpName(h.op), std::string(st.message()))));
+  }
+  if (r.status != 0) {
+    // The node closes the connection after an error reply.
+    return Broken(absl::Status(
+        static_cast<absl::StatusCode>(r.status),
+        fmt::format("the storage node refused {}: {}", shm::OpName(h.op),
+                    std::string_view(reinterpret_cast<const char*>(reply_.data()), reply_.size()))));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<shm::Location>> ShmChannel::Locations(uint32_t count) {
+  if (reply_.size() != 8 + uint64_t{count} * sizeof(shm::Location) ||
+      wire::Load<uint32_t>(reply_.data()) != count) {
+    return Broken(absl::InternalError("bad shm reply: its size or count does not match"));
+  }
+  std::vector<shm::Location> out(count);
+  std::memcpy(out.data(), reply_.data() + 8, count * sizeof(shm::Location));
+  for (const shm::Location& l : out) {
+    if (l.status != 0) continue;
+    if (l.segment >= maps_.size() || l.offset > maps_[l.segment].bytes ||
+        l.size > maps_[l.segment].bytes - l.offset) {
+      return Broken(absl::InternalError(fmt::format(
+          "bad shm reply: segment {} offset {} size {} is outside the mapped segments",
+          l.segment, l.offset, l.size)));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<shm::Location>> ShmChannel::Pin(std::span<const ObjectName> names) {
+  if (names.empty()) return absl::InvalidArgumentError("Pin: no objects named");
+  std::vector<wire::ObjectRef> refs(names.size());
+  for (size_t i = 0; i < names.size(); ++i) refs[i] = {names[i].ns, 0, names[i].key};
+  const auto count = static_cast<uint32_t>(refs.size());
+  if (absl::Status st = Call(shm::Op::kGet, count, refs.data(), sizeof(wire::ObjectRef),
+                             8 + uint64_t{count} * sizeof(shm::Location));
+      !st.ok()) {
+    return st;
+  }
+  return Locations(count);
+}
+
+absl::Status ShmChannel::Release(std::span<const uint32_t> handles) {
+  if (handles.empty()) return absl::OkStatus();
+  return Call(shm::Op::kRelease, static_cast<uint32_t>(handles.size()), handles.data(), 4, 0);
+}
+
+absl::StatusOr<std::vector<shm::Location>> ShmChannel::Reserve(std::span<const ObjectName> names,
+                                                               std::span<const uint64_t> sizes) {
+  if (names.empty() || names.size() != sizes.size()) {
+    return absl::InvalidArgumentError("Reserve: needs one size per name, at least one");
+  }
+  std::vector<wire::PutHead> heads(names.size());
+  for (size_t i = 0; i < names.size(); ++i) heads[i] = {names[i].ns, 0, names[i].key, sizes[i]};
+  const auto count = static_cast<uint32_t>(heads.size());
+  if (absl::Status st = Call(shm::Op::kPutStart, count, heads.data(), sizeof(wire::PutHead),
+                             8 + uint64_t{count} * sizeof(shm::Location));
+      !st.ok()) {
+    return st;
+  }
+  return Locations(count);
+}
+
+absl::StatusOr<std::vector<absl::StatusCode>> ShmChannel::End(std::span<const shm::EndItem> items) {
+  if (items.empty()) return absl::InvalidArgumentError("End: no reservations named");
+  const auto count = static_cast<uint32_t>(items.size());
+  const uint64_t want = shm::BodyBytes(count, 4);
+  if (absl::Status st = Call(shm::Op::kPutEnd, count, items.data(), sizeof(shm::EndItem), want);
+      !st.ok()) {
+    return st;
+  }
+  if (reply_.size() != want || wire::Load<uint32_t>(reply_.data()) != count) {
+    return Broken(absl::InternalError("bad shm put_end reply: its size or count does not match"));
+  }
+  std::vector<absl::StatusCode> out(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    out[i] = static_cast<absl::StatusCode>(wire::Load<uint32_t>(reply_.data() + 8 + 4 * i));
+  }
+  return out;
+}
+
+absl::Status ShmChannel::Put(ObjectName name, std::string_view bytes) {
+  const uint64_t size = bytes.size();
+  absl::StatusOr<std::vector<shm::Location>> room =
+      Reserve(std::span<const ObjectName>(&name, 1), std::span<const uint64_t>(&size, 1));
+  if (!room.ok()) return room.status();
+  const shm::Location& l = (*room)[0];
+  if (l.status != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(l.status),
+                        fmt::format("the storage node found no room for {} bytes (shm put)", size));
+  }
+  if (size > 0) std::memcpy(At(l), bytes.data(), size);
+  const shm::EndItem end{l.handle, 1};
+  absl::StatusOr<std::vector<absl::StatusCode>> codes = End(std::span<const shm::EndItem>(&end, 1));
+  if (!codes.ok()) return codes.status();
+  if ((*codes)[0] != absl::StatusCode::kOk) {
+    return Broken(absl::InternalError("the storage node refused to commit its own reservation"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmChannel::Get(std::span<const ObjectName> names, std::vector<std::string>* values,
+                             std::vector<absl::StatusCode>* codes) {
+  absl::StatusOr<std::vector<shm::Location>> pinned = Pin(names);
+  if (!pinned.ok()) return pinned.status();
+  values->resize(names.size());
+  codes->assign(names.size(), absl::StatusCode::kNotFound);
+  std::vector<uint32_t> handles;
+  absl::Status refused;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const shm::Location& l = (*pinned)[i];
+    if (l.status != 0) {
+      const auto code = static_cast<absl::StatusCode>(l.status);
+      if (code != absl::StatusCode::kNotFound && refused.ok()) {
+        refused = absl::Status(code, fmt::format("the storage node refused to pin object {} of "
+                                                 "the batch (shm get)", i));
+      }
+      continue;
+    }
+    (*codes)[i] = absl::StatusCode::kOk;
+    (*values)[i].resize(l.size);
+    if (l.size > 0) std::memcpy((*values)[i].data(), At(l), l.size);
+    handles.push_back(l.handle);
+  }
+  // A failed release breaks the channel (the node then frees the pins), the bytes are copied.
+  (void)Release(handles);
+  return refused;
+}
+
+}  // namespace myriad::kvstore
