@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "../cli/run_myriad.h"
 #include "kv_cluster.h"
@@ -28,31 +29,44 @@ std::string Slurp(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
-  KvCluster cluster;
-  const std::string log = (std::filesystem::temp_directory_path() / "myriad_test_node.log").string();
+// Starts `myriad kvstore node` with `args` after the binary's name, its output to `log`; the
+// child's pid (or -1).
+pid_t StartNode(const std::string& log, const std::vector<std::string>& args) {
   // Everything the child needs is prepared before fork: between fork and exec a threaded
   // process may only make async-signal-safe calls.
-  const std::string url = cluster.url();
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(MYRIAD_BINARY));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
+  if (fd < 0) return -1;
   const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
     dup2(fd, STDOUT_FILENO);
-    execl(MYRIAD_BINARY, MYRIAD_BINARY, "kvstore", "node", "--master", url.c_str(), "--id", "9",
-          "--fault-domain", "rack-9", "--capacity", "33554432", "--segment-bytes", "16777216",
-          "--listen", "127.0.0.1:0", "--heartbeat", "0.1", static_cast<char*>(nullptr));
+    execv(MYRIAD_BINARY, argv.data());
     _exit(127);
   }
   close(fd);
-  auto registered = [&] {
-    auto s = net::HttpClient::FromUrl(cluster.url());
-    if (!s.ok()) return false;
-    auto r = (*s)->Get("/v1/stats");
-    return r.ok() && r->body.find("\"nodes_alive\":1") != std::string::npos;
-  };
-  EXPECT_TRUE(WaitFor(registered, 10 * kSecond)) << Slurp(log);
+  return pid;
+}
+
+// Whether the master at `url` counts one live node.
+bool OneNodeAlive(const std::string& url) {
+  auto s = net::HttpClient::FromUrl(url);
+  if (!s.ok()) return false;
+  auto r = (*s)->Get("/v1/stats");
+  return r.ok() && r->body.find("\"nodes_alive\":1") != std::string::npos;
+}
+
+TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
+  KvCluster cluster;
+  const std::string log = (std::filesystem::temp_directory_path() / "myriad_test_node.log").string();
+  const std::string url = cluster.url();
+  const pid_t pid = StartNode(log, {"kvstore", "node", "--master", url, "--id", "9", "--fault-domain", "rack-9",
+                                    "--capacity", "33554432", "--segment-bytes", "16777216", "--listen",
+                                    "127.0.0.1:0", "--heartbeat", "0.1"});
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(WaitFor([&] { return OneNodeAlive(url); }, 10 * kSecond)) << Slurp(log);
 
   std::string bytes(200'000, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 31 + 7);
@@ -88,19 +102,11 @@ TEST(StorageCliTest, NodeWithShmSocketServesTheCliThroughSharedMemory) {
   const std::string log = (tmp / "myriad_test_shm_node.log").string();
   const std::string sock = (tmp / fmt::format("myriad_test_node_{}.sock", getpid())).string();
   const std::string url = cluster.url();
-  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(fd, STDOUT_FILENO);
-    execl(MYRIAD_BINARY, MYRIAD_BINARY, "kvstore", "node", "--master", url.c_str(), "--id", "8",
-          "--fault-domain", "rack-8", "--capacity", "33554432", "--segment-bytes", "16777216",
-          "--listen", "127.0.0.1:0", "--heartbeat", "0.1", "--metrics-port", "0",
-          "--shm-socket", sock.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(fd);
+  const pid_t pid = StartNode(log, {"kvstore", "node", "--master", url, "--id", "8", "--fault-domain", "rack-8",
+                                    "--capacity", "33554432", "--segment-bytes", "16777216", "--listen",
+                                    "127.0.0.1:0", "--heartbeat", "0.1", "--metrics-port", "0", "--shm-socket",
+                                    sock});
+  ASSERT_GT(pid, 0);
   std::string metrics_url;
   EXPECT_TRUE(WaitFor(
       [&] {
@@ -119,13 +125,7 @@ TEST(StorageCliTest, NodeWithShmSocketServesTheCliThroughSharedMemory) {
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 17 + 3);
   const std::string in = myriad::testing::WriteTempFile("kv_shm_in.bin", bytes);
   const std::string out = (tmp / "myriad_test_kv_shm_out.bin").string();
-  auto registered = [&] {
-    auto s = net::HttpClient::FromUrl(url);
-    if (!s.ok()) return false;
-    auto r = (*s)->Get("/v1/stats");
-    return r.ok() && r->body.find("\"nodes_alive\":1") != std::string::npos;
-  };
-  ASSERT_TRUE(WaitFor(registered, 10 * kSecond)) << Slurp(log);
+  ASSERT_TRUE(WaitFor([&] { return OneNodeAlive(url); }, 10 * kSecond)) << Slurp(log);
   auto put = myriad::testing::RunMyriad(fmt::format(
       "kvstore put --master {} --namespace s --keys 0x20 --file {} --create-namespace", url, in));
   EXPECT_EQ(put.code, 0) << put.out;
