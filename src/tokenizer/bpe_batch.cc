@@ -23,10 +23,13 @@ constexpr int32_t kNoMerge = INT32_MAX;
 int32_t LaneRank(uint32_t rank) { return rank >= static_cast<uint32_t>(kNoMerge) ? kNoMerge : static_cast<int32_t>(rank); }
 
 #ifdef __SSE2__
-// Lane-wise minimum of signed 32-bit integers (SSE2 has no _mm_min_epi32).
-__m128i Lower(__m128i a, __m128i b) {
-  const __m128i gt = _mm_cmpgt_epi32(a, b);
-  return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
+// Lane-wise minimum of signed 32-bit integers, written generically so that each clone of a
+// caller compiled for SSE4.1 (see MergeShort) takes its pminsd; SSE2 has no such instruction
+// and gets a compare and a blend.
+typedef int32_t V4si __attribute__((vector_size(16)));
+inline __m128i Lower(__m128i a, __m128i b) {
+  const auto x = reinterpret_cast<V4si>(a), y = reinterpret_cast<V4si>(b);
+  return reinterpret_cast<__m128i>(x < y ? x : y);
 }
 #endif
 
@@ -97,6 +100,7 @@ void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<ui
   if (!s.rest.empty()) MergeLanes(words, s.rest.data(), s.rest.size(), ids, spans, s);
 }
 
+__attribute__((target_clones("arch=x86-64-v2", "default")))
 void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
                           std::vector<IdSpan>& spans, BpeScratch& s) const {
   static_assert(kShortMax == 16, "the rank scan reads four registers of 4");
@@ -203,6 +207,7 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
   }
 }
 
+__attribute__((target_clones("arch=x86-64-v2", "default")))
 void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_t* which, size_t count,
                           std::vector<uint32_t>& ids, std::vector<IdSpan>& spans, BpeScratch& s) const {
   static_assert(kLinearMax < 256 && kLinearMax % 4 == 0, "Lane's links are bytes; ArgMin reads 4 at a time");
