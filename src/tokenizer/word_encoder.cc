@@ -166,18 +166,29 @@ void WordEncoder::CacheResults() {
 }
 
 void WordEncoder::Fill(std::vector<uint32_t>& out) {
+  // A placeholder whose job has one id (most: whole words, and merged words that end as one
+  // token) takes it in place; only the others, listed in wide_, move the ids after them.
   bool shrinks = false;
   size_t grow = 0;
+  wide_.resize(placeholders_.size());
+  size_t nwide = 0;
+  uint32_t* o = out.data();
+  const uint32_t* ids = job_ids_.data();
   for (const Placeholder& ph : placeholders_) {
-    const uint32_t c = job_spans_[ph.job].count;
+    const IdSpan span = job_spans_[ph.job];
+    const uint32_t c = span.count;
     if (c == 0) shrinks = true;
     grow += c - (c > 0);
+    if (c > 0) o[ph.pos] = ids[span.offset];  // for c > 1, overwritten below
+    wide_[nwide] = ph;
+    nwide += c != 1;
   }
+  wide_.resize(nwide);
   if (shrinks) {
     // A word whose every byte the vocabulary lacks has no ids: rebuild (rare).
     fill_.clear();
     size_t from = 0;
-    for (const Placeholder& ph : placeholders_) {
+    for (const Placeholder& ph : wide_) {
       fill_.insert(fill_.end(), out.begin() + static_cast<ptrdiff_t>(from), out.begin() + static_cast<ptrdiff_t>(ph.pos));
       const IdSpan span = job_spans_[ph.job];
       fill_.insert(fill_.end(), job_ids_.begin() + span.offset, job_ids_.begin() + span.offset + span.count);
@@ -190,13 +201,13 @@ void WordEncoder::Fill(std::vector<uint32_t>& out) {
   // In place from the back: each stretch between placeholders moves right by the ids that the
   // placeholders before it add.
   // The stretches and spans are mostly a few ids: copied inline, not by a memmove call each.
+  if (grow == 0) return;
   size_t src_end = out.size();
   out.resize(out.size() + grow);
   size_t dst_end = out.size();
-  uint32_t* o = out.data();
-  const uint32_t* ids = job_ids_.data();
-  for (size_t k = placeholders_.size(); k-- > 0;) {
-    const Placeholder& ph = placeholders_[k];
+  o = out.data();
+  for (size_t k = wide_.size(); k-- > 0;) {
+    const Placeholder& ph = wide_[k];
     const size_t stretch = src_end - (ph.pos + 1);
     if (dst_end != src_end) MoveIdsRight(o + dst_end - stretch, o + ph.pos + 1, stretch);
     dst_end -= stretch;
