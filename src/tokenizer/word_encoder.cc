@@ -61,7 +61,9 @@ void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::
     const size_t m = std::min(kBatch, n - b);
     for (size_t j = 0; j < m; ++j) {
       const Piece p = pieces[b + j];
-      h[j] = WordTable::Hash(text.substr(p.offset, p.len));
+      const std::string_view word = text.substr(p.offset, p.len);
+      // All but the text's last few words have 16 readable bytes from their start.
+      h[j] = p.offset + 16 <= text.size() ? WordTable::HashReadable(word) : WordTable::Hash(word);
       cache_.PrefetchSlot(h[j]);
     }
   };
@@ -89,7 +91,9 @@ void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::
       }
       const uint64_t h = hashes[j];
       const std::string_view word = text.substr(p.offset, p.len);
-      if (const uint32_t* e = cache_.Find(word, h)) {
+      const uint32_t* e =
+          p.offset + 16 <= text.size() ? cache_.FindReadable(word, h) : cache_.Find(word, h);
+      if (e != nullptr) {
         const uint32_t count = WordTable::Count(e);
         if (count != WordTable::kPending) {
           for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
