@@ -23,10 +23,13 @@ constexpr int32_t kNoMerge = INT32_MAX;
 int32_t LaneRank(uint32_t rank) { return rank >= static_cast<uint32_t>(kNoMerge) ? kNoMerge : static_cast<int32_t>(rank); }
 
 #ifdef __SSE2__
-// Lane-wise minimum of signed 32-bit integers (SSE2 has no _mm_min_epi32).
-__m128i Lower(__m128i a, __m128i b) {
-  const __m128i gt = _mm_cmpgt_epi32(a, b);
-  return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
+// Lane-wise minimum of signed 32-bit integers, written generically so that each clone of a
+// caller compiled for SSE4.1 (see MergeShort) takes its pminsd; SSE2 has no such instruction
+// and gets a compare and a blend.
+typedef int32_t V4si __attribute__((vector_size(16)));
+inline __m128i Lower(__m128i a, __m128i b) {
+  const auto x = reinterpret_cast<V4si>(a), y = reinterpret_cast<V4si>(b);
+  return reinterpret_cast<__m128i>(x < y ? x : y);
 }
 #endif
 
@@ -47,9 +50,10 @@ size_t FillLanes(std::vector<Lane>& lanes, uint32_t none, Load&& load) {
 }
 
 // Appends a lane's merged word (its symbols in order) to `ids`, records where, and loads the
-// lane's next word; false when none is left (the lane is then marked `none`).
+// lane's next word; false when none is left (the lane is then marked `none`). Inlined by
+// force: GCC stopped inlining it into MergeShort's target clones.
 template <class Lane, class Ids, class Spans, class Load>
-bool FinishLane(Lane& lane, Ids& ids, Spans& spans, uint32_t none, Load&& load) {
+[[gnu::always_inline]] inline bool FinishLane(Lane& lane, Ids& ids, Spans& spans, uint32_t none, Load&& load) {
   const auto offset = static_cast<uint32_t>(ids.size());
   for (uint32_t i = 0; i < lane.n; i = lane.next[i]) ids.push_back(lane.ids[i]);
   spans[lane.word] = IdSpan{offset, static_cast<uint32_t>(ids.size() - offset)};
@@ -97,6 +101,7 @@ void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<ui
   if (!s.rest.empty()) MergeLanes(words, s.rest.data(), s.rest.size(), ids, spans, s);
 }
 
+__attribute__((target_clones("arch=x86-64-v2", "default")))
 void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
                           std::vector<IdSpan>& spans, BpeScratch& s) const {
   static_assert(kShortMax == 16, "the rank scan reads four registers of 4");
@@ -203,6 +208,7 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
   }
 }
 
+__attribute__((target_clones("arch=x86-64-v2", "default")))
 void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_t* which, size_t count,
                           std::vector<uint32_t>& ids, std::vector<IdSpan>& spans, BpeScratch& s) const {
   static_assert(kLinearMax < 256 && kLinearMax % 4 == 0, "Lane's links are bytes; ArgMin reads 4 at a time");

@@ -2,6 +2,7 @@
 
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
+#include <unicode/unistr.h>
 
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -18,14 +19,24 @@ class IcuForm final : public Normalizer {
  public:
   IcuForm(const icu::Normalizer2* form, std::string name) : form_(form), name_(std::move(name)) {
     for (uint32_t c = 0x80; c < 0x10000; ++c) {
-      if (form_->isInert(static_cast<UChar32>(c))) inert_[c / 64] |= uint64_t{1} << (c % 64);
+      if (c >= 0xD800 && c <= 0xDFFF) continue;  // surrogates: not characters
+      const auto u = static_cast<UChar32>(c);
+      bool alone = form_->isInert(u);
+      if (!alone && form_->hasBoundaryBefore(u)) {
+        UErrorCode status = U_ZERO_ERROR;
+        alone = form_->isNormalized(icu::UnicodeString(u), status) && U_SUCCESS(status);
+      }
+      if (alone) inert_[c / 64] |= uint64_t{1} << (c % 64);
     }
   }
   std::string Describe() const override { return name_; }
   std::string_view Normalize(std::string_view in, std::string& buffer) const override {
-    // ASCII and inert characters are invariant under the form and do not interact with their
-    // neighbours, so a text of only those (most prompts, CJK included) is already normalized:
-    // decided without ICU's UTF-8 decoding of the whole text.
+    // A text whose every character has a normalization boundary before it (no character
+    // interacts with the ones before it: ASCII, and the characters of most prompts, CJK and
+    // kana included) normalizes character by character, so it is normalized when each of its
+    // characters is normalized alone: decided from a table, without ICU's UTF-8 decoding of
+    // the whole text. (Kana are not inert, since a voicing mark after one composes with it,
+    // but the mark has no boundary before it, so a text holding one goes to ICU.)
     if (AllInert(in)) return in;
     UErrorCode status = U_ZERO_ERROR;
     const icu::StringPiece piece(in.data(), static_cast<int32_t>(in.size()));
@@ -39,8 +50,8 @@ class IcuForm final : public Normalizer {
   }
 
  private:
-  // Whether `s` is well-formed UTF-8 of ASCII and of BMP characters that the form's isInert
-  // accepts (anything else: false, and ICU decides).
+  // Whether `s` is well-formed UTF-8 of ASCII and of BMP characters in inert_ (anything else:
+  // false, and ICU decides).
   bool AllInert(std::string_view s) const {
     const auto* p = reinterpret_cast<const uint8_t*>(s.data());
     const size_t n = s.size();
@@ -78,7 +89,9 @@ class IcuForm final : public Normalizer {
 
   const icu::Normalizer2* form_;
   std::string name_;
-  std::vector<uint64_t> inert_ = std::vector<uint64_t>(0x10000 / 64, 0);  // BMP code point -> isInert
+  // BMP code point -> normalized alone and a boundary before it (isInert, or hasBoundaryBefore
+  // and isNormalized of the character alone).
+  std::vector<uint64_t> inert_ = std::vector<uint64_t>(0x10000 / 64, 0);
 };
 
 class SequenceNormalizer final : public Normalizer {

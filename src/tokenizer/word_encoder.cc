@@ -61,7 +61,9 @@ void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::
     const size_t m = std::min(kBatch, n - b);
     for (size_t j = 0; j < m; ++j) {
       const Piece p = pieces[b + j];
-      h[j] = WordTable::Hash(text.substr(p.offset, p.len));
+      const std::string_view word = text.substr(p.offset, p.len);
+      // All but the text's last few words have 16 readable bytes from their start.
+      h[j] = p.offset + 16 <= text.size() ? WordTable::HashReadable(word) : WordTable::Hash(word);
       cache_.PrefetchSlot(h[j]);
     }
   };
@@ -89,7 +91,9 @@ void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::
       }
       const uint64_t h = hashes[j];
       const std::string_view word = text.substr(p.offset, p.len);
-      if (const uint32_t* e = cache_.Find(word, h)) {
+      const uint32_t* e =
+          p.offset + 16 <= text.size() ? cache_.FindReadable(word, h) : cache_.Find(word, h);
+      if (e != nullptr) {
         const uint32_t count = WordTable::Count(e);
         if (count != WordTable::kPending) {
           for (uint32_t k = 0; k < count; ++k) out.push_back(WordTable::Ids(e)[k]);
@@ -166,18 +170,29 @@ void WordEncoder::CacheResults() {
 }
 
 void WordEncoder::Fill(std::vector<uint32_t>& out) {
+  // A placeholder whose job has one id (most: whole words, and merged words that end as one
+  // token) takes it in place; only the others, listed in wide_, move the ids after them.
   bool shrinks = false;
   size_t grow = 0;
+  wide_.resize(placeholders_.size());
+  size_t nwide = 0;
+  uint32_t* o = out.data();
+  const uint32_t* ids = job_ids_.data();
   for (const Placeholder& ph : placeholders_) {
-    const uint32_t c = job_spans_[ph.job].count;
+    const IdSpan span = job_spans_[ph.job];
+    const uint32_t c = span.count;
     if (c == 0) shrinks = true;
     grow += c - (c > 0);
+    if (c > 0) o[ph.pos] = ids[span.offset];  // for c > 1, overwritten below
+    wide_[nwide] = ph;
+    nwide += c != 1;
   }
+  wide_.resize(nwide);
   if (shrinks) {
     // A word whose every byte the vocabulary lacks has no ids: rebuild (rare).
     fill_.clear();
     size_t from = 0;
-    for (const Placeholder& ph : placeholders_) {
+    for (const Placeholder& ph : wide_) {
       fill_.insert(fill_.end(), out.begin() + static_cast<ptrdiff_t>(from), out.begin() + static_cast<ptrdiff_t>(ph.pos));
       const IdSpan span = job_spans_[ph.job];
       fill_.insert(fill_.end(), job_ids_.begin() + span.offset, job_ids_.begin() + span.offset + span.count);
@@ -190,13 +205,13 @@ void WordEncoder::Fill(std::vector<uint32_t>& out) {
   // In place from the back: each stretch between placeholders moves right by the ids that the
   // placeholders before it add.
   // The stretches and spans are mostly a few ids: copied inline, not by a memmove call each.
+  if (grow == 0) return;
   size_t src_end = out.size();
   out.resize(out.size() + grow);
   size_t dst_end = out.size();
-  uint32_t* o = out.data();
-  const uint32_t* ids = job_ids_.data();
-  for (size_t k = placeholders_.size(); k-- > 0;) {
-    const Placeholder& ph = placeholders_[k];
+  o = out.data();
+  for (size_t k = wide_.size(); k-- > 0;) {
+    const Placeholder& ph = wide_[k];
     const size_t stretch = src_end - (ph.pos + 1);
     if (dst_end != src_end) MoveIdsRight(o + dst_end - stretch, o + ph.pos + 1, stretch);
     dst_end -= stretch;

@@ -62,6 +62,7 @@ class WordEncoder {
   WordTable cache_;
   std::vector<Job> jobs_;
   std::vector<Placeholder> placeholders_;
+  std::vector<Placeholder> wide_;  // Fill's placeholders of other than one id
   std::vector<uint32_t> job_ids_;
   std::vector<IdSpan> job_spans_;
   std::vector<std::string_view> merge_words_;

@@ -1,5 +1,6 @@
 #pragma once
 // The hash of a pre-token's bytes for the tokenizer's word tables.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -12,29 +13,51 @@
 
 namespace myriad::tokenizer {
 
-// Words of up to 16 bytes (nearly all pre-tokens) are read as two overlapping loads and mixed
-// by one 64 x 64 -> 128-bit multiply (the wyhash construction), a few cycles against XXH3's
-// length dispatch; longer ones go to XXH3. Both halves of the result are well mixed: the word
-// tables take a tag from the upper half and the home slot from that tag's low bits.
+namespace word_hash_internal {
+// The mask of the first n (0..16) bytes of a 16-byte block, as two little-endian halves.
+struct Masks {
+  uint64_t m[17][2];
+  constexpr Masks() : m{} {
+    for (size_t n = 0; n <= 16; ++n) {
+      m[n][0] = n >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * n)) - 1;
+      m[n][1] = n <= 8 ? 0 : n == 16 ? ~uint64_t{0} : (uint64_t{1} << (8 * (n - 8))) - 1;
+    }
+  }
+};
+inline constexpr Masks kMasks{};
+}  // namespace word_hash_internal
+
+// Words of up to 16 bytes (nearly all pre-tokens) are read as two 8-byte halves, zero beyond
+// the word, and mixed by one 64 x 64 -> 128-bit multiply (the wyhash construction), a few
+// cycles against XXH3's length dispatch; longer ones go to XXH3. Both halves of the result are
+// well mixed: the word tables take a tag from the upper half and the home slot from that tag's
+// low bits. Where the caller knows that 16 bytes from the word's start may be read (a word
+// inside a longer text), HashReadable loads them as they are and masks them by the length, so
+// that hashing takes no branch on the word's length (a misprediction per few words otherwise).
 struct WordHash {
   size_t operator()(std::string_view w) const {
     const size_t n = w.size();
     if (n > 16) return XXH3_64bits(w.data(), n);
-    const char* p = w.data();
-    uint64_t a = 0, b = 0;
-    if (n >= 8) {
-      std::memcpy(&a, p, 8);
-      std::memcpy(&b, p + n - 8, 8);
-    } else if (n >= 4) {
-      uint32_t x, y;
-      std::memcpy(&x, p, 4);
-      std::memcpy(&y, p + n - 4, 4);
-      a = x;
-      b = y;
-    } else if (n > 0) {
-      a = static_cast<uint64_t>(static_cast<uint8_t>(p[0])) << 16 |
-          static_cast<uint64_t>(static_cast<uint8_t>(p[n / 2])) << 8 | static_cast<uint8_t>(p[n - 1]);
-    }
+    char buf[16] = {};
+    std::memcpy(buf, w.data(), n);
+    return Short(buf, n);
+  }
+  // The same hash; needs the 16 bytes from w.data() readable.
+  static size_t HashReadable(std::string_view w) {
+    const size_t n = w.size();
+    if (n > 16) [[unlikely]] return XXH3_64bits(w.data(), n);
+    return Short(w.data(), n);
+  }
+
+ private:
+  // p: 16 readable bytes of which the word is the first n.
+  static size_t Short(const char* p, size_t n) {
+    static_assert(std::endian::native == std::endian::little, "the masks keep the first bytes");
+    uint64_t a, b;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    a &= word_hash_internal::kMasks.m[n][0];
+    b &= word_hash_internal::kMasks.m[n][1];
     const unsigned __int128 m = static_cast<unsigned __int128>(a ^ 0xA0761D6478BD642Full) *
                                 (b ^ (0xE7037ED1A0B428DBull + n));
     const uint64_t h = static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);

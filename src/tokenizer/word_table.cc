@@ -16,7 +16,7 @@ WordTable::WordTable(size_t max_words, size_t arena_words) : max_words_(max_word
   while (slots < 2 * std::min(max_words, kInitialWords)) slots *= 2;
   slots_ = HugeArray<uint64_t>(slots, 0);
   mask_ = slots - 1;
-  arena_ = HugeArray<uint32_t>(std::max<size_t>(arena_words, 2), 0);
+  arena_ = HugeArray<uint32_t>(std::max<size_t>(arena_words, 2) + kSlackWords, 0);
 }
 
 uint32_t WordTable::Append(std::string_view word, const uint32_t* ids, size_t count) {

@@ -24,20 +24,15 @@ class WordTable {
   WordTable(size_t max_words, size_t arena_words);
 
   static uint64_t Hash(std::string_view word) { return WordHash{}(word); }
+  // The same, for a word followed by at least 16 - word.size() more readable bytes.
+  static uint64_t HashReadable(std::string_view word) { return WordHash::HashReadable(word); }
 
   // The entry of `word` (whose Hash is `hash`), or nullptr.
-  const uint32_t* Find(std::string_view word, uint64_t hash) const {
-    if (mask_ == 0) return nullptr;
-    const uint64_t tag = hash >> 32;
-    for (size_t i = tag & mask_;; i = (i + 1) & mask_) {
-      const uint64_t s = slots_[i];
-      if (s == 0) return nullptr;
-      if ((s >> 32) == tag) {
-        const uint32_t* e = &arena_[static_cast<uint32_t>(s)];
-        if (Len(e) == word.size() && SameBytes(KeyOf(e), word.data(), word.size())) return e;
-      }
-    }
-  }
+  const uint32_t* Find(std::string_view word, uint64_t hash) const { return FindWith<false>(word, hash); }
+  // The same for a word followed by at least 16 - word.size() readable bytes (HashReadable's
+  // condition): a key of up to 16 bytes is compared as two masked 8-byte halves, with no
+  // branch on its length (the arena keeps 16 readable bytes after every key).
+  const uint32_t* FindReadable(std::string_view word, uint64_t hash) const { return FindWith<true>(word, hash); }
   void PrefetchSlot(uint64_t hash) const {
     if (mask_ != 0) __builtin_prefetch(&slots_[(hash >> 32) & mask_]);
   }
@@ -58,7 +53,7 @@ class WordTable {
   // kPending) fits without Clear.
   bool HasRoom(size_t word_bytes, size_t count, bool new_word = true) const {
     return (!new_word || size_ < max_words_) &&
-           used_ + EntryWords(word_bytes, count == kPending ? 1 : count) <= arena_.size();
+           used_ + EntryWords(word_bytes, count == kPending ? 1 : count) + kSlackWords <= arena_.size();
   }
   // Adds a word that is not in the table; needs HasRoom and word.size() <= kMaxWordBytes.
   // Returns the entry's offset.
@@ -75,6 +70,32 @@ class WordTable {
   void Clear();
 
  private:
+  template <bool kReadable>
+  const uint32_t* FindWith(std::string_view word, uint64_t hash) const {
+    if (mask_ == 0) return nullptr;
+    const uint64_t tag = hash >> 32;
+    for (size_t i = tag & mask_;; i = (i + 1) & mask_) {
+      const uint64_t s = slots_[i];
+      if (s == 0) return nullptr;
+      if ((s >> 32) == tag) {
+        const uint32_t* e = &arena_[static_cast<uint32_t>(s)];
+        if (Len(e) == word.size() && (kReadable ? SameBytesReadable(KeyOf(e), word.data(), word.size())
+                                                : SameBytes(KeyOf(e), word.data(), word.size()))) {
+          return e;
+        }
+      }
+    }
+  }
+  static bool SameBytesReadable(const char* a, const char* b, size_t n) {
+    if (n > 16) [[unlikely]] return std::memcmp(a, b, n) == 0;
+    uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a, 8);
+    std::memcpy(&a1, a + 8, 8);
+    std::memcpy(&b0, b, 8);
+    std::memcpy(&b1, b + 8, 8);
+    const auto& m = word_hash_internal::kMasks.m[n];
+    return (((a0 ^ b0) & m[0]) | ((a1 ^ b1) & m[1])) == 0;
+  }
   static uint32_t Len(const uint32_t* e) { return e[0] & 0xFFFF; }
   // memcmp == 0 without the call for the short words that are most of a prompt: two
   // overlapping loads from each side cover 4-16 bytes.
@@ -98,6 +119,8 @@ class WordTable {
     return reinterpret_cast<const char*>(e + 1 + (c == kPending ? 1 : c));
   }
   static size_t EntryWords(size_t bytes, size_t count) { return 1 + count + (bytes + 3) / 4; }
+  // Words past the last entry that are never used, so that 16 bytes from any key can be read.
+  static constexpr size_t kSlackWords = 4;
   uint32_t Append(std::string_view word, const uint32_t* ids, size_t count);
   void Grow();
 
