@@ -247,6 +247,16 @@ TEST(TokenizerPatterns, BuiltinsAgreeWithPcre2) {
     for (int k = 0; k < n; ++k) s += alphabet[rng() % alphabet.size()];
     texts.push_back(s);
   }
+  // Mostly words of ASCII letters after spaces (the fast path for " word"), ending at every
+  // kind of character: ASCII punctuation and digits, line breaks, non-ASCII letters and marks.
+  const std::vector<std::string> wordy = {"a", "b", "x", "Q", "z", "A", " ", " ", " ", " ", ".", "'", "1", "\n",
+                                          "\u00e9", "\u0301", "\u4e2d", "\u00a0", "-", "\r"};
+  for (int i = 0; i < 3000; ++i) {
+    std::string s;
+    const int n = 1 + static_cast<int>(rng() % 48);
+    for (int k = 0; k < n; ++k) s += wordy[rng() % 3 == 0 ? rng() % wordy.size() : rng() % 10];
+    texts.push_back(s);
+  }
   for (size_t p = 0; p < patterns.size(); ++p) {
     auto fast = CompileRegex(patterns[p], "test", false);
     auto slow = CompileRegex(patterns[p], "test", true);
