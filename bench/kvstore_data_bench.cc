@@ -32,12 +32,13 @@
 #include "kvstore/repair_agent.h"
 #include "kvstore/storage_node.h"
 #include "kvstore/store_client.h"
+#include "kvstore_data_path.h"
 
 namespace myriad {
 namespace {
 
 using namespace kvstore;
-constexpr size_t kMiB = size_t{1} << 20;
+using kvstore_bench::kMiB;
 
 void BM_Memcpy1MiB(benchmark::State& state) {
   std::vector<char> a(kMiB, 'a'), b(kMiB, 'b');
@@ -116,41 +117,15 @@ struct DataNode {
     return o;
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(server.port()); }
+  std::string Check(DataClient&) const { return ""; }
   NodeStore store;
   DataServer server;
 };
 
-void BM_DataPathPut1MiB(benchmark::State& state) {
-  DataNode node;
-  DataClient client(node.address());
-  const std::string value(kMiB, 'v');
-  for (auto _ : state) {
-    if (!client.Put({1, 42}, value).ok()) state.SkipWithError("put failed");
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kMiB));
-}
+void BM_DataPathPut1MiB(benchmark::State& state) { kvstore_bench::Put1MiB<DataNode>(state); }
 BENCHMARK(BM_DataPathPut1MiB)->UseRealTime();
 
-void BM_DataPathBatchGet(benchmark::State& state) {
-  const auto batch = static_cast<size_t>(state.range(0));
-  DataNode node;
-  DataClient client(node.address());
-  std::vector<ObjectName> names;
-  for (size_t i = 0; i < batch; ++i) {
-    names.push_back({1, i});
-    if (!client.Put(names.back(), std::string(kMiB, static_cast<char>('a' + i))).ok()) {
-      state.SkipWithError("put failed");
-      return;
-    }
-  }
-  std::vector<std::string> values;
-  std::vector<absl::StatusCode> codes;
-  for (auto _ : state) {
-    if (!client.Get(names, &values, &codes).ok()) state.SkipWithError("get failed");
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * batch * kMiB));
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
-}
+void BM_DataPathBatchGet(benchmark::State& state) { kvstore_bench::BatchGet<DataNode>(state); }
 BENCHMARK(BM_DataPathBatchGet)->Arg(1)->Arg(8)->UseRealTime();
 
 double Since(std::chrono::steady_clock::time_point t) {

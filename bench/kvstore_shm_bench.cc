@@ -20,12 +20,12 @@
 #include "kvstore/data_client.h"
 #include "kvstore/data_server.h"
 #include "kvstore/shm_server.h"
+#include "kvstore_data_path.h"
 
 namespace myriad {
 namespace {
 
 using namespace kvstore;
-constexpr size_t kMiB = size_t{1} << 20;
 
 struct ShmNode {
   ShmNode()
@@ -37,44 +37,19 @@ struct ShmNode {
     ok = ok && server.Start().ok();
   }
   std::string address() const { return fmt::format("127.0.0.1:{}", server.port()); }
+  std::string Check(DataClient& client) const {
+    return ok && client.UsesSharedMemory() ? "" : "no shm path";
+  }
   NodeStore store;
   ShmServer shm;
   DataServer server;
   bool ok = false;
 };
 
-void BM_DataPathShmPut1MiB(benchmark::State& state) {
-  ShmNode node;
-  DataClient client(node.address());
-  if (!node.ok || !client.UsesSharedMemory()) return state.SkipWithError("no shm path");
-  const std::string value(kMiB, 'v');
-  for (auto _ : state) {
-    if (!client.Put({1, 42}, value).ok()) state.SkipWithError("put failed");
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kMiB));
-}
+void BM_DataPathShmPut1MiB(benchmark::State& state) { kvstore_bench::Put1MiB<ShmNode>(state); }
 BENCHMARK(BM_DataPathShmPut1MiB)->UseRealTime();
 
-void BM_DataPathShmBatchGet(benchmark::State& state) {
-  const auto batch = static_cast<size_t>(state.range(0));
-  ShmNode node;
-  DataClient client(node.address());
-  if (!node.ok || !client.UsesSharedMemory()) return state.SkipWithError("no shm path");
-  std::vector<ObjectName> names;
-  for (size_t i = 0; i < batch; ++i) {
-    names.push_back({1, i});
-    if (!client.Put(names.back(), std::string(kMiB, static_cast<char>('a' + i))).ok()) {
-      return state.SkipWithError("put failed");
-    }
-  }
-  std::vector<std::string> values;
-  std::vector<absl::StatusCode> codes;
-  for (auto _ : state) {
-    if (!client.Get(names, &values, &codes).ok()) state.SkipWithError("get failed");
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * batch * kMiB));
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
-}
+void BM_DataPathShmBatchGet(benchmark::State& state) { kvstore_bench::BatchGet<ShmNode>(state); }
 BENCHMARK(BM_DataPathShmBatchGet)->Arg(1)->Arg(8)->UseRealTime();
 
 }  // namespace
