@@ -74,8 +74,6 @@ namespace {
 
 std::chrono::nanoseconds Dur(Nanos n) { return std::chrono::nanoseconds(n); }
 
-constexpr size_t kReadBytes = 16384;
-
 bool LooksStale(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
@@ -188,9 +186,7 @@ class CallImpl : public Call, public std::enable_shared_from_this<CallImpl> {
     parser_.emplace();
     parser_->body_limit(req_.max_response_bytes);
     buffer_.clear();
-    // Reads of up to this much at a time (beast reads no more than the buffer's free capacity,
-    // and at least 512 bytes): a burst of events is one read, not one per 512 bytes.
-    buffer_.reserve(kReadBytes);
+    buffer_.reserve(kResponseReadBytes);
     http::async_read_header(*stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (self->done_) return;

@@ -46,9 +46,6 @@ class Deadline {
   // No deadline until the next Set() (the timer may still fire once, harmlessly).
   void Clear() { deadline_ = Clock::time_point::max(); }
 
-  // True once a deadline has passed, until the next Set().
-  bool expired() const { return expired_; }
-
   // An operation's error as its handler should see it: beast::error::timeout when the
   // operation was cut short by an expiry.
   boost::beast::error_code Check(boost::beast::error_code ec) const {

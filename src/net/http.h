@@ -2,6 +2,7 @@
 // Plain value types for HTTP/1.1 requests and responses, shared by net::HttpServer and
 // net::HttpClient. They keep Boost.Beast out of every header but the net implementation files,
 // so the modules that serve or call HTTP (kvstore, gateway, cli) compile without it.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,6 +14,12 @@
 namespace myriad::net {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// How much the HTTP clients read from a response at a time: they reserve this much free room
+// in their read buffer (beast reads no more than a buffer's free capacity, and at least 512
+// bytes), so that a burst of streamed events or a /metrics page is one read, not one per 512
+// bytes.
+inline constexpr size_t kResponseReadBytes = 16384;
 
 // Case-insensitive lookup (HTTP field names are case-insensitive); nullptr when absent.
 const std::string* FindHeader(const Headers& headers, std::string_view name);

@@ -126,7 +126,7 @@ absl::StatusOr<HttpResponse> HttpClient::Request(std::string_view method, std::s
     http::response_parser<http::string_body> parser;
     parser.body_limit(c.options.max_response_bytes);
     if (!ec) {
-      c.buffer.reserve(16384);  // reads of up to 16 KB (beast reads at most the free capacity)
+      c.buffer.reserve(kResponseReadBytes);
       ec = c.Run([&](auto handler) {
         http::async_read(c.stream, c.buffer, parser, std::move(handler));
       });
