@@ -29,7 +29,7 @@ using namespace kvstore;
 
 struct ShmNode {
   ShmNode()
-      : store(uint64_t{512} << 20, uint64_t{64} << 20),
+      : store(uint64_t{512} << 20, uint64_t{64} << 20, /*shareable=*/true),
         shm(&store, {.path = fmt::format("/tmp/myriad_shm_bench_{}.sock", getpid()), .token = 42}),
         server(&store, {.threads = 1}) {
     ok = shm.Start().ok();

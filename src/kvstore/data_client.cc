@@ -87,6 +87,7 @@ struct DataClient::Impl {
   DataClientOptions options;
   std::unique_ptr<ShmChannel> shm;
   std::chrono::steady_clock::time_point next_probe{};
+  int failed_probes = 0;  // in a row: the wait before the next probe doubles with each
   asio::io_context io;
   Conn conn;
   bool connected = false;
@@ -125,7 +126,11 @@ ShmChannel* DataClient::Impl::Local() {
   shm.reset();
   const auto now = std::chrono::steady_clock::now();
   if (!options.shared_memory || now < next_probe) return nullptr;
-  next_probe = now + std::chrono::nanoseconds(options.shm_retry);
+  // A node on another host (the usual case in a cluster), one without the path, or one older
+  // than SHM_INFO fails every probe: waits of shm_retry, doubling up to 64 x, not a probe per
+  // shm_retry forever.
+  next_probe = now + std::chrono::nanoseconds(options.shm_retry) * (int64_t{1} << std::min(failed_probes, 6));
+  ++failed_probes;
   std::string body;
   absl::Status st = Run([&](Conn& c) -> awaitable<absl::Status> {
     const Header h = Request(Op::kShmInfo, 0);
@@ -135,15 +140,13 @@ ShmChannel* DataClient::Impl::Local() {
   if (!st.ok() || body.size() < 16) return nullptr;
   const uint64_t token = wire::Load<uint64_t>(body.data());
   const uint32_t len = wire::Load<uint32_t>(body.data() + 8);
-  if (len == 0 || body.size() != 16 + uint64_t{len}) {
-    next_probe = now + 12 * std::chrono::nanoseconds(options.shm_retry);  // none offered
-    return nullptr;
-  }
+  if (len == 0 || body.size() != 16 + uint64_t{len}) return nullptr;  // none offered
   // Another host's path, or a socket that is gone: TCP (NotFound, Unavailable, PermissionDenied).
   absl::StatusOr<std::unique_ptr<ShmChannel>> c =
       ShmChannel::Connect(body.substr(16), token, options.timeout);
   if (!c.ok()) return nullptr;
   shm = std::move(*c);
+  failed_probes = 0;
   return shm.get();
 }
 

@@ -9,7 +9,8 @@
 // first put or get) that this host reaches and that answers with the node's token, puts and
 // gets go through it instead (kvstore/shm_client.h): the client copies straight between the
 // caller's buffers and the node's segments, no socket in the data's way. Any failure of that
-// channel sends the call over TCP, and the socket is tried again after shm_retry.
+// channel sends the call over TCP, and the socket is tried again after shm_retry (doubling
+// with each failed try, up to 64 x: a node on another host is not asked every shm_retry).
 #include <cstdint>
 #include <memory>
 #include <span>

@@ -6,11 +6,12 @@
 
 namespace myriad::kvstore {
 
-NodeStore::NodeStore(uint64_t capacity_bytes, uint64_t segment_bytes) : capacity_(capacity_bytes) {
+NodeStore::NodeStore(uint64_t capacity_bytes, uint64_t segment_bytes, bool shareable)
+    : capacity_(capacity_bytes) {
   segment_bytes = std::max<uint64_t>(segment_bytes, 4 * SegmentArena::kTagBytes);
   for (uint64_t left = capacity_bytes; left >= 2 * SegmentArena::kTagBytes;) {
     const uint64_t bytes = std::min(left, segment_bytes);
-    segments_.push_back(std::make_unique<SegmentArena>(bytes));
+    segments_.push_back(std::make_unique<SegmentArena>(bytes, shareable));
     left -= bytes;
   }
 }

@@ -58,7 +58,9 @@ struct NodeStoreStats {
 class NodeStore {
  public:
   // ceil(capacity / segment_bytes) segments of segment_bytes (the last one smaller).
-  NodeStore(uint64_t capacity_bytes, uint64_t segment_bytes);
+  // `shareable`: segments that a ShmServer can hand to local clients (a memfd each, one open
+  // descriptor per segment); otherwise plain anonymous memory.
+  NodeStore(uint64_t capacity_bytes, uint64_t segment_bytes, bool shareable = false);
 
   // Room for `size` bytes of `name`; invisible until Commit. ResourceExhausted when no segment
   // has a large enough free block; InvalidArgument when `size` exceeds a segment.

@@ -7,10 +7,12 @@
 
 namespace myriad::kvstore {
 
-SegmentArena::SegmentArena(uint64_t bytes) : capacity_(bytes / kAlign * kAlign) {
-  // A memfd, so that local clients can map the segment (kvstore/shm_server.h); anonymous memory
-  // where memfd_create is refused (seccomp, old kernels): then only the TCP path reaches it.
-  fd_ = memfd_create("myriad-kv-segment", MFD_CLOEXEC);
+SegmentArena::SegmentArena(uint64_t bytes, bool shareable) : capacity_(bytes / kAlign * kAlign) {
+  // Shareable: a memfd, so that local clients can map the segment (kvstore/shm_server.h);
+  // anonymous memory otherwise, or where memfd_create is refused (seccomp, old kernels): then
+  // only the TCP path reaches it. A memfd holds a descriptor for the arena's life, so only a
+  // store that serves the shared-memory path takes them.
+  fd_ = shareable ? memfd_create("myriad-kv-segment", MFD_CLOEXEC) : -1;
   if (fd_ >= 0 && ftruncate(fd_, static_cast<off_t>(capacity_)) != 0) {
     close(fd_);
     fd_ = -1;

@@ -4,9 +4,10 @@
 // and its left neighbour's size, so Free coalesces with both neighbours in O(1); free blocks are
 // on an intrusive doubly-linked list threaded through their tags. No heap allocation per object:
 // the only bookkeeping lives in the segment. Payloads are 64-byte aligned. Not thread-safe.
-// The segment's memory is a memfd mapped MAP_SHARED (kvstore/shm_server.h hands the fd to
-// clients on the same host, which map it too); where memfd_create is refused it is anonymous
-// memory and fd() is -1. Pages are committed as they are first written either way.
+// A shareable segment's memory is a memfd mapped MAP_SHARED (kvstore/shm_server.h hands the fd
+// to clients on the same host, which map it too); other segments, and shareable ones where
+// memfd_create is refused, are anonymous memory with fd() -1. Pages are committed as they are
+// first written either way.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -19,7 +20,7 @@ class SegmentArena {
   static constexpr uint64_t kTagBytes = 64;
 
   // `bytes` rounded down to kAlign; at least two blocks' worth.
-  explicit SegmentArena(uint64_t bytes);
+  explicit SegmentArena(uint64_t bytes, bool shareable = false);
   ~SegmentArena();
   SegmentArena(const SegmentArena&) = delete;
   SegmentArena& operator=(const SegmentArena&) = delete;

@@ -36,8 +36,8 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 
 // Waits for `events` on fd (and readability of wake_fd): polls for up to kSpin, yielding the
 // core between polls (a peer on the same core gets to answer), then sleeps in poll().
-absl::Status Wait(int fd, short events, Clock::time_point deadline, int wake_fd) {
-  const Clock::time_point spin_until = Clock::now() + kSpin;
+absl::Status Wait(int fd, short events, Clock::time_point deadline, int wake_fd, bool spin_first = true) {
+  const Clock::time_point spin_until = spin_first ? Clock::now() + kSpin : Clock::time_point::min();
   for (;;) {
     pollfd p[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
     const Clock::time_point now = Clock::now();
@@ -60,8 +60,8 @@ absl::Status Wait(int fd, short events, Clock::time_point deadline, int wake_fd)
 
 }  // namespace
 
-absl::Status WaitReadable(int fd, Clock::time_point deadline, int wake_fd) {
-  return Wait(fd, POLLIN, deadline, wake_fd);
+absl::Status WaitReadable(int fd, Clock::time_point deadline, int wake_fd, bool spin) {
+  return Wait(fd, POLLIN, deadline, wake_fd, spin);
 }
 
 absl::Status RecvAll(int fd, void* buf, size_t bytes, Clock::time_point deadline, int wake_fd,

@@ -23,8 +23,10 @@ inline Clock::time_point DeadlineIn(Nanos timeout) {
 }
 
 // Waits until `fd` is readable. DeadlineExceeded at the deadline, Cancelled when `wake_fd`
-// (-1: none) becomes readable first.
-absl::Status WaitReadable(int fd, Clock::time_point deadline, int wake_fd = -1);
+// (-1: none) becomes readable first. Every wait here polls for a while before it sleeps (see
+// kSpin in shm_io.cc), as a peer's answer is expected within microseconds; `spin` false
+// sleeps at once (a wait that is usually long, such as for the next connection).
+absl::Status WaitReadable(int fd, Clock::time_point deadline, int wake_fd = -1, bool spin = true);
 
 // Receives exactly `bytes` into `buf`. Descriptors that arrive with the bytes are appended to
 // *fds (nullptr: refused; any that come anyway are closed by the kernel). Unavailable when the

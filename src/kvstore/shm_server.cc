@@ -124,7 +124,7 @@ void ShmServer::Impl::AcceptLoop() {
   for (;;) {
     Reap(false);
     const absl::Status ready =
-        shm::WaitReadable(listen_fd, Clock::now() + std::chrono::hours(1), wake_fd);
+        shm::WaitReadable(listen_fd, Clock::now() + std::chrono::hours(1), wake_fd, /*spin=*/false);
     if (absl::IsCancelled(ready)) return;
     if (!ready.ok()) continue;
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);

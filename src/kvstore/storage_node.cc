@@ -26,7 +26,7 @@ StorageNodeOptions Clamped(StorageNodeOptions o) {
 
 StorageNode::StorageNode(StorageNodeOptions options)
     : options_(Clamped(std::move(options))),
-      store_(options_.capacity_bytes, options_.segment_bytes),
+      store_(options_.capacity_bytes, options_.segment_bytes, !options_.shm_socket.empty()),
       data_(&store_, options_.data) {
   data_.set_on_no_room([this] { RequestReconcile(); });
 }

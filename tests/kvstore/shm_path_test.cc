@@ -114,7 +114,7 @@ class ShmPathTest : public ::testing::Test {
     ASSERT_EQ(r.status, 0);
   }
 
-  NodeStore store_{uint64_t{64} << 20, uint64_t{16} << 20};
+  NodeStore store_{uint64_t{64} << 20, uint64_t{16} << 20, /*shareable=*/true};
   std::string path_;
   std::unique_ptr<ShmServer> shm_;
   std::unique_ptr<DataServer> server_;
@@ -358,7 +358,7 @@ TEST_F(ShmPathTest, RandomFramesNeverCrashOrWedgeTheNode) {
 }
 
 TEST(ShmManySegmentsTest, DescriptorsComeInGroupsForHundredsOfSegments) {
-  NodeStore store(300 * 4096, 4096);  // 300 segments: more than one SCM_RIGHTS message holds
+  NodeStore store(300 * 4096, 4096, /*shareable=*/true);  // 300 segments: more than one SCM_RIGHTS message holds
   ShmServerOptions o;
   o.path = SocketPath("many");
   o.token = kToken;
@@ -386,9 +386,20 @@ TEST(ShmManySegmentsTest, DescriptorsComeInGroupsForHundredsOfSegments) {
   server.Stop();
 }
 
+// A store is shareable only when asked (a memfd, one open descriptor, per segment): a node
+// without --shm-socket holds none, and a ShmServer over such a store refuses to start.
+TEST(ShmShareableTest, OnlyAShareableStoreHoldsDescriptorsAndServesThePath) {
+  NodeStore plain(uint64_t{8} << 20, uint64_t{4} << 20);
+  for (const auto& seg : plain.Segments()) EXPECT_EQ(seg.fd, -1);
+  ShmServer refused(&plain, {.path = SocketPath("plain"), .token = kToken});
+  EXPECT_EQ(refused.Start().code(), absl::StatusCode::kFailedPrecondition);
+  NodeStore shared(uint64_t{8} << 20, uint64_t{4} << 20, /*shareable=*/true);
+  for (const auto& seg : shared.Segments()) EXPECT_GE(seg.fd, 0);
+}
+
 TEST_F(ShmPathTest, FallsBackToTcpWithoutAUsableSocket) {
   // A node advertising a path where nothing is.
-  NodeStore store(uint64_t{8} << 20, uint64_t{4} << 20);
+  NodeStore store(uint64_t{8} << 20, uint64_t{4} << 20, /*shareable=*/true);
   DataServer absent(&store, {.threads = 1});
   absent.set_shm_socket(SocketPath("absent"), kToken);
   ASSERT_TRUE(absent.Start().ok());
