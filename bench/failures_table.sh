@@ -20,7 +20,7 @@ rows=(
   "320 / 256 redundant experts (decode / prefill), elastic EP off|--set pools.1.layout.redundant_experts=320 --set pools.0.layout.redundant_experts=256"
   "320 / 256 redundant experts, elastic EP on|--set pools.1.layout.redundant_experts=320 --set pools.0.layout.redundant_experts=256 --set faults.elastic_ep.enabled=true"
 )
-decode_count=$(build/release/myriad sim "$scenario" "$@" --set duration=1s --set drain=1s --json --no-progress 2>/dev/null |
+decode_count=$("$myriad_bin" sim "$scenario" "$@" --set duration=1s --set drain=1s --json --no-progress 2>/dev/null |
   python3 -c 'import json,sys; j=json.load(sys.stdin); print([p["units"] for p in j["pools"] if p["name"]=="decode"][0])')
 echo "| run | goodput tok/s | SLO attainment | availability prefill / decode | retried | corrupted | shed by limiter | wall |"
 echo "|---|---|---|---|---|---|---|---|"

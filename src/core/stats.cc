@@ -27,7 +27,7 @@ uint64_t Bits(double v) { return std::bit_cast<uint64_t>(v); }
 class BucketEdges {
  public:
   BucketEdges() {
-    for (size_t i = 0; i <= 256; ++i) log2_mantissa_[i] = std::log2(1.0 + static_cast<double>(i) / 256);
+    for (size_t i = 0; i < 256; ++i) log2_mantissa_[i] = std::log2(1.0 + static_cast<double>(i) / 256);
     lower_[0] = -std::numeric_limits<double>::infinity();
     for (size_t b = 1; b < kBuckets; ++b) {
       // Positive doubles order as their bit patterns: search those for the first in b.
@@ -66,7 +66,7 @@ class BucketEdges {
  private:
   inline static const double kLog2Floor = std::log2(kFloor);
   inline static const double kLog2Growth = std::log2(kGrowth);
-  std::array<double, 257> log2_mantissa_;
+  std::array<double, 256> log2_mantissa_;
   std::array<double, kBuckets + 1> lower_;  // lower_[b]: the least double in bucket b; then +inf
 };
 

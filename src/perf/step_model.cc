@@ -76,15 +76,15 @@ void StepModel::Precompute() {
   c_.expert_params = model_.ExpertParams();
   const double slots = std::ceil(static_cast<double>(model_.experts + layout_.redundant_experts) / layout_.ep);
   c_.expert_mem_s = slots * c_.expert_params * wb / c_.hbm_rate;
-  c_.copies[0] = AllToAllCopies(false);
-  c_.copies[1] = AllToAllCopies(true);
+  c_.copies[0] = CountAllToAllCopies(false);
+  c_.copies[1] = CountAllToAllCopies(true);
   c_.nic_rate = fabric_.nic_bytes_per_s() * cal_.comm_efficiency;
   c_.nvlink_rate = gpu_.nvlink_usable_bytes_per_s();
   c_.comm_latency_s = NanosToSeconds(cal_.comm_latency);
   c_.overhead_s = NanosToSeconds(cal_.step_overhead);
 }
 
-std::pair<double, double> StepModel::AllToAllCopies(bool dedup_per_node) const {
+std::pair<double, double> StepModel::CountAllToAllCopies(bool dedup_per_node) const {
   const int ep = layout_.ep;
   const int gpn = fabric_.gpus_per_node;
   double intra_copies, inter_copies;
@@ -109,7 +109,9 @@ std::pair<double, double> StepModel::AllToAllCopies(bool dedup_per_node) const {
 
 std::pair<double, double> StepModel::DispatchCombineSeconds(double tokens_per_gpu, bool dedup_per_node) const {
   const double hidden = model_.hidden;
-  const auto [inter_copies, intra_copies] = c_.copies[dedup_per_node ? 1 : 0];
+  // Not a structured binding: the lambda below captures these (Clang before 16 refuses that).
+  const std::pair<double, double>& copies = c_.copies[dedup_per_node ? 1 : 0];
+  const double inter_copies = copies.first, intra_copies = copies.second;
   // Dispatch in FP8 (1 byte per value), combine in BF16 (2 bytes): DeepSeek's choice.
   auto phase = [&](double bytes_per_value) {
     const double inter = tokens_per_gpu * inter_copies * hidden * bytes_per_value / c_.nic_rate;

@@ -81,8 +81,8 @@ class StepModel {
 
   // Copies of each token that leave its GPU per MoE layer: {over NICs, over NVLink}. Normal
   // (prefill) kernels send a token once per destination node; low-latency (decode) kernels
-  // once per expert.
-  std::pair<double, double> AllToAllCopies(bool dedup_per_node) const;
+  // once per expert. Computed once, at construction.
+  std::pair<double, double> AllToAllCopies(bool dedup_per_node) const { return c_.copies[dedup_per_node ? 1 : 0]; }
   // One MoE layer's {dispatch, combine} time for `tokens_per_gpu` tokens on every GPU.
   std::pair<double, double> DispatchCombineSeconds(double tokens_per_gpu, bool dedup_per_node) const;
 
@@ -101,6 +101,7 @@ class StepModel {
   StepModel(GpuSpec gpu, ModelSpec model, UnitLayout layout, Fabric fabric, Calibration cal);
   double AllToAllSeconds(double tokens_per_gpu, bool dedup_per_node) const;
   void Precompute();
+  std::pair<double, double> CountAllToAllCopies(bool dedup_per_node) const;  // for AllToAllCopies
 
   // What a step's time needs that depends on the unit alone, computed once (a full-cluster
   // day times some 350 million steps), by the same expressions as before, so the same values.
@@ -113,7 +114,7 @@ class StepModel {
     double head_params = 0, head_mem_s = 0;
     double core_flops_per_pos = 0, kv_bytes_per_token = 0;
     double expert_params = 0, expert_mem_s = 0;
-    std::pair<double, double> copies[2];  // AllToAllCopies(false), (true)
+    std::pair<double, double> copies[2];  // CountAllToAllCopies(false), (true)
     double nic_rate = 0, nvlink_rate = 0, comm_latency_s = 0, overhead_s = 0;
   };
 

@@ -12,10 +12,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace myriad::policy {
+#include "policy/load_balancer.h"
 
-struct UnitLoad;
-enum class Phase;
+namespace myriad::policy {
 
 class LoadRanking {
  public:
@@ -29,17 +28,13 @@ class LoadRanking {
 
  private:
   static constexpr int32_t kNone = -1;
-  struct Key {
-    int64_t a;
-    double b;
-  };
   // Lexicographic on (a, b, index); no candidate (kNone) loses to any.
   bool Beats(int32_t x, int32_t y) const;
 
   Phase phase_;
   size_t size_;
   size_t leaves_;             // a power of two >= size_
-  std::vector<Key> keys_;     // per candidate
+  std::vector<LoadKey> keys_;  // per candidate
   // The winner of each subtree (kNone when none of it is available): [1] is the root, the
   // leaves are [leaves_, leaves_ + size_). Nodes hold indices only, so a level of an update
   // reads two four-byte winners and their keys, and copies four bytes.

@@ -1,5 +1,6 @@
 #include "sim/event_queue.h"
 
+#include <cassert>
 #include <utility>
 
 namespace myriad::sim {
@@ -62,6 +63,8 @@ void EventQueue::At(Nanos at, Action action) {
 }
 
 void EventQueue::ScheduleStream(Nanos at) {
+  // One pending at a time, and an action to run: a second call would drop the first arrival.
+  assert(!stream_pending_ && stream_action_);
   stream_at_ = at < now_ ? now_ : at;
   stream_seq_ = next_seq_++;
   stream_pending_ = true;
