@@ -142,8 +142,6 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
   };
 
   size_t active = FillLanes(s.short_lanes, kNone, load);
-#ifdef __SSE2__
-#endif
   while (active > 0) {
     for (auto& lane : s.short_lanes) {
       if (lane.word == kNone) continue;

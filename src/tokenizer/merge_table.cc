@@ -27,10 +27,7 @@ MergeTable::MergeTable(const std::vector<Entry>& merges) {
     while ((size_t{1} << bucket_bits) * kPairsPerBucket < merges.size()) ++bucket_bits;
     rem_bits_ = kKeyBits - bucket_bits;
     rem_mask_ = (uint64_t{1} << rem_bits_) - 1;
-    Bucket empty;
-    std::fill(std::begin(empty.rem), std::end(empty.rem), kEmptyRem);
-    std::fill(std::begin(empty.result), std::end(empty.result), 0u);
-    buckets_ = HugeArray<Bucket>(size_t{1} << bucket_bits, empty);
+    buckets_ = HugeArray<Bucket>(size_t{1} << bucket_bits, kEmptyBucket);
     for (const Entry& m : merges) {
       const uint64_t key = Mix((static_cast<uint64_t>(m.a) << kIdBits) | m.b);
       Bucket& bk = buckets_[key >> rem_bits_];

@@ -69,19 +69,10 @@ class IcuForm final : public Normalizer {
         ++i;
         continue;
       }
-      uint32_t c;
-      if (b >= 0xC2 && b <= 0xDF) {
-        if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) return false;
-        c = (b & 0x1Fu) << 6 | (p[i + 1] & 0x3Fu);
-        i += 2;
-      } else if (b >= 0xE0 && b <= 0xEF) {
-        if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80) return false;
-        c = (b & 0x0Fu) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
-        if (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF)) return false;  // overlong, surrogate
-        i += 3;
-      } else {
-        return false;  // a 4-byte sequence or an invalid byte
-      }
+      size_t len;
+      const uint32_t c = DecodeUtf8(s, i, len);
+      if (c >= 0x10000) return false;  // beyond the BMP, or invalid UTF-8 (0xFFFFFFFF)
+      i += len;
       if ((inert_[c / 64] >> (c % 64) & 1) == 0) return false;
     }
     return true;

@@ -203,10 +203,6 @@ class BuiltinPattern : public SplitPattern {
   bool Find(std::string_view s, size_t from, size_t& start, size_t& end) const override {
     return FindInline(s, from, start, end);
   }
-  void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const override {
-    SplitState state;
-    SplitIsolatedSome(s, base, state, out, SIZE_MAX);
-  }
   bool SplitIsolatedSome(std::string_view s, uint32_t base, SplitState& state, std::vector<Piece>& out,
                          size_t limit) const override {
     return SplitIsolatedWith(s, base, state, out, limit,

@@ -19,6 +19,7 @@ namespace myriad::tokenizer {
 struct Piece {
   uint32_t offset;
   uint32_t len;
+  bool operator==(const Piece&) const = default;
 };
 
 class SplitPattern {
@@ -26,12 +27,12 @@ class SplitPattern {
   virtual ~SplitPattern() = default;
 
   // Appends to `out` every match in `s` and every gap between matches, in order, as pieces
-  // offset by `base` (Split with behavior Isolated). Built-in patterns override it with the
-  // same loop over their inlined matcher instead of a virtual Find per piece.
-  virtual void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const;
+  // offset by `base` (Split with behavior Isolated): SplitIsolatedSome without a limit.
+  void SplitIsolated(std::string_view s, uint32_t base, std::vector<Piece>& out) const;
   // The same in parts: appends pieces until `out` holds at least `limit` or `s` is done (then
   // returns true), keeping where it stopped in `state` (zeroed before the first call). The
-  // pieces of all the calls together are SplitIsolated's.
+  // pieces of all the calls together are SplitIsolated's. Built-in patterns override it with
+  // the same loop over their inlined matcher instead of a virtual Find per piece.
   struct SplitState {
     size_t pos = 0, from = 0;
   };

@@ -307,7 +307,7 @@ void Tokenizer::EncodeNormalizable(std::string_view segment, std::vector<uint32_
 
 void Tokenizer::EncodePreTokenized(std::string_view text, std::vector<uint32_t>& out, Context& ctx) const {
   if (text.empty()) return;
-  if (pre_tokenizer_.streams() && !pre_tokenizer_.appends()) {
+  if (pre_tokenizer_.streams()) {  // (every step an Isolated Split: none appends)
     // Split and look up a few hundred pieces at a time, while their bytes are in L1.
     out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
     PreTokenizer::Stream stream;

@@ -72,17 +72,5 @@ uint8_t ClassOfNonAscii(uint32_t cp) {
   return ClassFromIcu(cp);
 }
 
-bool IsAscii(std::string_view s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  uint64_t acc = 0;
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    acc |= w;
-  }
-  for (; n > 0; ++p, --n) acc |= static_cast<uint8_t>(*p);
-  return (acc & 0x8080808080808080ull) == 0;
-}
 
 }  // namespace myriad::tokenizer

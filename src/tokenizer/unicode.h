@@ -90,7 +90,4 @@ inline uint8_t ClassAt(std::string_view s, size_t i, size_t& len) {
   return ClassOfNonAscii(DecodeUtf8(s, i, len));
 }
 
-// True when all bytes are ASCII (the fast path of normalization).
-bool IsAscii(std::string_view s);
-
 }  // namespace myriad::tokenizer

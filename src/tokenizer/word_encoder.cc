@@ -49,9 +49,6 @@ WordEncoder::WordEncoder(size_t cache_words) : cache_(cache_words, cache_words *
 void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
                              std::vector<uint32_t>& out) {
   const size_t n = pieces.size();
-  size_t bytes = 0;
-  for (const Piece& p : pieces) bytes += p.len;
-  out.reserve(out.size() + bytes);  // at most one id (or placeholder) per byte
   // A pipeline over batches of kBatch pieces: the batch two ahead is hashed and its cache slots
   // prefetched (a tight loop of independent hashes, the hash inlined), the next batch's entries
   // are prefetched from those slots, and this batch is looked up.

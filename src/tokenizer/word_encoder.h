@@ -28,11 +28,13 @@ class WordEncoder {
 
   // Appends the ids of `pieces` of `text` to `out`.
   void Encode(const BpeModel& model, std::string_view text, std::span<const Piece> pieces, std::vector<uint32_t>& out) {
+    out.reserve(out.size() + text.size());  // at most one id (or placeholder) per byte
     EncodeSome(model, text, pieces, out);
     Finish(model, out);
   }
   // The same in parts: EncodeSome for each run of pieces, in order, then Finish, which gives
-  // `out` its final ids (before it, some may be placeholders). `text` must outlive Finish.
+  // `out` its final ids (before it, some may be placeholders). `text` must outlive Finish. The
+  // caller reserves `out` (at most one id per byte of text).
   void EncodeSome(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
                   std::vector<uint32_t>& out);
   void Finish(const BpeModel& model, std::vector<uint32_t>& out) { Flush(model, out); }

@@ -154,32 +154,47 @@ TEST(TokenizerMergeProperty, DeepSeekV3RandomWordsMatchReferenceMerge) {
   ExpectFastPathsMatchReference(model, RandomWords(model, 60000, 2));
 }
 
+// A model over the bytes "abcd " and `merges` in rank order, each merged token added to the
+// vocabulary where new; `every_merge_new`: each must be new (the test fails otherwise).
+BpeModel SmallModel(const std::vector<std::pair<std::string, std::string>>& merges, bool every_merge_new = false) {
+  json vocab = json::object();
+  uint32_t next = 0;
+  for (char c : std::string("abcd ")) vocab[ByteLevelSpell(std::string(1, c))] = next++;
+  json m = json::array();
+  for (const auto& [a, b] : merges) {
+    if (every_merge_new) {
+      EXPECT_FALSE(vocab.contains(a + b)) << a << b;
+    }
+    if (!vocab.contains(a + b)) vocab[a + b] = next++;
+    m.push_back(a + " " + b);
+  }
+  return ParseModel(json{{"type", "BPE"}, {"vocab", vocab}, {"merges", m}});
+}
+
+// `count` words of bytes drawn from `alphabet` (seeded): 1..short_max bytes long, every tenth
+// 1..long_max.
+std::vector<std::string> AlphabetWords(uint32_t seed, int count, const std::string& alphabet, size_t short_max,
+                                       size_t long_max) {
+  std::mt19937 rng(seed);
+  std::vector<std::string> words;
+  for (int k = 0; k < count; ++k) {
+    std::string w;
+    const size_t n = 1 + rng() % (k % 10 == 0 ? long_max : short_max);
+    for (size_t i = 0; i < n; ++i) w += alphabet[rng() % alphabet.size()];
+    words.push_back(std::move(w));
+  }
+  return words;
+}
+
 // A small vocabulary that lacks most bytes (dropped by every path alike) and whose merges
 // compete: the same pair at several places, overlapping pairs, a result that a later merge
 // makes again from other parts.
 TEST(TokenizerMergeProperty, SmallVocabularyMatchesReferenceMerge) {
-  json vocab = json::object();
-  uint32_t next = 0;
-  for (char c : std::string("abcd ")) vocab[ByteLevelSpell(std::string(1, c))] = next++;
-  const std::vector<std::pair<std::string, std::string>> merges = {
-      {"a", "b"}, {"b", "c"}, {"a", "a"}, {"ab", "c"}, {"a", "bc"}, {"aa", "aa"}, {"c", "d"},
-      {"\u0120", "a"}, {"\u0120a", "b"}, {"cd", "cd"}, {"abc", "d"}, {"d", "d"}, {"dd", "a"}, {"aaaa", "b"}};
-  json m = json::array();
-  for (const auto& [a, b] : merges) {
-    if (!vocab.contains(a + b)) vocab[a + b] = next++;
-    m.push_back(a + " " + b);
-  }
-  const BpeModel model = ParseModel(json{{"type", "BPE"}, {"vocab", vocab}, {"merges", m}});
-  std::mt19937 rng(3);
-  std::vector<std::string> words;
-  const std::string alphabet = "abcd abcdx\xff";  // x and 0xff are not in the vocabulary
-  for (int k = 0; k < 20000; ++k) {
-    std::string w;
-    const size_t n = 1 + rng() % (k % 10 == 0 ? 120 : 16);
-    for (size_t i = 0; i < n; ++i) w += alphabet[rng() % alphabet.size()];
-    words.push_back(std::move(w));
-  }
-  ExpectFastPathsMatchReference(model, words);
+  const BpeModel model = SmallModel({{"a", "b"}, {"b", "c"}, {"a", "a"}, {"ab", "c"}, {"a", "bc"}, {"aa", "aa"},
+                                     {"c", "d"}, {"\u0120", "a"}, {"\u0120a", "b"}, {"cd", "cd"}, {"abc", "d"},
+                                     {"d", "d"}, {"dd", "a"}, {"aaaa", "b"}});
+  // x and 0xff are not in the vocabulary.
+  ExpectFastPathsMatchReference(model, AlphabetWords(3, 20000, "abcd abcdx\xff", 16, 120));
 }
 
 // The same with merged ids that rise with the rank (each merge makes a new token), as in the
@@ -187,31 +202,15 @@ TEST(TokenizerMergeProperty, SmallVocabularyMatchesReferenceMerge) {
 // (the same pair at several places, "aaaa") must go leftmost first, and whose pairs must be
 // re-ranked on both sides of each merge.
 TEST(TokenizerMergeProperty, SmallNarrowVocabularyMatchesReferenceMerge) {
-  json vocab = json::object();
-  uint32_t next = 0;
-  for (char c : std::string("abcd ")) vocab[ByteLevelSpell(std::string(1, c))] = next++;
-  const std::vector<std::pair<std::string, std::string>> merges = {
-      {"a", "a"},   {"a", "b"},   {"b", "c"},        {"aa", "aa"},  {"ab", "c"},  {"c", "d"},  {"\u0120", "a"},
-      {"b", "a"},   {"d", "d"},   {"\u0120a", "b"}, {"cd", "cd"},  {"abc", "d"}, {"dd", "a"}, {"aaaa", "b"},
-      {"ba", "aa"}, {"bc", "bc"}, {"a", "aa"},       {"d", "ab"},   {"c", "c"},   {"cc", "c"}, {"\u0120", "\u0120"}};
-  json m = json::array();
-  for (const auto& [a, b] : merges) {
-    ASSERT_FALSE(vocab.contains(a + b)) << a << b;
-    vocab[a + b] = next++;
-    m.push_back(a + " " + b);
-  }
-  const BpeModel model = ParseModel(json{{"type", "BPE"}, {"vocab", vocab}, {"merges", m}});
+  // Every merge makes a new token (SmallModel checks it), so the merged ids rise with the rank.
+  const BpeModel model = SmallModel(
+      {{"a", "a"},   {"a", "b"},   {"b", "c"},        {"aa", "aa"},  {"ab", "c"},  {"c", "d"},  {"\u0120", "a"},
+       {"b", "a"},   {"d", "d"},   {"\u0120a", "b"}, {"cd", "cd"},  {"abc", "d"}, {"dd", "a"}, {"aaaa", "b"},
+       {"ba", "aa"}, {"bc", "bc"}, {"a", "aa"},       {"d", "ab"},   {"c", "c"},   {"cc", "c"}, {"\u0120", "\u0120"}},
+      /*every_merge_new=*/true);
   ASSERT_TRUE(model.narrow_merges());
-  std::mt19937 rng(4);
-  std::vector<std::string> words;
-  const std::string alphabet = "aaaabbbcccdd  x";  // x is not in the vocabulary
-  for (int k = 0; k < 40000; ++k) {
-    std::string w;
-    const size_t n = 1 + rng() % (k % 10 == 0 ? 60 : 17);
-    for (size_t i = 0; i < n; ++i) w += alphabet[rng() % alphabet.size()];
-    words.push_back(std::move(w));
-  }
-  ExpectFastPathsMatchReference(model, words);
+  // x is not in the vocabulary.
+  ExpectFastPathsMatchReference(model, AlphabetWords(4, 40000, "aaaabbbcccdd  x", 17, 60));
 }
 
 // The cold-cache path (jobs, placeholders, flushes, a cache that fills and empties) gives the
