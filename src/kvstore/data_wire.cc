@@ -20,7 +20,7 @@ std::string_view OpName(uint8_t op) {
   return "unknown";
 }
 
-absl::Status ValidateRequest(const Header& h, uint64_t max_body) {
+absl::Status ValidateRequestHead(const Header& h) {
   if (h.magic != kMagic) {
     return absl::InvalidArgumentError(
         fmt::format("bad frame: field 'magic' is {:#010x}, expected {:#010x}", h.magic, kMagic));
@@ -29,6 +29,11 @@ absl::Status ValidateRequest(const Header& h, uint64_t max_body) {
     return absl::InvalidArgumentError(fmt::format(
         "bad frame: field 'version' is {}, this node speaks version {}", h.version, kVersion));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const Header& h, uint64_t max_body) {
+  if (absl::Status st = ValidateRequestHead(h); !st.ok()) return st;
   if (!KnownRequestOp(h.op)) {
     return absl::InvalidArgumentError(fmt::format("bad frame: field 'op' is {}, unknown", h.op));
   }

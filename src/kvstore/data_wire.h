@@ -109,6 +109,9 @@ inline bool KnownRequestOp(uint8_t op) {
 // Why a request header cannot be served (naming the field), or OK. `max_body` bounds every
 // body: nothing is allocated or reserved from a length before this check.
 absl::Status ValidateRequest(const Header& h, uint64_t max_body);
+// Its first checks, which do not depend on the op set: magic and version. The shared-memory
+// path's requests (kvstore/shm_wire.h) share them.
+absl::Status ValidateRequestHead(const Header& h);
 // The same for a reply to request `request_id` of `op`.
 absl::Status ValidateReply(const Header& h, uint8_t op, uint64_t request_id, uint64_t max_body);
 

@@ -16,15 +16,7 @@ std::string_view OpName(uint8_t op) {
 }
 
 absl::Status ValidateRequest(const wire::Header& h, uint64_t max_body) {
-  if (h.magic != wire::kMagic) {
-    return absl::InvalidArgumentError(fmt::format(
-        "bad frame: field 'magic' is {:#010x}, expected {:#010x}", h.magic, wire::kMagic));
-  }
-  if (h.version != wire::kVersion) {
-    return absl::InvalidArgumentError(fmt::format(
-        "bad frame: field 'version' is {}, this node speaks version {}", h.version,
-        wire::kVersion));
-  }
+  if (absl::Status st = wire::ValidateRequestHead(h); !st.ok()) return st;
   if (h.op < kFirstOp || h.op > kLastOp) {
     return absl::InvalidArgumentError(fmt::format(
         "bad frame: field 'op' is {}, not a shared-memory op ({}-{})", h.op, kFirstOp, kLastOp));
