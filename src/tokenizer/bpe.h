@@ -27,7 +27,7 @@ struct IdSpan {
 // logarithmic. Both apply the lowest-ranked, then leftmost, pair first, so they agree.
 inline constexpr size_t kLinearMax = 48;  // a multiple of 4 (MergeMany's vector scan)
 // Words up to this many bytes (most new words of a prompt) take MergeMany's short lanes when
-// the merged id orders merges (MergeTable::narrow): pair ranks in four SSE registers.
+// the merged id orders merges (MergeTable::narrow): pair keys (rank and position) in vector registers.
 inline constexpr size_t kShortMax = 16;
 
 // Buffers reused across words so the merge loop allocates nothing once warm.
@@ -56,13 +56,17 @@ struct BpeScratch {
   };
   std::vector<Lane> lanes;
   // The short lanes: as Lane, for at most kShortMax symbols of one byte each, where a rank is
-  // the merged id. The ranks of the two pairs a merge made are not stored before the next
-  // round reads them (a scalar store read back by a vector load stalls): they stay kNoMerge
-  // in `ranks` and join the minimum in registers.
+  // the merged id and a pair's rank and position make one key (MergeShort). The keys of the
+  // two pairs a merge made are not stored before the next round reads them (a scalar store
+  // read back by a vector load stalls): they stay "no merge" in `keys` and join the minimum in
+  // registers.
   struct alignas(64) ShortLane {
-    int32_t ranks[kShortMax + 4];  // [kShortMax, +4): scratch ranks, always kNoMerge when read
-    uint32_t ids[kShortMax];
-    uint8_t next[kShortMax], prev[kShortMax + 1];  // prev[kShortMax]: a scratch
+    uint32_t keys[kShortMax + 2];  // [kShortMax, +2): scratch keys, never read
+    // Symbols [0, n). A merge reads and writes its neighbours with no branch on whether they
+    // exist: the one after the last is n, the one before the first kShortMax + 1, and
+    // ids[n], ids[kShortMax + 1] and prev[n] are scratch.
+    uint32_t ids[kShortMax + 2];
+    uint8_t next[kShortMax], prev[kShortMax + 1];
     uint32_t word, n;
     uint32_t pending[2];
     MergeTable::Probe probes[2];

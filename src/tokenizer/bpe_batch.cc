@@ -2,8 +2,9 @@
 // of each per round. A merge's new pairs are looked up in the word's next round, their table
 // slots prefetched now, so the misses of a round's words overlap instead of following one
 // another; the lowest rank is found 4 pairs at a time. Short words (most of a prompt's new
-// ones) have lanes of their own with a fixed width, so that a round takes no branch that
-// depends on the word.
+// ones) have lanes of their own with a fixed width, where a round takes no branch that depends
+// on the word: at 16 lanes, such branches (is there a symbol before the merge? after it?)
+// were mispredicted often enough to cost a fifth of the merge time.
 #include <algorithm>
 #include <climits>
 
@@ -22,16 +23,43 @@ constexpr int32_t kNoMerge = INT32_MAX;
 
 int32_t LaneRank(uint32_t rank) { return rank >= static_cast<uint32_t>(kNoMerge) ? kNoMerge : static_cast<int32_t>(rank); }
 
+typedef int32_t V4si __attribute__((vector_size(16)));
+
 #ifdef __SSE2__
 // Lane-wise minimum of signed 32-bit integers, written generically so that each clone of a
-// caller compiled for SSE4.1 (see MergeShort) takes its pminsd; SSE2 has no such instruction
+// caller compiled for SSE4.1 (see MergeLanes) takes its pminsd; SSE2 has no such instruction
 // and gets a compare and a blend.
-typedef int32_t V4si __attribute__((vector_size(16)));
 inline __m128i Lower(__m128i a, __m128i b) {
   const auto x = reinterpret_cast<V4si>(a), y = reinterpret_cast<V4si>(b);
   return reinterpret_cast<__m128i>(x < y ? x : y);
 }
 #endif
+
+// A short lane's pair as one number, rank << 4 | position: the lowest key is the lowest rank's
+// leftmost pair, found by one minimum and no search for where it is. A narrow rank is below
+// 2^20, and a pair that does not merge (rank kNone) has a key of at least kNoShortKey, with no
+// branch. A position above 15 (a scratch slot) only ever comes with kNone.
+constexpr int kShortKeyBits = 4;
+constexpr uint32_t kNoShortKey = ~uint32_t{0} << kShortKeyBits;
+static_assert(kShortMax == 1 << kShortKeyBits);
+inline uint32_t ShortKey(uint32_t rank, uint32_t pos) { return rank << kShortKeyBits | pos; }
+
+// The lowest of 16 keys (64-byte aligned), in vectors of 8: two AVX2 registers in
+// MergeShort's x86-64-v3 clone, pairs of SSE4.1 ones in its x86-64-v2 clone.
+typedef uint32_t V8su __attribute__((vector_size(32)));
+typedef uint32_t V4su __attribute__((vector_size(16)));
+inline uint32_t LowestOf16(const uint32_t* keys) {
+  const auto* v = reinterpret_cast<const V8su*>(keys);
+  const V8su a = v[0], b = v[1];
+  const V8su m8 = a < b ? a : b;
+  const V4su lo = __builtin_shufflevector(m8, m8, 0, 1, 2, 3), hi = __builtin_shufflevector(m8, m8, 4, 5, 6, 7);
+  V4su m = lo < hi ? lo : hi;
+  V4su t = __builtin_shufflevector(m, m, 2, 3, 0, 1);
+  m = m < t ? m : t;
+  t = __builtin_shufflevector(m, m, 1, 0, 3, 2);
+  m = m < t ? m : t;
+  return m[0];
+}
 
 // Gives every one of kLanes lanes a word (`load(lane)` is true) or marks it empty (`none`);
 // returns how many hold one.
@@ -101,10 +129,10 @@ void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<ui
   if (!s.rest.empty()) MergeLanes(words, s.rest.data(), s.rest.size(), ids, spans, s);
 }
 
-__attribute__((target_clones("arch=x86-64-v2", "default")))
+__attribute__((target_clones("arch=x86-64-v3", "arch=x86-64-v2", "default")))
 void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
                           std::vector<IdSpan>& spans, BpeScratch& s) const {
-  static_assert(kShortMax == 16, "the rank scan reads four registers of 4");
+  static_assert(kShortMax == 16, "LowestOf16 reads the keys of 16 pairs");
   using Lane = BpeScratch::ShortLane;
   s.rest.clear();
   size_t next_word = 0;
@@ -124,18 +152,19 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
         s.rest.push_back(k);
         continue;
       }
-      for (size_t i = 0; i < kShortMax + 4; ++i) lane.ranks[i] = kNoMerge;
+      for (uint32_t& key : lane.keys) key = kNoShortKey;
       for (size_t i = 0; i < n; ++i) {
         lane.next[i] = static_cast<uint8_t>(i + 1);
-        lane.prev[i] = static_cast<uint8_t>(i - 1);
+        lane.prev[i] = static_cast<uint8_t>(i == 0 ? kShortMax + 1 : i - 1);
       }
       for (size_t i = 0; i + 1 < n; ++i) {
-        lane.ranks[i] = LaneRank(byte_pairs_[(static_cast<uint8_t>(word[i]) << 8) | static_cast<uint8_t>(word[i + 1])].rank);
+        lane.keys[i] = ShortKey(byte_pairs_[(static_cast<uint8_t>(word[i]) << 8) | static_cast<uint8_t>(word[i + 1])].rank,
+                                 static_cast<uint32_t>(i));
       }
       lane.word = k;
       lane.n = static_cast<uint32_t>(n);
       lane.pending[0] = lane.pending[1] = kShortMax;
-      lane.probes[0] = lane.probes[1] = merges_.StartIf(false, 0, 0);
+      lane.probes[0] = lane.probes[1] = merges_.StartNarrowIf(false, 0, 0);
       return true;
     }
     return false;
@@ -145,63 +174,36 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
   while (active > 0) {
     for (auto& lane : s.short_lanes) {
       if (lane.word == kNone) continue;
-      // The lowest rank: over the stored ones (the pending two are kNoMerge there), then the
-      // two the last merge made.
-      const int32_t r0 = LaneRank(merges_.Finish(lane.probes[0]).rank);
-      const int32_t r1 = LaneRank(merges_.Finish(lane.probes[1]).rank);
+      // The lowest key: over the stored ones (the pending two are kNoShortKey there), then the
+      // two the last merge made. A key holds the position below the rank, so the lowest is
+      // also the leftmost pair of the lowest rank (equal ranks are the same merge at several
+      // places).
       const uint32_t p0 = lane.pending[0], p1 = lane.pending[1];
-#ifdef __SSE2__
-      const __m128i v0 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks));
-      const __m128i v1 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 4));
-      const __m128i v2 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 8));
-      const __m128i v3 = _mm_load_si128(reinterpret_cast<const __m128i*>(lane.ranks + 12));
-      __m128i m = Lower(Lower(v0, v1), Lower(v2, v3));
-      m = Lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-      m = Lower(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-      const int32_t low = std::min(_mm_cvtsi128_si32(m), std::min(r0, r1));
-#else
-      int32_t low = std::min(r0, r1);
-      for (size_t i = 0; i < kShortMax; ++i) low = std::min(low, lane.ranks[i]);
-#endif
-      lane.ranks[p0] = r0;
-      lane.ranks[p1] = r1;
-      if (low == kNoMerge) {
+      const uint32_t k0 = ShortKey(merges_.FinishNarrow(lane.probes[0]), p0);
+      const uint32_t k1 = ShortKey(merges_.FinishNarrow(lane.probes[1]), p1);
+      const uint32_t low = std::min(LowestOf16(lane.keys), std::min(k0, k1));
+      lane.keys[p0] = k0;
+      lane.keys[p1] = k1;
+      if (low >= kNoShortKey) {
         if (!FinishLane(lane, ids, spans, kNone, load)) --active;
         continue;
       }
-      // The leftmost pair of that rank (equal ranks are the same merge at several places).
-#ifdef __SSE2__
-      const __m128i lows = _mm_set1_epi32(low);
-      auto hits = [&](__m128i v) {
-        return static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, lows))));
-      };
-      uint32_t where = hits(v0) | hits(v1) << 4 | hits(v2) << 8 | hits(v3) << 12;
-#else
-      uint32_t where = 0;
-      for (size_t i = 0; i < kShortMax; ++i) where |= static_cast<uint32_t>(lane.ranks[i] == low) << i;
-#endif
-      // p0 and p1 are below kShortMax + 4 (a scratch when not a pair, whose rank is then
-      // kNoMerge, which is not `low`).
-      where |= static_cast<uint32_t>(r0 == low) << p0 | static_cast<uint32_t>(r1 == low) << p1;
-      const auto best = static_cast<uint32_t>(__builtin_ctz(where));
+      const uint32_t best = low & (kShortMax - 1);
       const uint32_t right = lane.next[best];
       const uint32_t after = lane.next[right];
-      const auto merged = static_cast<uint32_t>(low);  // narrow: the rank is the merged id
+      const uint32_t merged = low >> kShortKeyBits;  // narrow: the rank is the merged id
       lane.ids[best] = merged;
       lane.next[best] = static_cast<uint8_t>(after);
-      const bool has_after = after < lane.n;
-      const bool has_before = best > 0;
-      lane.prev[has_after ? after : kShortMax] = static_cast<uint8_t>(best);
-      const uint32_t before = has_before ? lane.prev[best] : 0;
-      const uint32_t before_slot = has_before ? before : kShortMax + 1;
+      lane.prev[after] = static_cast<uint8_t>(best);
+      const uint32_t before = lane.prev[best];
       // Pair `right` is gone; pairs `best` and `before` are pending until the next round.
-      lane.ranks[right] = kNoMerge;
-      lane.ranks[best] = kNoMerge;
-      lane.ranks[before_slot] = kNoMerge;
+      lane.keys[right] = kNoShortKey;
+      lane.keys[best] = kNoShortKey;
+      lane.keys[before] = kNoShortKey;
       lane.pending[0] = best;
-      lane.probes[0] = merges_.StartIf(has_after, merged, lane.ids[has_after ? after : best]);
-      lane.pending[1] = before_slot;
-      lane.probes[1] = merges_.StartIf(has_before, lane.ids[before], merged);
+      lane.probes[0] = merges_.StartNarrowIf(after < lane.n, merged, lane.ids[after]);
+      lane.pending[1] = before;
+      lane.probes[1] = merges_.StartNarrowIf(before < kShortMax, lane.ids[before], merged);
     }
   }
 }

@@ -48,12 +48,7 @@ class MergeTable {
   // Start for a pair that may not exist: when `exists` is false, the probe reads a bucket or
   // slot kept empty (no memory traffic, no branch) and finds no merge.
   Probe StartIf(bool exists, uint32_t a, uint32_t b) const {
-    if (narrow_) {
-      const uint64_t key = Mix((static_cast<uint64_t>(a) << kIdBits) | b);
-      const Bucket* bucket = exists ? &buckets_[key >> rem_bits_] : &kEmptyBucket;
-      __builtin_prefetch(bucket);
-      return {key, bucket};
-    }
+    if (narrow_) return StartNarrowIf(exists, a, b);
     const uint64_t key = WideKey(a, b);
     const size_t home = exists ? Home(key) : mask_ + 1;
     __builtin_prefetch(&wide_slots_[home]);
@@ -61,14 +56,7 @@ class MergeTable {
   }
   Merge Finish(const Probe& p) const {
     if (narrow_) {
-      const Bucket& bk = *static_cast<const Bucket*>(p.at);
-      const auto rem = static_cast<uint32_t>(p.key & rem_mask_);
-      const unsigned hits = Matches(bk, rem);
-      // Branch-free: a miss reads result[0] and discards it.
-      const uint32_t found = bk.result[__builtin_ctz(hits | 0x100) & 7] & kResultMask;
-      // One branch, almost never taken (a pair absent from a bucket that overflowed).
-      if (static_cast<unsigned>(hits == 0) & (bk.result[0] >> 31)) [[unlikely]] return FindOverflow(p.key);
-      const uint32_t result = hits != 0 ? found : kNone;
+      const uint32_t result = FinishNarrow(p);
       return {result, result};
     }
     for (size_t i = static_cast<size_t>(static_cast<const Wide*>(p.at) - wide_slots_.data());; i = (i + 1) & mask_) {
@@ -76,6 +64,28 @@ class MergeTable {
       if (s.key == p.key) return {s.rank, s.result};
       if (s.key == kEmpty) return {kNone, kNone};
     }
+  }
+  // StartIf and Finish of a narrow table, for a caller that knows it is one; Finish's result
+  // is the merged id (which is the rank) or kNone.
+  Probe StartNarrowIf(bool exists, uint32_t a, uint32_t b) const {
+    const uint64_t key = Mix((static_cast<uint64_t>(a) << kIdBits) | b);
+    // exists ? the bucket : kEmptyBucket, by a mask: a compiler's branch here would be
+    // mispredicted about as often as taken.
+    const uintptr_t all = -static_cast<uintptr_t>(exists);
+    const auto* bucket = reinterpret_cast<const Bucket*>((reinterpret_cast<uintptr_t>(&buckets_[key >> rem_bits_]) & all) |
+                                                         (reinterpret_cast<uintptr_t>(&kEmptyBucket) & ~all));
+    __builtin_prefetch(bucket);
+    return {key, bucket};
+  }
+  uint32_t FinishNarrow(const Probe& p) const {
+    const Bucket& bk = *static_cast<const Bucket*>(p.at);
+    const auto rem = static_cast<uint32_t>(p.key & rem_mask_);
+    const unsigned hits = Matches(bk, rem);
+    // Branch-free: a miss reads result[0] and discards it.
+    const uint32_t found = bk.result[__builtin_ctz(hits | 0x100) & 7] & kResultMask;
+    // One branch, almost never taken (a pair absent from a bucket that overflowed).
+    if (static_cast<unsigned>(hits == 0) & (bk.result[0] >> 31)) [[unlikely]] return FindOverflow(p.key).result;
+    return hits != 0 ? found : kNone;
   }
 
   bool narrow() const { return narrow_; }
