@@ -79,13 +79,9 @@ void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::
     const size_t m = std::min(kBatch, n - b);
     for (size_t j = 0; j < m; ++j) {
       const Piece p = pieces[b + j];
-      if (p.len <= 1) {
-        // One byte, one token: no merges possible, no need to cache.
-        if (p.len == 0) continue;
-        const uint32_t id = model.ByteId(static_cast<uint8_t>(text[p.offset]));
-        if (id != BpeModel::kNone) out.push_back(id);
-        continue;
-      }
+      // A piece of one byte takes the same path as any other: a branch of its own was
+      // mispredicted about as often as such pieces come (punctuation, digits).
+      if (p.len == 0) [[unlikely]] continue;
       const uint64_t h = hashes[j];
       const std::string_view word = text.substr(p.offset, p.len);
       const uint32_t* e =
