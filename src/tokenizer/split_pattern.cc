@@ -80,17 +80,44 @@ inline size_t AsciiLettersAt(const char* p) {
   return not_letters == 0 ? 8 : static_cast<size_t>(__builtin_ctzll(not_letters)) / 8;  // little-endian
 }
 
+// The same for the 16 bytes at p: one SSE2 compare, so that a word of up to 15 letters takes
+// one step (a second step for words of 8-15 letters was a branch mispredicted about as often
+// as taken).
+inline size_t AsciiLetters16At(const char* p) {
+#ifdef __SSE2__
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  // (b | 0x20) - 'a' is at most 25 exactly for the letters: a byte of 0x80 or more becomes
+  // at least 0xA0 - 'a' = 0x3F.
+  const __m128i x = _mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('a'));
+  const __m128i letters = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(25)), x);
+  const auto not_letters = static_cast<unsigned>(~_mm_movemask_epi8(letters)) & 0xFFFFu;
+  return not_letters == 0 ? 16 : static_cast<size_t>(__builtin_ctz(not_letters));
+#else
+  const size_t k = AsciiLettersAt(p);
+  return k < 8 ? k : 8 + AsciiLettersAt(p + 8);
+#endif
+}
+
+// End of the run of ASCII letters from `i`, 16 bytes at a time while 16 are left.
+inline size_t AsciiLettersFrom(std::string_view s, size_t i) {
+  while (i + 16 <= s.size()) {
+    const size_t k = AsciiLetters16At(s.data() + i);
+    i += k;
+    if (k < 16) return i;
+  }
+  while (i + 8 <= s.size()) {
+    const size_t k = AsciiLettersAt(s.data() + i);
+    i += k;
+    if (k < 8) break;
+  }
+  return i;
+}
+
 // End of the run of characters from `i` whose class intersects `mask`.
 inline size_t RunOf(std::string_view s, size_t i, uint8_t mask) {
-  if ((mask & kLetter) && !(mask & ~(kLetter | kMark))) {
-    // Runs of ASCII letters (most words) 8 bytes at a time: for such a mask the ASCII
-    // characters in the run are exactly the letters (ASCII has no marks).
-    while (i + 8 <= s.size()) {
-      const size_t k = AsciiLettersAt(s.data() + i);
-      i += k;
-      if (k < 8) break;
-    }
-  }
+  // Runs of ASCII letters (most words) a block at a time: for such a mask the ASCII
+  // characters in the run are exactly the letters (ASCII has no marks).
+  if ((mask & kLetter) && !(mask & ~(kLetter | kMark))) i = AsciiLettersFrom(s, i);
   size_t len;
   while (i < s.size() && (Cls(s, i, len) & mask)) i += len;
   return i;
@@ -342,12 +369,7 @@ class DeepSeekWords final : public BuiltinPattern<DeepSeekWords> {
   size_t MatchAt(std::string_view s, size_t i) const {
     // [ASCII punctuation][A-Za-z]+
     if (IsAsciiPunct(s[i]) && i + 1 < s.size() && IsAsciiAlpha(s[i + 1])) {
-      size_t j = i + 2;
-      while (j + 8 <= s.size()) {
-        const size_t k = AsciiLettersAt(s.data() + j);
-        j += k;
-        if (k < 8) break;
-      }
+      size_t j = AsciiLettersFrom(s, i + 2);
       while (j < s.size() && IsAsciiAlpha(s[j])) ++j;
       return j;
     }

@@ -258,6 +258,16 @@ TEST(TokenizerPatterns, BuiltinsAgreeWithPcre2) {
     for (int k = 0; k < n; ++k) s += wordy[rng() % 3 == 0 ? rng() % wordy.size() : rng() % 10];
     texts.push_back(s);
   }
+  // Letter runs of every length to 40 (the scans take 8 and 16 bytes at a time), each ended by
+  // one of wordy's characters, by an ASCII character next to the letters' ranges, or by the
+  // text's end.
+  const std::vector<std::string> enders = {"@", "[", "`", "{", "\x7f", "\xc3\x80"};
+  for (int i = 0; i < 1200; ++i) {
+    std::string s = i % 2 == 0 ? " " : "";
+    s.append(static_cast<size_t>(1 + i % 40), "aZqA"[i % 4]);
+    if (i % 7 != 0) s += (i % 3 == 0 ? enders[rng() % enders.size()] : wordy[rng() % wordy.size()]) + "tail";
+    texts.push_back(s);
+  }
   for (size_t p = 0; p < patterns.size(); ++p) {
     auto fast = CompileRegex(patterns[p], "test", false);
     auto slow = CompileRegex(patterns[p], "test", true);
