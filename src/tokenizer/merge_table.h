@@ -105,10 +105,8 @@ class MergeTable {
     uint32_t result[8];
   };
   static uint64_t Mix(uint64_t k) {
-    // Multiplying by an odd number and xor-shifting are both invertible modulo 2^40.
-    k = (k * 0x9E3779B97F4A7C15ull) & kKeyMask;
-    k ^= k >> 21;
-    return (k * 0xC2B2AE3D27D4EB4Full) & kKeyMask;
+    // Multiplying by an odd number is invertible modulo 2^40.
+    return (k * 0x9E3779B97F4A7C15ull) & kKeyMask;
   }
   // Bit i: rem[i] == rem.
   static unsigned Matches(const Bucket& bk, uint32_t rem) {
