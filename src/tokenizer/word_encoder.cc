@@ -10,8 +10,10 @@ namespace {
 // pending entry a new word has first. When the arena fills before `cache_words`, the cache
 // empties early rather than growing.
 constexpr size_t kArenaWordsPerWord = 12;
-// Pieces hashed, prefetched and looked up together (Encode's pipeline).
+// Pieces hashed, prefetched and looked up together (Encode's pipeline), and how many such
+// batches ahead of the lookups the hashing runs.
 constexpr size_t kBatch = 16;
+constexpr size_t kAhead = 2;
 // The same for the whole-word probes of the jobs.
 constexpr size_t kJobAhead = 16;
 constexpr size_t kJobEntryAhead = 8;
@@ -49,12 +51,13 @@ WordEncoder::WordEncoder(size_t cache_words) : cache_(cache_words, cache_words *
 void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::span<const Piece> pieces,
                              std::vector<uint32_t>& out) {
   const size_t n = pieces.size();
-  // A pipeline over batches of kBatch pieces: the batch two ahead is hashed and its cache slots
-  // prefetched (a tight loop of independent hashes, the hash inlined), the next batch's entries
-  // are prefetched from those slots, and this batch is looked up.
-  uint64_t ring[3][kBatch];
+  // A pipeline over batches of kBatch pieces: the batch kAhead ahead is hashed and its cache
+  // slots prefetched (a tight loop of independent hashes, the hash inlined), and this batch is
+  // looked up. The entries the slots point to are not prefetched: reading a slot for that,
+  // before it was in, cost more than the entries' misses (mostly entries written by this call).
+  uint64_t ring[kAhead + 1][kBatch];
   auto hash_batch = [&](size_t b) {
-    uint64_t* h = ring[(b / kBatch) % 3];
+    uint64_t* h = ring[(b / kBatch) % (kAhead + 1)];
     const size_t m = std::min(kBatch, n - b);
     for (size_t j = 0; j < m; ++j) {
       const Piece p = pieces[b + j];
@@ -64,18 +67,10 @@ void WordEncoder::EncodeSome(const BpeModel& model, std::string_view text, std::
       cache_.PrefetchSlot(h[j]);
     }
   };
-  auto prefetch_entries = [&](size_t b) {
-    const uint64_t* h = ring[(b / kBatch) % 3];
-    const size_t m = std::min(kBatch, n - b);
-    for (size_t j = 0; j < m; ++j) cache_.PrefetchEntry(h[j]);
-  };
-  if (n > 0) hash_batch(0);
-  if (n > kBatch) hash_batch(kBatch);
-  if (n > 0) prefetch_entries(0);
+  for (size_t b = 0; b < std::min(n, kAhead * kBatch); b += kBatch) hash_batch(b);
   for (size_t b = 0; b < n; b += kBatch) {
-    if (b + 2 * kBatch < n) hash_batch(b + 2 * kBatch);
-    if (b + kBatch < n) prefetch_entries(b + kBatch);
-    const uint64_t* hashes = ring[(b / kBatch) % 3];
+    if (b + kAhead * kBatch < n) hash_batch(b + kAhead * kBatch);
+    const uint64_t* hashes = ring[(b / kBatch) % (kAhead + 1)];
     const size_t m = std::min(kBatch, n - b);
     for (size_t j = 0; j < m; ++j) {
       const Piece p = pieces[b + j];
