@@ -61,32 +61,32 @@ inline uint32_t LowestOf16(const uint32_t* keys) {
   return m[0];
 }
 
-// Gives every one of kLanes lanes a word (`load(lane)` is true) or marks it empty (`none`);
+// Gives every one of kLanes lanes a word (`load(lane)` is true) or marks it empty (kNone);
 // returns how many hold one.
 template <class Lane, class Load>
-size_t FillLanes(std::vector<Lane>& lanes, uint32_t none, Load&& load) {
+size_t FillLanes(std::vector<Lane>& lanes, Load&& load) {
   lanes.resize(kLanes);
   size_t active = 0;
   for (auto& lane : lanes) {
     if (load(lane)) {
       ++active;
     } else {
-      lane.word = none;
+      lane.word = BpeModel::kNone;
     }
   }
   return active;
 }
 
 // Appends a lane's merged word (its symbols in order) to `ids`, records where, and loads the
-// lane's next word; false when none is left (the lane is then marked `none`). Inlined by
+// lane's next word; false when none is left (the lane is then marked empty, kNone). Inlined by
 // force: GCC stopped inlining it into MergeShort's target clones.
 template <class Lane, class Ids, class Spans, class Load>
-[[gnu::always_inline]] inline bool FinishLane(Lane& lane, Ids& ids, Spans& spans, uint32_t none, Load&& load) {
+[[gnu::always_inline]] inline bool FinishLane(Lane& lane, Ids& ids, Spans& spans, Load&& load) {
   const auto offset = static_cast<uint32_t>(ids.size());
   for (uint32_t i = 0; i < lane.n; i = lane.next[i]) ids.push_back(lane.ids[i]);
   spans[lane.word] = IdSpan{offset, static_cast<uint32_t>(ids.size() - offset)};
   if (load(lane)) return true;
-  lane.word = none;
+  lane.word = BpeModel::kNone;
   return false;
 }
 
@@ -170,7 +170,7 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
     return false;
   };
 
-  size_t active = FillLanes(s.short_lanes, kNone, load);
+  size_t active = FillLanes(s.short_lanes, load);
   while (active > 0) {
     for (auto& lane : s.short_lanes) {
       if (lane.word == kNone) continue;
@@ -185,7 +185,7 @@ void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<u
       lane.keys[p0] = k0;
       lane.keys[p1] = k1;
       if (low >= kNoShortKey) {
-        if (!FinishLane(lane, ids, spans, kNone, load)) --active;
+        if (!FinishLane(lane, ids, spans, load)) --active;
         continue;
       }
       const uint32_t best = low & (kShortMax - 1);
@@ -272,7 +272,7 @@ void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_
     return false;
   };
 
-  size_t active = FillLanes(s.lanes, kNone, load);
+  size_t active = FillLanes(s.lanes, load);
   while (active > 0) {
     for (auto& lane : s.lanes) {
       if (lane.word == kNone) continue;
@@ -287,7 +287,7 @@ void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_
       }
       const int found = ArgMin(lane.ranks, lane.n - 1);
       if (found < 0) {
-        if (!FinishLane(lane, ids, spans, kNone, load)) --active;
+        if (!FinishLane(lane, ids, spans, load)) --active;
         continue;
       }
       const auto best = static_cast<uint32_t>(found);
