@@ -179,7 +179,9 @@ absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std:
   if (names.empty()) return absl::InvalidArgumentError("Get: no objects named");
   if (ShmChannel* local = impl_->Local()) {
     absl::Status st = local->Get(names, values, codes);
-    if (!local->broken()) return st;  // else over TCP
+    // Else over TCP: the channel broke, or the node's limit on pins held at once refused part
+    // of the batch (ResourceExhausted; the TCP path has no such limit).
+    if (!local->broken() && !absl::IsResourceExhausted(st)) return st;
   }
   const std::vector<wire::ObjectRef> refs = Refs(names);
   values->resize(names.size());

@@ -48,6 +48,7 @@ class ShmPathTest : public ::testing::Test {
     so.path = path_;
     so.token = kToken;
     so.max_batch = 64;
+    so.max_handles = max_handles_;
     so.frame_timeout = 300 * kMillisecond;
     shm_ = std::make_unique<ShmServer>(&store_, so);
     ASSERT_TRUE(shm_->Start().ok());
@@ -115,6 +116,7 @@ class ShmPathTest : public ::testing::Test {
   }
 
   NodeStore store_{uint64_t{64} << 20, uint64_t{16} << 20, /*shareable=*/true};
+  uint32_t max_handles_ = 65536;
   std::string path_;
   std::unique_ptr<ShmServer> shm_;
   std::unique_ptr<DataServer> server_;
@@ -164,6 +166,41 @@ TEST_F(ShmPathTest, SharedMemoryAndTcpGiveTheSameBytes) {
   absl::Status big = local.Put({1, 5}, std::string(17 << 20, 'x'));
   EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument) << big;
   EXPECT_TRUE(local.UsesSharedMemory());
+}
+
+// A node whose connections may hold only 2 pins: a GET of 5 objects is refused in part over
+// shared memory (ResourceExhausted), and the client takes the batch over TCP, which has no such
+// limit, instead of failing it.
+class ShmFewHandlesTest : public ShmPathTest {
+ protected:
+  void SetUp() override {
+    max_handles_ = 2;
+    ShmPathTest::SetUp();
+  }
+};
+
+TEST_F(ShmFewHandlesTest, GetRefusedInPartFallsBackToTcp) {
+  DataClient client(address());
+  ASSERT_TRUE(client.UsesSharedMemory());
+  std::vector<ObjectName> names;
+  std::vector<std::string> want;
+  for (uint64_t i = 0; i < 5; ++i) {
+    names.push_back({2, 40 + i});
+    want.push_back(fmt::format("object {}", i));
+    ASSERT_TRUE(client.Put(names.back(), want.back()).ok()) << i;
+  }
+  std::vector<std::string> got;
+  std::vector<absl::StatusCode> codes;
+  const absl::Status st = client.Get(names, &got, &codes);
+  ASSERT_TRUE(st.ok()) << st;
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(codes[i], absl::StatusCode::kOk) << i;
+    EXPECT_EQ(got[i], want[i]) << i;
+  }
+  EXPECT_EQ(shm_->stats().gets, 1u);      // tried over shared memory first
+  EXPECT_EQ(server_->stats().gets, 1u);   // then over TCP
+  EXPECT_TRUE(client.UsesSharedMemory());  // the channel stays up for the next call
+  EXPECT_TRUE(WaitFor([&] { return shm_->stats().held == 0; }));
 }
 
 TEST_F(ShmPathTest, PinnedObjectSurvivesDeleteAndReuseUntilReleased) {
