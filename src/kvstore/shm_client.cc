@@ -1,11 +1,15 @@
 #include "kvstore/shm_client.h"
 
 #include <fmt/format.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
+#include <unordered_map>
 
 #include "kvstore/shm_io.h"
 
@@ -14,27 +18,119 @@ namespace myriad::kvstore {
 using shm::DeadlineIn;
 using wire::Header;
 
+// One thread for the process, started by the first channel: polls the open channels' sockets
+// for a hangup (the node closed its end, or died) and breaks such a channel, unmapping its
+// segments. It takes a channel's lock only if free (try_lock): a call in progress sees the
+// hangup itself, and a channel breaking under its own lock removes itself from here, so
+// neither waits on the other.
+class ShmHangupWatcher {
+ public:
+  static ShmHangupWatcher& Get() {
+    static ShmHangupWatcher* w = new ShmHangupWatcher;  // never destroyed: its thread runs on
+    return *w;
+  }
+  void Add(int fd, ShmChannel* c) {
+    std::lock_guard lock(mu_);
+    channels_[fd] = c;
+    Wake();
+  }
+  void Remove(ShmChannel* c) {
+    std::lock_guard lock(mu_);
+    for (auto it = channels_.begin(); it != channels_.end(); ++it) {
+      if (it->second == c) {
+        channels_.erase(it);
+        Wake();
+        return;
+      }
+    }
+  }
+
+ private:
+  ShmHangupWatcher() : wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    std::thread([this] { Loop(); }).detach();
+  }
+  void Wake() {
+    const uint64_t one = 1;
+    (void)!write(wake_, &one, sizeof one);
+  }
+  void Loop() {
+    std::vector<pollfd> fds;
+    bool busy = false;
+    for (;;) {
+      fds.assign(1, pollfd{wake_, POLLIN, 0});
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& [fd, c] : channels_) fds.push_back(pollfd{fd, POLLRDHUP, 0});
+      }
+      // A channel that was busy is asked again soon; else wait for a hangup or a change.
+      if (poll(fds.data(), fds.size(), busy ? 10 : -1) < 0) continue;
+      if (fds[0].revents != 0) {
+        uint64_t n;
+        (void)!read(wake_, &n, sizeof n);
+      }
+      busy = false;
+      std::lock_guard lock(mu_);
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if ((fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) == 0) continue;
+        const auto it = channels_.find(fds[i].fd);
+        if (it == channels_.end()) continue;  // removed since
+        switch (it->second->ReapIfHungUp(fds[i].fd)) {
+          case ShmChannel::Reap::kReaped:
+            channels_.erase(it);
+            break;
+          case ShmChannel::Reap::kBusy:
+            busy = true;
+            break;
+          case ShmChannel::Reap::kAlive:
+            break;
+        }
+      }
+    }
+  }
+
+  const int wake_;
+  std::mutex mu_;
+  std::unordered_map<int, ShmChannel*> channels_;  // by socket
+};
+
 absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Connect(const std::string& path,
                                                                 uint64_t token, Nanos timeout) {
   absl::StatusOr<int> fd = shm::ConnectUnix(path);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<ShmChannel> c(new ShmChannel(*fd, timeout));
   if (absl::Status st = c->Hello(token); !st.ok()) return st;
+  ShmHangupWatcher::Get().Add(*fd, c.get());
   return c;
 }
 
 ShmChannel::~ShmChannel() {
-  for (const Map& m : maps_) munmap(m.base, m.bytes);
-  if (fd_ >= 0) close(fd_);
+  ShmHangupWatcher::Get().Remove(this);
+  Close();
 }
 
-absl::Status ShmChannel::Broken(absl::Status st) {
+void ShmChannel::Close() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   // Unmapped at once: a node that went away is not kept in memory by this client's mappings.
   for (const Map& m : maps_) munmap(m.base, m.bytes);
   maps_.clear();
+}
+
+absl::Status ShmChannel::Broken(absl::Status st) {
+  // Out of the watcher's list first: the socket's number may be reused once closed.
+  if (fd_ >= 0) ShmHangupWatcher::Get().Remove(this);
+  Close();
   return st;
+}
+
+ShmChannel::Reap ShmChannel::ReapIfHungUp(int fd) {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return Reap::kBusy;
+  if (fd_ != fd) return Reap::kAlive;
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) == 0) return Reap::kAlive;
+  Close();
+  return Reap::kReaped;
 }
 
 absl::Status ShmChannel::Hello(uint64_t token) {
@@ -153,6 +249,7 @@ absl::StatusOr<std::vector<shm::Location>> ShmChannel::Locations(uint32_t count)
 }
 
 absl::StatusOr<std::vector<shm::Location>> ShmChannel::Pin(std::span<const ObjectName> names) {
+  std::lock_guard lock(mu_);
   if (names.empty()) return absl::InvalidArgumentError("Pin: no objects named");
   std::vector<wire::ObjectRef> refs(names.size());
   for (size_t i = 0; i < names.size(); ++i) refs[i] = {names[i].ns, 0, names[i].key};
@@ -166,12 +263,14 @@ absl::StatusOr<std::vector<shm::Location>> ShmChannel::Pin(std::span<const Objec
 }
 
 absl::Status ShmChannel::Release(std::span<const uint32_t> handles) {
+  std::lock_guard lock(mu_);
   if (handles.empty()) return absl::OkStatus();
   return Call(shm::Op::kRelease, static_cast<uint32_t>(handles.size()), handles.data(), 4, 0);
 }
 
 absl::StatusOr<std::vector<shm::Location>> ShmChannel::Reserve(std::span<const ObjectName> names,
                                                                std::span<const uint64_t> sizes) {
+  std::lock_guard lock(mu_);
   if (names.empty() || names.size() != sizes.size()) {
     return absl::InvalidArgumentError("Reserve: needs one size per name, at least one");
   }
@@ -187,6 +286,7 @@ absl::StatusOr<std::vector<shm::Location>> ShmChannel::Reserve(std::span<const O
 }
 
 absl::StatusOr<std::vector<absl::StatusCode>> ShmChannel::End(std::span<const shm::EndItem> items) {
+  std::lock_guard lock(mu_);
   if (items.empty()) return absl::InvalidArgumentError("End: no reservations named");
   const auto count = static_cast<uint32_t>(items.size());
   const uint64_t want = shm::BodyBytes(count, 4);
@@ -205,6 +305,7 @@ absl::StatusOr<std::vector<absl::StatusCode>> ShmChannel::End(std::span<const sh
 }
 
 absl::Status ShmChannel::Put(ObjectName name, std::string_view bytes) {
+  std::lock_guard lock(mu_);
   const uint64_t size = bytes.size();
   absl::StatusOr<std::vector<shm::Location>> room =
       Reserve(std::span<const ObjectName>(&name, 1), std::span<const uint64_t>(&size, 1));
@@ -226,6 +327,7 @@ absl::Status ShmChannel::Put(ObjectName name, std::string_view bytes) {
 
 absl::Status ShmChannel::Get(std::span<const ObjectName> names, std::vector<std::string>* values,
                              std::vector<absl::StatusCode>* codes) {
+  std::lock_guard lock(mu_);
   absl::StatusOr<std::vector<shm::Location>> pinned = Pin(names);
   if (!pinned.ok()) return pinned.status();
   values->resize(names.size());

@@ -10,9 +10,16 @@
 // Errors: a node's answer about an object (NotFound, ResourceExhausted, InvalidArgument) comes
 // back with the channel still usable; a failure of the channel itself (socket, protocol, a bad
 // reply, a timeout) marks it broken() and the caller opens a new one or uses TCP.
+//
+// A node that goes away while the channel is idle: a thread of the process (one for all
+// channels) sees its socket hang up and breaks the channel at once, unmapping the segments, so
+// an idle client does not keep a dead node's memory alive (a memfd's pages live while anything
+// maps them; a restarted node would allocate its memory again beside them). The methods take a
+// lock for that; a location's bytes (At) are valid until the channel breaks.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,10 +60,17 @@ class ShmChannel {
   // The bytes of a location from Pin or Reserve (checked against the mapping there).
   std::byte* At(const shm::Location& l) const { return maps_[l.segment].base + l.offset; }
 
-  bool broken() const { return fd_ < 0; }
-  size_t segments() const { return maps_.size(); }
+  bool broken() const {
+    std::lock_guard lock(mu_);
+    return fd_ < 0;
+  }
+  size_t segments() const {
+    std::lock_guard lock(mu_);
+    return maps_.size();
+  }
 
  private:
+  friend class ShmHangupWatcher;
   struct Map {
     std::byte* base = nullptr;
     uint64_t bytes = 0;
@@ -69,7 +83,15 @@ class ShmChannel {
                     uint64_t max_reply);
   absl::StatusOr<std::vector<shm::Location>> Locations(uint32_t count);
   absl::Status Broken(absl::Status st);
+  // Closes the socket and unmaps the segments.
+  void Close();
+  // For the watcher: breaks the channel if its socket `fd` hung up. kBusy: a call holds the
+  // channel (it will see the hangup itself, or the watcher asks again).
+  enum class Reap { kReaped, kAlive, kBusy };
+  Reap ReapIfHungUp(int fd);
 
+  // Held by every public method (Get and Put call the others) and by the watcher.
+  mutable std::recursive_mutex mu_;
   int fd_;
   Nanos timeout_;
   uint64_t next_id_ = 0;

@@ -8,8 +8,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -201,6 +203,26 @@ TEST_F(ShmFewHandlesTest, GetRefusedInPartFallsBackToTcp) {
   EXPECT_EQ(server_->stats().gets, 1u);   // then over TCP
   EXPECT_TRUE(client.UsesSharedMemory());  // the channel stays up for the next call
   EXPECT_TRUE(WaitFor([&] { return shm_->stats().held == 0; }));
+}
+
+// A node that goes away while a client is idle: the client's channel breaks and unmaps the
+// node's segments with no call made (the process's hangup watcher sees the socket close), so
+// it does not keep a dead node's memory alive. A live node's idle channel stays up.
+TEST_F(ShmPathTest, IdleChannelUnmapsTheSegmentsWhenTheNodeGoesAway) {
+  std::unique_ptr<ShmChannel> a = Channel();
+  std::unique_ptr<ShmChannel> b = Channel();
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  ASSERT_GT(a->segments(), 0u);
+  b.reset();  // a closed channel leaves the watcher's list
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(a->broken());
+  EXPECT_GT(a->segments(), 0u);
+  shm_->Stop();
+  EXPECT_TRUE(WaitFor([&] { return a->broken() && a->segments() == 0; }));
+  std::vector<std::string> got;
+  std::vector<absl::StatusCode> codes;
+  const ObjectName name{1, 1};
+  EXPECT_EQ(a->Get(std::span(&name, 1), &got, &codes).code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(ShmPathTest, PinnedObjectSurvivesDeleteAndReuseUntilReleased) {
