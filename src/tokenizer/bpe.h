@@ -110,9 +110,6 @@ class BpeModel {
   // lanes need; for tests.
   bool narrow_merges() const { return merges_.narrow(); }
 
-  // The id of byte `b` as a one-byte token (kNone when the vocabulary lacks it).
-  uint32_t ByteId(uint8_t b) const { return byte_ids_[b]; }
-
   // Vocabulary entries in their tokenizer.json spelling ("Ġthe").
   std::optional<uint32_t> TokenToId(std::string_view token) const;
   const std::vector<std::string>& id_to_token() const { return id_to_token_; }
