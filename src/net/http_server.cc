@@ -16,8 +16,8 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <exception>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -358,7 +358,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void AsyncWrite(uint64_t id, std::string data) {
     if (id != exchange_ || !streaming_ || ending_ || data.empty()) return;
-    chunks_.push_back(std::move(data));
+    pending_ += data;
     if (!writing_) PumpStream();
   }
 
@@ -382,29 +382,26 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void PumpStream() {
     if (writing_ || !head_serializer_) return;
-    if (!chunks_.empty()) {
+    if (!pending_.empty()) {
       // Whatever queued up while the last write was in flight goes out as one chunk: one
-      // syscall and one chunk header instead of one per event when the client lags.
-      if (chunks_.size() > 1) {
-        std::string merged;
-        size_t total = 0;
-        for (const auto& c : chunks_) total += c.size();
-        merged.reserve(total);
-        for (auto& c : chunks_) merged += c;
-        chunks_.clear();
-        chunks_.push_back(std::move(merged));
-      }
+      // syscall and one chunk header instead of one per event when the client lags. The
+      // chunk is framed here (size in hex, CRLF, data, CRLF) in a buffer kept across writes:
+      // beast's make_chunk allocated a shared size sequence per chunk.
+      frame_.clear();
+      fmt::format_to(std::back_inserter(frame_), "{:x}\r\n", pending_.size());
+      frame_ += pending_;
+      frame_ += "\r\n";
+      in_flight_ = pending_.size();
+      pending_.clear();
       writing_ = true;
       expiry_.Set(Dur(options().write_timeout));
-      asio::async_write(stream_, http::make_chunk(asio::buffer(chunks_.front())),
-                        [self = shared_from_this()](beast::error_code ec, size_t) {
-                          self->writing_ = false;
-                          self->expiry_.Clear();
-                          if (ec) return self->StreamFailed(self->expiry_.Check(ec));
-                          self->buffered_->fetch_sub(self->chunks_.front().size());
-                          self->chunks_.pop_front();
-                          self->PumpStream();
-                        });
+      asio::async_write(stream_, asio::buffer(frame_), [self = shared_from_this()](beast::error_code ec, size_t) {
+        self->writing_ = false;
+        self->expiry_.Clear();
+        if (ec) return self->StreamFailed(self->expiry_.Check(ec));
+        self->buffered_->fetch_sub(self->in_flight_);
+        self->PumpStream();
+      });
       return;
     }
     if (!ending_) return;  // waiting for the handler's next chunk, however long
@@ -426,7 +423,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void StreamFailed(beast::error_code ec) {
     if (ec == beast::error::timeout) Count().timeouts++;
     ClientGone();
-    chunks_.clear();
+    pending_.clear();
     buffered_->store(0);
     Close();
   }
@@ -531,7 +528,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<std::atomic<bool>> gone_flag_;
   std::shared_ptr<std::atomic<size_t>> buffered_;
   std::function<void()> gone_callback_;
-  std::deque<std::string> chunks_;
+  std::string pending_;  // streamed bytes not yet sent
+  std::string frame_;    // the chunk being sent, framed
+  size_t in_flight_ = 0;  // its data bytes
   std::optional<http::response<http::empty_body>> head_;
   std::optional<http::response_serializer<http::empty_body>> head_serializer_;
 };
