@@ -380,6 +380,16 @@ class Session : public std::enable_shared_from_this<Session> {
     gone_callback_ = std::move(cb);
   }
 
+  // Empties a stream buffer; one that grew past 64 KiB (a burst, a slow client) gives its
+  // memory back rather than keep it for the connection's life.
+  static void ClearKeepingLittle(std::string& s) {
+    if (s.capacity() > (size_t{64} << 10)) {
+      std::string().swap(s);
+    } else {
+      s.clear();
+    }
+  }
+
   void PumpStream() {
     if (writing_ || !head_serializer_) return;
     if (!pending_.empty()) {
@@ -392,7 +402,7 @@ class Session : public std::enable_shared_from_this<Session> {
       frame_ += pending_;
       frame_ += "\r\n";
       in_flight_ = pending_.size();
-      pending_.clear();
+      ClearKeepingLittle(pending_);
       writing_ = true;
       expiry_.Set(Dur(options().write_timeout));
       asio::async_write(stream_, asio::buffer(frame_), [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -400,6 +410,7 @@ class Session : public std::enable_shared_from_this<Session> {
         self->expiry_.Clear();
         if (ec) return self->StreamFailed(self->expiry_.Check(ec));
         self->buffered_->fetch_sub(self->in_flight_);
+        ClearKeepingLittle(self->frame_);
         self->PumpStream();
       });
       return;
@@ -423,7 +434,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void StreamFailed(beast::error_code ec) {
     if (ec == beast::error::timeout) Count().timeouts++;
     ClientGone();
-    pending_.clear();
+    ClearKeepingLittle(pending_);
     buffered_->store(0);
     Close();
   }
