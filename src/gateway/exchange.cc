@@ -194,7 +194,7 @@ void Exchange::OnData(std::string_view data) {
     return;
   }
   bytes_out += data.size();
-  r->Write(std::string(data));
+  r->Write(data);
 }
 
 void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase) {

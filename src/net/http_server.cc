@@ -112,7 +112,7 @@ class Responder : public HttpResponder {
   ~Responder() override;
   void Respond(HttpResponse response) override;
   void BeginStream(int status, std::string content_type, Headers headers) override;
-  void Write(std::string data) override;
+  void Write(std::string_view data) override;
   void End() override;
   void Abort() override;
   bool client_gone() const override { return gone_->load(std::memory_order_acquire); }
@@ -356,10 +356,12 @@ class Session : public std::enable_shared_from_this<Session> {
                              });
   }
 
-  void AsyncWrite(uint64_t id, std::string data) {
-    if (id != exchange_ || !streaming_ || ending_ || data.empty()) return;
+  // False when the chunk is not taken (another exchange's, or no stream open).
+  bool AsyncWrite(uint64_t id, std::string_view data) {
+    if (id != exchange_ || !streaming_ || ending_ || data.empty()) return false;
     pending_ += data;
     if (!writing_) PumpStream();
+    return true;
   }
 
   void AsyncEnd(uint64_t id) {
@@ -571,15 +573,19 @@ void Responder::BeginStream(int status, std::string content_type, Headers header
                  });
 }
 
-void Responder::Write(std::string data) {
+void Responder::Write(std::string_view data) {
   buffered_->fetch_add(data.size(), std::memory_order_relaxed);
+  // On the session's own thread (a context per thread: the proxy's layout) the bytes go
+  // straight into its stream buffer, as dispatch would run them there at once, but without a
+  // string of their own first.
+  const auto* io = session_->stream_.get_executor().target<asio::io_context::executor_type>();
+  if (io != nullptr && io->running_in_this_thread()) {
+    if (!session_->AsyncWrite(exchange_, data)) buffered_->fetch_sub(data.size());
+    return;
+  }
   asio::dispatch(session_->stream_.get_executor(),
-                 [s = session_, id = exchange_, b = buffered_, d = std::move(data)]() mutable {
-                   if (id != s->exchange_ || !s->streaming_ || s->ending_ || d.empty()) {
-                     b->fetch_sub(d.size());  // not accepted
-                     return;
-                   }
-                   s->AsyncWrite(id, std::move(d));
+                 [s = session_, id = exchange_, b = buffered_, d = std::string(data)] {
+                   if (!s->AsyncWrite(id, d)) b->fetch_sub(d.size());  // not accepted
                  });
 }
 

@@ -42,8 +42,9 @@ class HttpResponder {
   virtual void Respond(HttpResponse response) = 0;
   // Sends the status line and headers now, the body in HTTP/1.1 chunks as written.
   virtual void BeginStream(int status, std::string content_type, Headers headers = {}) = 0;
-  // One body chunk, sent as soon as the connection can take it (no coalescing delay).
-  virtual void Write(std::string data) = 0;
+  // One body chunk, sent as soon as the connection can take it (no coalescing delay). The
+  // bytes are copied before Write returns.
+  virtual void Write(std::string_view data) = 0;
   virtual void End() = 0;
   // Closes the connection without finishing the response: the client sees a truncated stream,
   // which is what a proxy must show when its upstream died mid-stream and no error can be
