@@ -125,23 +125,15 @@ awaitable<bool> DataServer::Impl::Fail(Conn& conn, const Header& req, const absl
   if (bad_header || st.code() == absl::StatusCode::kInvalidArgument) {
     c.bad_frames.fetch_add(1, std::memory_order_relaxed);
   }
-  std::string message(st.message().substr(0, wire::kMaxMessageBytes));
-  Header r;
-  r.op = bad_header ? (static_cast<uint8_t>(Op::kError) | wire::kReplyBit)
-                    : static_cast<uint8_t>(req.op | wire::kReplyBit);
-  r.status = static_cast<uint16_t>(st.code());
-  r.request_id = bad_header && req.magic != wire::kMagic ? 0 : req.request_id;
-  r.body_bytes = message.size();
+  std::string message;
+  const Header r = wire::ErrorReply(req, st, bad_header, &message);
   const std::array<asio::const_buffer, 2> out{asio::buffer(&r, sizeof r), asio::buffer(message)};
   auto [ec, n] = co_await asio::async_write(conn.socket, out, kTuple);
   co_return !ec;
 }
 
 awaitable<bool> DataServer::Impl::Reply(Conn& conn, const Header& req, std::string_view body) {
-  Header r;
-  r.op = static_cast<uint8_t>(req.op | wire::kReplyBit);
-  r.request_id = req.request_id;
-  r.body_bytes = body.size();
+  const Header r = wire::ReplyHeader(req, body.size());
   const std::array<asio::const_buffer, 2> out{asio::buffer(&r, sizeof r), asio::buffer(body)};
   auto [ec, n] = co_await asio::async_write(conn.socket, out, kTuple);
   co_return !ec;

@@ -67,4 +67,23 @@ absl::Status ValidateReply(const Header& h, uint8_t op, uint64_t request_id, uin
   return absl::OkStatus();
 }
 
+Header ReplyHeader(const Header& req, uint64_t body_bytes) {
+  Header r;
+  r.op = static_cast<uint8_t>(req.op | kReplyBit);
+  r.request_id = req.request_id;
+  r.body_bytes = body_bytes;
+  return r;
+}
+
+Header ErrorReply(const Header& req, const absl::Status& st, bool bad_header, std::string* message) {
+  *message = std::string(st.message().substr(0, kMaxMessageBytes));
+  Header r = ReplyHeader(req, message->size());
+  if (bad_header) {
+    r.op = static_cast<uint8_t>(Op::kError) | kReplyBit;
+    if (req.magic != kMagic) r.request_id = 0;
+  }
+  r.status = static_cast<uint16_t>(st.code());
+  return r;
+}
+
 }  // namespace myriad::kvstore::wire

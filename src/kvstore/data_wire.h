@@ -117,4 +117,11 @@ absl::Status ValidateReply(const Header& h, uint8_t op, uint64_t request_id, uin
 
 std::string_view OpName(uint8_t op);
 
+// The header of the reply to `req` with `body_bytes` of body.
+Header ReplyHeader(const Header& req, uint64_t body_bytes);
+// The header and body (the status's message, cut to kMaxMessageBytes) of an error reply to
+// `req`: an ERROR frame when its header itself was bad (request id 0 when even the magic was
+// wrong, so nothing of it is trusted), else its op's reply carrying the status.
+Header ErrorReply(const Header& req, const absl::Status& st, bool bad_header, std::string* message);
+
 }  // namespace myriad::kvstore::wire

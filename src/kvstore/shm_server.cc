@@ -205,10 +205,7 @@ void ShmServer::Impl::ReleaseAll(Session& s) {
 }
 
 bool ShmServer::Impl::Reply(Session& s, const Header& req, const void* body, size_t bytes) {
-  Header r;
-  r.op = static_cast<uint8_t>(req.op | wire::kReplyBit);
-  r.request_id = req.request_id;
-  r.body_bytes = bytes;
+  Header r = wire::ReplyHeader(req, bytes);
   iovec iov[2] = {{&r, sizeof r}, {const_cast<void*>(body), bytes}};
   return shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout), {}, wake_fd).ok();
 }
@@ -219,13 +216,8 @@ void ShmServer::Impl::Fail(Session& s, const Header& req, const absl::Status& st
   if (bad_header || st.code() == absl::StatusCode::kInvalidArgument) {
     c.bad_frames.fetch_add(1, std::memory_order_relaxed);
   }
-  std::string message(st.message().substr(0, wire::kMaxMessageBytes));
-  Header r;
-  r.op = bad_header ? (static_cast<uint8_t>(wire::Op::kError) | wire::kReplyBit)
-                    : static_cast<uint8_t>(req.op | wire::kReplyBit);
-  r.status = static_cast<uint16_t>(st.code());
-  r.request_id = bad_header && req.magic != wire::kMagic ? 0 : req.request_id;
-  r.body_bytes = message.size();
+  std::string message;
+  Header r = wire::ErrorReply(req, st, bad_header, &message);
   iovec iov[2] = {{&r, sizeof r}, {message.data(), message.size()}};
   (void)shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout), {}, wake_fd);
 }

@@ -150,11 +150,15 @@ TEST_F(DataPathTest, BadHeadersGetAnErrorFrameAndAClose) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     tcp::socket s = Raw();
-    Send(s, &c.h, sizeof c.h);
+    wire::Header h = c.h;
+    h.request_id = 77;
+    Send(s, &h, sizeof h);
     wire::Header reply;
     std::string message;
     ASSERT_TRUE(ReadReply(s, &reply, &message));
     EXPECT_EQ(reply.op, static_cast<uint8_t>(wire::Op::kError) | wire::kReplyBit);
+    // Nothing of a frame with a wrong magic is trusted, its request id neither.
+    EXPECT_EQ(reply.request_id, h.magic == wire::kMagic ? 77u : 0u);
     EXPECT_EQ(reply.status, static_cast<uint16_t>(c.code));
     EXPECT_NE(message.find(c.field), std::string::npos) << message;
     EXPECT_TRUE(Closed(s));
