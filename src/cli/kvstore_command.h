@@ -74,6 +74,7 @@ class KvstoreCommand {
   uint64_t segment_bytes_ = uint64_t{256} << 20;
   std::string advertise_;
   std::string shm_socket_;
+  int shm_spin_us_ = 200;
   int metrics_port_ = -1;
   double heartbeat_s_ = 1;
   double reconcile_s_ = 5;

@@ -61,6 +61,11 @@ void KvstoreCommand::AddStorageCommands() {
   node_->add_option("--shm-socket", shm_socket_,
                     "Unix socket PATH for clients on this host: they map the node's memory and "
                     "copy objects directly, bypassing TCP (default: none, TCP only)");
+  node_->add_option("--shm-spin-us", shm_spin_us_,
+                    "Microseconds a shm connection's thread polls for the client before it sleeps: "
+                    "faster answers for up to that much of a core per wait (0: sleep at once)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   node_->add_option("--threads", threads_, "Data-path I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -97,6 +102,7 @@ int KvstoreCommand::RunNode() {
   o.data.max_body_bytes = segment_bytes_ + 64;
   o.advertise = advertise_;
   o.shm_socket = shm_socket_;
+  o.shm_spin = int64_t{shm_spin_us_} * kMicrosecond;
   o.http_port = metrics_port_;
   o.heartbeat_interval = SecondsToNanos(heartbeat_s_);
   o.reconcile_interval = SecondsToNanos(reconcile_s_);

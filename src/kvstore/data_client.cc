@@ -143,7 +143,7 @@ ShmChannel* DataClient::Impl::Local() {
   if (len == 0 || body.size() != 16 + uint64_t{len}) return nullptr;  // none offered
   // Another host's path, or a socket that is gone: TCP (NotFound, Unavailable, PermissionDenied).
   absl::StatusOr<std::unique_ptr<ShmChannel>> c =
-      ShmChannel::Connect(body.substr(16), token, options.timeout);
+      ShmChannel::Connect(body.substr(16), token, options.timeout, options.shm_spin);
   if (!c.ok()) return nullptr;
   shm = std::move(*c);
   failed_probes = 0;

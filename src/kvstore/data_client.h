@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "kvstore/node_store.h"
+#include "kvstore/shm_io.h"
 
 namespace myriad::kvstore {
 
@@ -32,6 +33,9 @@ struct DataClientOptions {
   // Use the node's same-host shared-memory path when it offers one.
   bool shared_memory = true;
   Nanos shm_retry = 5 * kSecond;
+  // How long a wait for the node's shared-memory answer polls before it sleeps: faster
+  // answers for up to this much of a core per wait (kvstore/shm_io.h); 0 sleeps at once.
+  Nanos shm_spin = shm::kDefaultSpin;
 };
 
 class DataClient {

@@ -94,10 +94,11 @@ class ShmHangupWatcher {
 };
 
 absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Connect(const std::string& path,
-                                                                uint64_t token, Nanos timeout) {
+                                                                uint64_t token, Nanos timeout,
+                                                                Nanos spin) {
   absl::StatusOr<int> fd = shm::ConnectUnix(path);
   if (!fd.ok()) return fd.status();
-  std::unique_ptr<ShmChannel> c(new ShmChannel(*fd, timeout));
+  std::unique_ptr<ShmChannel> c(new ShmChannel(*fd, timeout, spin));
   if (absl::Status st = c->Hello(token); !st.ok()) return st;
   ShmHangupWatcher::Get().Add(*fd, c.get());
   return c;
@@ -139,7 +140,7 @@ absl::Status ShmChannel::Hello(uint64_t token) {
   h.request_id = ++next_id_;
   h.body_bytes = 8;
   iovec iov[2] = {{&h, sizeof h}, {&token, 8}};
-  const auto deadline = DeadlineIn(timeout_);
+  const auto deadline = DeadlineIn(timeout_, spin_);
   if (absl::Status st = shm::SendAll(fd_, iov, deadline); !st.ok()) return Broken(st);
   std::vector<int> fds;
   absl::Status st = [&]() -> absl::Status {
@@ -200,7 +201,7 @@ absl::Status ShmChannel::Call(shm::Op op, uint32_t count, const void* items, siz
                   {const_cast<wire::CountHead*>(&head), sizeof head},
                   {const_cast<void*>(items), bytes},
                   {const_cast<uint8_t*>(kZeros), h.body_bytes - sizeof head - bytes}};
-  const auto deadline = DeadlineIn(timeout_);
+  const auto deadline = DeadlineIn(timeout_, spin_);
   if (absl::Status st = shm::SendAll(fd_, iov, deadline); !st.ok()) {
     return Broken(absl::UnavailableError(
         fmt::format("sending to the node's shm socket failed: {}", std::string(st.message()))));

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "kvstore/node_store.h"
+#include "kvstore/shm_io.h"
 #include "kvstore/shm_wire.h"
 
 namespace myriad::kvstore {
@@ -36,9 +37,11 @@ namespace myriad::kvstore {
 class ShmChannel {
  public:
   // `token` as the node's TCP path told it (DataClient asks with kShmInfo). NotFound when no
-  // socket is at `path`; PermissionDenied when the socket is another node's.
+  // socket is at `path`; PermissionDenied when the socket is another node's. `spin`: how long a
+  // wait for the node's answer polls before it sleeps (kvstore/shm_io.h).
   static absl::StatusOr<std::unique_ptr<ShmChannel>> Connect(const std::string& path,
-                                                             uint64_t token, Nanos timeout);
+                                                             uint64_t token, Nanos timeout,
+                                                             Nanos spin = shm::kDefaultSpin);
   ~ShmChannel();
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;
@@ -75,7 +78,7 @@ class ShmChannel {
     std::byte* base = nullptr;
     uint64_t bytes = 0;
   };
-  ShmChannel(int fd, Nanos timeout) : fd_(fd), timeout_(timeout) {}
+  ShmChannel(int fd, Nanos timeout, Nanos spin) : fd_(fd), timeout_(timeout), spin_(spin) {}
   absl::Status Hello(uint64_t token);
   // Sends a request with a CountHead and `items`, reads the reply's header and body into
   // reply_ (error replies become the status); breaks the channel on transport failures.
@@ -94,6 +97,7 @@ class ShmChannel {
   mutable std::recursive_mutex mu_;
   int fd_;
   Nanos timeout_;
+  Nanos spin_;
   uint64_t next_id_ = 0;
   std::vector<Map> maps_;
   std::vector<uint8_t> reply_;

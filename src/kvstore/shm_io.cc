@@ -26,18 +26,11 @@ int RemainingMs(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 3'600'000));
 }
 
-// How long a wait polls before it sleeps. A peer on another core answers one of this path's
-// short exchanges within microseconds, while waking a thread that sleeps costs tens of them on
-// a VM (its idle vCPU is halted). On the 2-vCPU development VM a 1 MiB PUT (a round trip, the
-// client's memcpy of ~40 us, a round trip) took 205-213 us with sleeping waits, 84-90 us
-// polling for 50 us (the node fell asleep during the client's copy) and 65-66 us polling for
-// 200 us. A wait that sleeps has burnt at most this much of a core.
-constexpr auto kSpin = std::chrono::microseconds(200);
-
-// Waits for `events` on fd (and readability of wake_fd): polls for up to kSpin, yielding the
-// core between polls (a peer on the same core gets to answer), then sleeps in poll().
-absl::Status Wait(int fd, short events, Clock::time_point deadline, int wake_fd, bool spin_first = true) {
-  const Clock::time_point spin_until = spin_first ? Clock::now() + kSpin : Clock::time_point::min();
+// Waits for `events` on fd (and readability of wake_fd): polls for up to limit.spin, yielding
+// the core between polls (a peer on the same core gets to answer), then sleeps in poll().
+absl::Status Wait(int fd, short events, const WaitLimit& limit, int wake_fd) {
+  const Clock::time_point deadline = limit.deadline;
+  const Clock::time_point spin_until = Clock::now() + std::chrono::nanoseconds(limit.spin);
   for (;;) {
     pollfd p[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
     const Clock::time_point now = Clock::now();
@@ -60,11 +53,11 @@ absl::Status Wait(int fd, short events, Clock::time_point deadline, int wake_fd,
 
 }  // namespace
 
-absl::Status WaitReadable(int fd, Clock::time_point deadline, int wake_fd, bool spin) {
-  return Wait(fd, POLLIN, deadline, wake_fd, spin);
+absl::Status WaitReadable(int fd, const WaitLimit& limit, int wake_fd) {
+  return Wait(fd, POLLIN, limit, wake_fd);
 }
 
-absl::Status RecvAll(int fd, void* buf, size_t bytes, Clock::time_point deadline, int wake_fd,
+absl::Status RecvAll(int fd, void* buf, size_t bytes, const WaitLimit& limit, int wake_fd,
                      std::vector<int>* fds) {
   auto* p = static_cast<char*>(buf);
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
@@ -79,7 +72,7 @@ absl::Status RecvAll(int fd, void* buf, size_t bytes, Clock::time_point deadline
     }
     const ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status st = Wait(fd, POLLIN, deadline, wake_fd); !st.ok()) return st;
+      if (absl::Status st = Wait(fd, POLLIN, limit, wake_fd); !st.ok()) return st;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -105,7 +98,7 @@ absl::Status RecvAll(int fd, void* buf, size_t bytes, Clock::time_point deadline
   return absl::OkStatus();
 }
 
-absl::Status SendAll(int fd, std::span<iovec> iov, Clock::time_point deadline,
+absl::Status SendAll(int fd, std::span<iovec> iov, const WaitLimit& limit,
                      std::span<const int> fds, int wake_fd) {
   if (fds.size() > kMaxFdsPerMessage) return absl::InvalidArgumentError("too many descriptors");
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
@@ -129,7 +122,7 @@ absl::Status SendAll(int fd, std::span<iovec> iov, Clock::time_point deadline,
     }
     const ssize_t n = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status st = Wait(fd, POLLOUT, deadline, wake_fd); !st.ok()) return st;
+      if (absl::Status st = Wait(fd, POLLOUT, limit, wake_fd); !st.ok()) return st;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

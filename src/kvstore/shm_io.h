@@ -18,25 +18,38 @@ namespace myriad::kvstore::shm {
 
 using Clock = std::chrono::steady_clock;
 
-inline Clock::time_point DeadlineIn(Nanos timeout) {
-  return Clock::now() + std::chrono::nanoseconds(timeout);
+// How long a wait polls for the peer before it sleeps in poll(), by default. A peer on another
+// core answers this path's short exchanges within microseconds, while waking a thread that
+// sleeps costs tens of them on a VM (its idle vCPU is halted). On the 2-vCPU development VM a
+// 1 MiB PUT (a round trip, the client's memcpy of ~40 us, a round trip) took 205-213 us with
+// sleeping waits, 84-90 us polling for 50 us (the node fell asleep during the client's copy)
+// and 65-66 us polling for 200 us. A wait that sleeps has burnt at most this much of a core.
+inline constexpr Nanos kDefaultSpin = 200 * kMicrosecond;
+
+// When a wait gives up, and how long it polls before it sleeps (0: at once).
+struct WaitLimit {
+  Clock::time_point deadline;
+  Nanos spin = kDefaultSpin;
+};
+
+inline WaitLimit DeadlineIn(Nanos timeout, Nanos spin = kDefaultSpin) {
+  return {Clock::now() + std::chrono::nanoseconds(timeout), spin};
 }
 
 // Waits until `fd` is readable. DeadlineExceeded at the deadline, Cancelled when `wake_fd`
-// (-1: none) becomes readable first. Every wait here polls for a while before it sleeps (see
-// kSpin in shm_io.cc), as a peer's answer is expected within microseconds; `spin` false
-// sleeps at once (a wait that is usually long, such as for the next connection).
-absl::Status WaitReadable(int fd, Clock::time_point deadline, int wake_fd = -1, bool spin = true);
+// (-1: none) becomes readable first. Every wait here polls for limit.spin before it sleeps, as
+// a peer's answer is expected within microseconds.
+absl::Status WaitReadable(int fd, const WaitLimit& limit, int wake_fd = -1);
 
 // Receives exactly `bytes` into `buf`. Descriptors that arrive with the bytes are appended to
 // *fds (nullptr: refused; any that come anyway are closed by the kernel). Unavailable when the
 // peer closes or fails, DeadlineExceeded, Cancelled as WaitReadable.
-absl::Status RecvAll(int fd, void* buf, size_t bytes, Clock::time_point deadline,
+absl::Status RecvAll(int fd, void* buf, size_t bytes, const WaitLimit& limit,
                      int wake_fd = -1, std::vector<int>* fds = nullptr);
 
 // Sends every byte of `iov` (consumed), with `fds` (at most kMaxFdsPerMessage) attached to the
 // first byte; a wait for room is cut short as WaitReadable's.
-absl::Status SendAll(int fd, std::span<iovec> iov, Clock::time_point deadline,
+absl::Status SendAll(int fd, std::span<iovec> iov, const WaitLimit& limit,
                      std::span<const int> fds = {}, int wake_fd = -1);
 
 // A connected AF_UNIX stream socket to `path` (close-on-exec); NotFound when there is no

@@ -124,7 +124,7 @@ void ShmServer::Impl::AcceptLoop() {
   for (;;) {
     Reap(false);
     const absl::Status ready =
-        shm::WaitReadable(listen_fd, Clock::now() + std::chrono::hours(1), wake_fd, /*spin=*/false);
+        shm::WaitReadable(listen_fd, shm::WaitLimit{Clock::now() + std::chrono::hours(1), 0}, wake_fd);
     if (absl::IsCancelled(ready)) return;
     if (!ready.ok()) continue;
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -167,10 +167,10 @@ void ShmServer::Impl::Serve(int fd) {
   s.fd = fd;
   std::vector<uint8_t> body;
   for (;;) {
-    const absl::Status idle = shm::WaitReadable(fd, DeadlineIn(options.idle_timeout), wake_fd);
+    const absl::Status idle = shm::WaitReadable(fd, DeadlineIn(options.idle_timeout, options.spin), wake_fd);
     if (absl::IsDeadlineExceeded(idle)) c.timeouts.fetch_add(1, std::memory_order_relaxed);
     if (!idle.ok()) break;
-    const auto deadline = DeadlineIn(options.frame_timeout);
+    const auto deadline = DeadlineIn(options.frame_timeout, options.spin);
     Header h;
     absl::Status st = shm::RecvAll(fd, &h, sizeof h, deadline, wake_fd);
     if (st.ok()) {
@@ -207,7 +207,7 @@ void ShmServer::Impl::ReleaseAll(Session& s) {
 bool ShmServer::Impl::Reply(Session& s, const Header& req, const void* body, size_t bytes) {
   Header r = wire::ReplyHeader(req, bytes);
   iovec iov[2] = {{&r, sizeof r}, {const_cast<void*>(body), bytes}};
-  return shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout), {}, wake_fd).ok();
+  return shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout, options.spin), {}, wake_fd).ok();
 }
 
 void ShmServer::Impl::Fail(Session& s, const Header& req, const absl::Status& st,
@@ -219,7 +219,7 @@ void ShmServer::Impl::Fail(Session& s, const Header& req, const absl::Status& st
   std::string message;
   Header r = wire::ErrorReply(req, st, bad_header, &message);
   iovec iov[2] = {{&r, sizeof r}, {message.data(), message.size()}};
-  (void)shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout), {}, wake_fd);
+  (void)shm::SendAll(s.fd, iov, DeadlineIn(options.frame_timeout, options.spin), {}, wake_fd);
 }
 
 bool ShmServer::Impl::Hello(Session& s, const Header& h, const std::vector<uint8_t>& body) {
@@ -241,7 +241,7 @@ bool ShmServer::Impl::Hello(Session& s, const Header& h, const std::vector<uint8
   r.request_id = h.request_id;
   r.body_bytes = sizeof count + 8 * sizes.size();
   // The descriptors go in groups, each attached to the sizes of its segments.
-  const auto deadline = DeadlineIn(options.frame_timeout);
+  const auto deadline = DeadlineIn(options.frame_timeout, options.spin);
   for (size_t first = 0; first == 0 || first < sizes.size(); first += shm::kMaxFdsPerMessage) {
     const size_t n = std::min(shm::kMaxFdsPerMessage, sizes.size() - first);
     std::vector<iovec> iov;

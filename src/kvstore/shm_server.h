@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "core/time.h"
 #include "kvstore/node_store.h"
+#include "kvstore/shm_io.h"
 
 namespace myriad::kvstore {
 
@@ -31,6 +32,9 @@ struct ShmServerOptions {
   Nanos idle_timeout = 5 * kMinute;
   Nanos frame_timeout = 10 * kSecond;  // the rest of a frame, a reply's send
   int max_connections = 256;
+  // How long a connection's thread polls for the next frame or for room before it sleeps
+  // (kvstore/shm_io.h): faster answers for up to this much of a core per wait; 0 sleeps at once.
+  Nanos spin = shm::kDefaultSpin;
 };
 
 struct ShmServerStats {

@@ -51,6 +51,7 @@ absl::Status StorageNode::Start() {
     so.path = options_.shm_socket;
     so.token = Rng(seed).Next();
     so.max_batch = options_.data.max_batch;
+    so.spin = options_.shm_spin;
     shm_ = std::make_unique<ShmServer>(&store_, so);
     shm_->set_on_no_room([this] { RequestReconcile(); });
     if (absl::Status st = shm_->Start(); !st.ok()) {

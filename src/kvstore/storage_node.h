@@ -56,6 +56,8 @@ struct StorageNodeOptions {
   // Seeds the token a shm client must present (it proves the socket is this node's, not
   // another host's node at the same path); 0: seeded from the clock and the process id.
   uint64_t shm_seed = 0;
+  // How long the shm path's connection threads poll before they sleep (ShmServerOptions::spin).
+  Nanos shm_spin = shm::kDefaultSpin;
 };
 
 struct StorageNodeStats {

@@ -20,7 +20,8 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(std::string_vi
 DataClient& StoreClient::Node(const std::string& address) {
   auto& c = nodes_[address];
   if (!c) c = std::make_unique<DataClient>(address, DataClientOptions{.timeout = options_.node_timeout,
-                                                       .shared_memory = options_.shared_memory});
+                                                       .shared_memory = options_.shared_memory,
+                                                       .shm_spin = options_.shm_spin});
   return *c;
 }
 

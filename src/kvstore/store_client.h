@@ -30,6 +30,7 @@ struct StoreClientOptions {
   Nanos node_timeout = 10 * kSecond;
   // Same-host nodes through their shared-memory path when they offer one (kvstore/data_client.h).
   bool shared_memory = true;
+  Nanos shm_spin = shm::kDefaultSpin;  // DataClientOptions::shm_spin
 };
 
 struct StoreClientStats {

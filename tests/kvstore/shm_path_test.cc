@@ -51,6 +51,7 @@ class ShmPathTest : public ::testing::Test {
     so.token = kToken;
     so.max_batch = 64;
     so.max_handles = max_handles_;
+    so.spin = spin_;
     so.frame_timeout = 300 * kMillisecond;
     shm_ = std::make_unique<ShmServer>(&store_, so);
     ASSERT_TRUE(shm_->Start().ok());
@@ -119,6 +120,7 @@ class ShmPathTest : public ::testing::Test {
 
   NodeStore store_{uint64_t{64} << 20, uint64_t{16} << 20, /*shareable=*/true};
   uint32_t max_handles_ = 65536;
+  Nanos spin_ = shm::kDefaultSpin;
   std::string path_;
   std::unique_ptr<ShmServer> shm_;
   std::unique_ptr<DataServer> server_;
@@ -180,6 +182,38 @@ class ShmFewHandlesTest : public ShmPathTest {
     ShmPathTest::SetUp();
   }
 };
+
+// With no polling before a wait sleeps (spin 0), node and client alike, the path gives the same
+// bytes: every wait then sleeps in poll() at once.
+class ShmNoSpinTest : public ShmPathTest {
+ protected:
+  void SetUp() override {
+    spin_ = 0;
+    ShmPathTest::SetUp();
+  }
+};
+
+TEST_F(ShmNoSpinTest, PutsAndGetsWithSleepingWaits) {
+  DataClient client(address(), {.shm_spin = 0});
+  ASSERT_TRUE(client.UsesSharedMemory());
+  Rng rng(3);
+  std::vector<ObjectName> names;
+  std::vector<std::string> want;
+  for (uint64_t i = 0; i < 6; ++i) {
+    names.push_back({3, i});
+    want.push_back(Bytes(rng, 1000 + 50000 * i));
+    ASSERT_TRUE(client.Put(names.back(), want.back()).ok()) << i;
+  }
+  std::vector<std::string> got;
+  std::vector<absl::StatusCode> codes;
+  ASSERT_TRUE(client.Get(names, &got, &codes).ok());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(codes[i], absl::StatusCode::kOk) << i;
+    EXPECT_TRUE(got[i] == want[i]) << "object " << i << " differs";
+  }
+  EXPECT_EQ(shm_->stats().puts, 6u);
+  EXPECT_EQ(server_->stats().gets, 0u);  // all of it over shared memory
+}
 
 TEST_F(ShmFewHandlesTest, GetRefusedInPartFallsBackToTcp) {
   DataClient client(address());
