@@ -113,12 +113,6 @@ awaitable<absl::Status> Exchange(Conn& conn, const Header& h, std::span<const as
   co_return absl::OkStatus();
 }
 
-std::vector<wire::ObjectRef> Refs(std::span<const ObjectName> names) {
-  std::vector<wire::ObjectRef> refs(names.size());
-  for (size_t i = 0; i < names.size(); ++i) refs[i] = {names[i].ns, 0, names[i].key};
-  return refs;
-}
-
 }  // namespace
 
 ShmChannel* DataClient::Impl::Local() {
@@ -183,7 +177,7 @@ absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std:
     // of the batch (ResourceExhausted; the TCP path has no such limit).
     if (!local->broken() && !absl::IsResourceExhausted(st)) return st;
   }
-  const std::vector<wire::ObjectRef> refs = Refs(names);
+  const std::vector<wire::ObjectRef> refs = wire::Refs(names);
   values->resize(names.size());
   codes->assign(names.size(), absl::StatusCode::kNotFound);
   return impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
@@ -230,7 +224,7 @@ absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std:
 
 absl::StatusOr<std::vector<bool>> DataClient::Delete(std::span<const ObjectName> names) {
   if (names.empty()) return absl::InvalidArgumentError("Delete: no objects named");
-  const std::vector<wire::ObjectRef> refs = Refs(names);
+  const std::vector<wire::ObjectRef> refs = wire::Refs(names);
   std::string body;
   absl::Status st = impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
     const wire::CountHead count{static_cast<uint32_t>(refs.size()), 0};

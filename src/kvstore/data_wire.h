@@ -9,7 +9,9 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/block_hash.h"
@@ -64,6 +66,14 @@ struct ObjectRef {
   uint64_t key = 0;
 };
 static_assert(sizeof(ObjectRef) == 16);
+
+// The references of `names` (ObjectName: anything with .ns and .key), for a request's items.
+template <typename Name>
+std::vector<ObjectRef> Refs(std::span<const Name> names) {
+  std::vector<ObjectRef> refs(names.size());
+  for (size_t i = 0; i < names.size(); ++i) refs[i] = {names[i].ns, 0, names[i].key};
+  return refs;
+}
 
 struct PutHead {
   uint32_t ns = 0;

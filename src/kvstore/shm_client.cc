@@ -34,14 +34,12 @@ class ShmHangupWatcher {
     channels_[fd] = c;
     Wake();
   }
-  void Remove(ShmChannel* c) {
+  // Takes channel c, registered with its socket fd, off the list (if the watcher has not).
+  void Remove(int fd, ShmChannel* c) {
     std::lock_guard lock(mu_);
-    for (auto it = channels_.begin(); it != channels_.end(); ++it) {
-      if (it->second == c) {
-        channels_.erase(it);
-        Wake();
-        return;
-      }
+    if (const auto it = channels_.find(fd); it != channels_.end() && it->second == c) {
+      channels_.erase(it);
+      Wake();
     }
   }
 
@@ -105,7 +103,14 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Connect(const std::strin
 }
 
 ShmChannel::~ShmChannel() {
-  ShmHangupWatcher::Get().Remove(this);
+  // A channel without a socket is off the list already (Broken, or the watcher's reaping,
+  // which may be under way: hence the lock to read fd_, and Remove's check of the channel).
+  int fd;
+  {
+    std::lock_guard lock(mu_);
+    fd = fd_;
+  }
+  if (fd >= 0) ShmHangupWatcher::Get().Remove(fd, this);
   Close();
 }
 
@@ -119,7 +124,7 @@ void ShmChannel::Close() {
 
 absl::Status ShmChannel::Broken(absl::Status st) {
   // Out of the watcher's list first: the socket's number may be reused once closed.
-  if (fd_ >= 0) ShmHangupWatcher::Get().Remove(this);
+  if (fd_ >= 0) ShmHangupWatcher::Get().Remove(fd_, this);
   Close();
   return st;
 }
@@ -230,9 +235,12 @@ absl::Status ShmChannel::Call(shm::Op op, uint32_t count, const void* items, siz
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<shm::Location>> ShmChannel::Locations(uint32_t count) {
-  if (reply_.size() != 8 + uint64_t{count} * sizeof(shm::Location) ||
-      wire::Load<uint32_t>(reply_.data()) != count) {
+absl::StatusOr<std::vector<shm::Location>> ShmChannel::CallForLocations(shm::Op op, const void* items, size_t n,
+                                                                        size_t item_bytes) {
+  const auto count = static_cast<uint32_t>(n);
+  const uint64_t reply_bytes = 8 + uint64_t{count} * sizeof(shm::Location);
+  if (absl::Status st = Call(op, count, items, item_bytes, reply_bytes); !st.ok()) return st;
+  if (reply_.size() != reply_bytes || wire::Load<uint32_t>(reply_.data()) != count) {
     return Broken(absl::InternalError("bad shm reply: its size or count does not match"));
   }
   std::vector<shm::Location> out(count);
@@ -252,15 +260,8 @@ absl::StatusOr<std::vector<shm::Location>> ShmChannel::Locations(uint32_t count)
 absl::StatusOr<std::vector<shm::Location>> ShmChannel::Pin(std::span<const ObjectName> names) {
   std::lock_guard lock(mu_);
   if (names.empty()) return absl::InvalidArgumentError("Pin: no objects named");
-  std::vector<wire::ObjectRef> refs(names.size());
-  for (size_t i = 0; i < names.size(); ++i) refs[i] = {names[i].ns, 0, names[i].key};
-  const auto count = static_cast<uint32_t>(refs.size());
-  if (absl::Status st = Call(shm::Op::kGet, count, refs.data(), sizeof(wire::ObjectRef),
-                             8 + uint64_t{count} * sizeof(shm::Location));
-      !st.ok()) {
-    return st;
-  }
-  return Locations(count);
+  const std::vector<wire::ObjectRef> refs = wire::Refs(names);
+  return CallForLocations(shm::Op::kGet, refs.data(), refs.size(), sizeof(wire::ObjectRef));
 }
 
 absl::Status ShmChannel::Release(std::span<const uint32_t> handles) {
@@ -277,13 +278,7 @@ absl::StatusOr<std::vector<shm::Location>> ShmChannel::Reserve(std::span<const O
   }
   std::vector<wire::PutHead> heads(names.size());
   for (size_t i = 0; i < names.size(); ++i) heads[i] = {names[i].ns, 0, names[i].key, sizes[i]};
-  const auto count = static_cast<uint32_t>(heads.size());
-  if (absl::Status st = Call(shm::Op::kPutStart, count, heads.data(), sizeof(wire::PutHead),
-                             8 + uint64_t{count} * sizeof(shm::Location));
-      !st.ok()) {
-    return st;
-  }
-  return Locations(count);
+  return CallForLocations(shm::Op::kPutStart, heads.data(), heads.size(), sizeof(wire::PutHead));
 }
 
 absl::StatusOr<std::vector<absl::StatusCode>> ShmChannel::End(std::span<const shm::EndItem> items) {

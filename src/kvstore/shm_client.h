@@ -84,7 +84,9 @@ class ShmChannel {
   // reply_ (error replies become the status); breaks the channel on transport failures.
   absl::Status Call(shm::Op op, uint32_t count, const void* items, size_t item_bytes,
                     uint64_t max_reply);
-  absl::StatusOr<std::vector<shm::Location>> Locations(uint32_t count);
+  // Call of `op` with n items, whose reply is one location per item (GET, PUT_START).
+  absl::StatusOr<std::vector<shm::Location>> CallForLocations(shm::Op op, const void* items, size_t n,
+                                                              size_t item_bytes);
   absl::Status Broken(absl::Status st);
   // Closes the socket and unmaps the segments.
   void Close();
