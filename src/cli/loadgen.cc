@@ -280,6 +280,7 @@ class Runner {
     req.server = server_;
     req.target = o_.path;
     req.body = bodies_.Body(index);
+    if (!o_.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
     req.timeouts.first_byte = o_.timeout;
     req.timeouts.idle = o_.timeout;
     req.timeouts.total = o_.timeout;

@@ -38,6 +38,8 @@ struct LoadgenOptions {
   uint64_t seed = 1;
   int threads = 1;               // client io threads
   Nanos timeout = 60 * kSecond;  // per request, whole call
+  // Sent as "Authorization: Bearer KEY" (a gateway's tenant key, vLLM's --api-key); empty: none.
+  std::string api_key;
 };
 
 // Names the first flag that is wrong ("--concurrency: must be >= 1").

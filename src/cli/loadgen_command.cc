@@ -23,6 +23,9 @@ LoadgenCommand::LoadgenCommand(CLI::App& app) {
   cmd_->add_option("--seed", o_.seed, "seed of the prompts and arrivals")->capture_default_str();
   cmd_->add_option("--threads", o_.threads, "client io threads")->capture_default_str();
   cmd_->add_option("--timeout", timeout_, "limit of each request")->capture_default_str();
+  cmd_->add_option("--api-key", o_.api_key,
+                   "sent as 'Authorization: Bearer KEY' (a gateway tenant's key); default $OPENAI_API_KEY")
+      ->envname("OPENAI_API_KEY");
   cmd_->add_flag("--json", json_, "print the report as JSON");
 }
 

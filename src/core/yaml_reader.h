@@ -37,7 +37,9 @@ class YamlReader {
                    std::initializer_list<const char*> allowed) const {
     if (!n.IsMap()) return Error(n, path, "expected a mapping");
     for (const auto& kv : n) {
-      const std::string key = kv.first.as<std::string>();
+      // A complex key (`? [a, b]`) is no name at all; as<std::string> would throw on it.
+      if (!kv.first.IsScalar()) return Error(kv.first, path, "a key must be a plain name");
+      const std::string key = kv.first.Scalar();
       bool known = false;
       for (const char* a : allowed) known |= key == a;
       if (!known) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
+#include "net/json_text.h"
 
 namespace myriad::emu {
 
@@ -306,7 +307,7 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
                                   {"owned_by", "myriad-emu"},
                                   {"root", options_.served_model_name},
                                   {"max_model_len", options_.max_model_len}}})}};
-    return r->Respond(net::HttpResponse{200, "application/json", models.dump(), {}});
+    return r->Respond(net::HttpResponse{200, "application/json", net::JsonText(models), {}});
   }
   if (path == "/tokenize" || path == "/detokenize") {
     json body = json::parse(req.body, nullptr, false);
@@ -317,7 +318,7 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
       }
       auto ids = Encode(body["prompt"].get<std::string>());
       json out = {{"count", ids.size()}, {"max_model_len", options_.max_model_len}, {"tokens", ids}};
-      return r->Respond(net::HttpResponse{200, "application/json", out.dump(), {}});
+      return r->Respond(net::HttpResponse{200, "application/json", net::JsonText(out), {}});
     }
     if (!body.contains("tokens") || !body["tokens"].is_array()) {
       return r->Respond(BadRequest("'tokens' must be an array of ids", "tokens"));
@@ -328,7 +329,7 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
       ids.push_back(t.get<uint32_t>());
     }
     json out = {{"prompt", Detokenize(ids)}};
-    return r->Respond(net::HttpResponse{200, "application/json", out.dump(), {}});
+    return r->Respond(net::HttpResponse{200, "application/json", net::JsonText(out), {}});
   }
   const bool completions = path == "/v1/completions";
   const bool chat = path == "/v1/chat/completions";
@@ -482,7 +483,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
       choice["stop_reason"] = nullptr;
     }
     c["choices"] = json::array({choice});
-    return "data: " + c.dump() + "\n\n";
+    return "data: " + net::JsonText(c) + "\n\n";
   };
   g.on_token = [this, live, chunk_json](int index, uint32_t token) {
     const auto now = Clock::now();
@@ -511,7 +512,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
                                           {"delta", {{"role", "assistant"}, {"content", ""}}},
                                           {"logprobs", nullptr},
                                           {"finish_reason", nullptr}}})}};
-      live->r->Write("data: " + c.dump() + "\n\n");
+      live->r->Write("data: " + net::JsonText(c) + "\n\n");
     }
     live->r->Write(chunk_json(piece, nullptr));
   };
@@ -542,7 +543,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
                   {"object", live->chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", live->created}, {"model", options_.served_model_name},
                   {"choices", json::array()}, {"usage", usage}};
-        live->r->Write("data: " + c.dump() + "\n\n");
+        live->r->Write("data: " + net::JsonText(c) + "\n\n");
       }
       live->r->Write("data: [DONE]\n\n");
       live->r->End();
@@ -578,7 +579,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     } else {
       out["kv_transfer_params"] = nullptr;
     }
-    live->r->Respond(net::HttpResponse{200, "application/json", out.dump(), {}});
+    live->r->Respond(net::HttpResponse{200, "application/json", net::JsonText(out), {}});
   };
   if (live->stream) {
     r->BeginStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
@@ -652,7 +653,7 @@ net::HttpResponse EmuServer::AdminFault(const net::HttpRequest& req) {
   if (req.method == "GET") {
     std::lock_guard l(mu_);
     return net::HttpResponse{200, "application/json",
-                             json({{"kind", static_cast<int>(fault_.kind)}}).dump(), {}};
+                             net::JsonText(json({{"kind", static_cast<int>(fault_.kind)}})), {}};
   }
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object() || !body.contains("kind") || !body["kind"].is_string()) {
@@ -683,7 +684,7 @@ net::HttpResponse EmuServer::AdminFault(const net::HttpRequest& req) {
     return BadRequest(fmt::format("unknown fault kind '{}'", kind), "kind");
   }
   SetFault(f);
-  return net::HttpResponse{200, "application/json", json({{"kind", kind}}).dump(), {}};
+  return net::HttpResponse{200, "application/json", net::JsonText(json({{"kind", kind}})), {}};
 }
 
 }  // namespace myriad::emu

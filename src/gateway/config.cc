@@ -3,12 +3,19 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
+#include "core/strings.h"
 #include "core/yaml_reader.h"
 #include "net/http.h"
+#include "net/http_server.h"
+#include "net/kv_event_publisher.h"
 
 namespace myriad::gateway {
 
@@ -23,11 +30,29 @@ std::string_view RoleName(BackendRole role) {
 
 absl::Status ValidateBackend(const BackendConfig& b, std::string_view where) {
   if (b.name.empty()) return absl::InvalidArgumentError(fmt::format("{}: name: required", where));
+  // The name goes into logs, JSON answers and Prometheus labels; from an etcd key it can be
+  // any bytes.
+  if (!IsValidUtf8(b.name) || std::any_of(b.name.begin(), b.name.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      })) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: name: '{}' is not printable UTF-8", where, absl::CHexEscape(b.name)));
+  }
+  if (!IsValidUtf8(b.model)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: model: '{}' is not valid UTF-8", where, absl::CHexEscape(b.model)));
+  }
   if (!net::ParseHttpUrl(b.url).ok()) {
     return absl::InvalidArgumentError(
         fmt::format("{}: url: '{}' is not an http://host:port URL", where, b.url));
   }
   if (b.model.empty()) return absl::InvalidArgumentError(fmt::format("{}: model: required", where));
+  for (auto [field, value] : {std::pair{"kv_events", &b.kv_events}, {"kv_replay", &b.kv_replay}}) {
+    if (value->empty()) continue;
+    if (absl::Status st = net::ValidateZmqConnectEndpoint(*value); !st.ok()) {
+      return absl::InvalidArgumentError(fmt::format("{}: {}: {}", where, field, std::string(st.message())));
+    }
+  }
   // Each rank is a routing candidate, an index holder and (with kv_events) a subscription.
   if (b.dp_ranks < 1 || b.dp_ranks > kMaxDpRanks) {
     return absl::InvalidArgumentError(fmt::format("{}: dp_ranks: {} is not in [1, {}]", where, b.dp_ranks, kMaxDpRanks));
@@ -73,11 +98,18 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "fairness", "", &c.fairness));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "threads", "", &c.threads));
-  MYRIAD_RETURN_IF_ERROR(r.Check(root, "threads", "", c.threads >= 1, "must be >= 1", c.threads));
+  MYRIAD_RETURN_IF_ERROR(r.Check(root, "threads", "", c.threads >= 1 && c.threads <= net::kMaxHttpThreads,
+                                 fmt::format("must be in [1, {}]", net::kMaxHttpThreads), c.threads));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "upstream_threads", "", &c.upstream_threads));
-  MYRIAD_RETURN_IF_ERROR(r.Check(root, "upstream_threads", "", c.upstream_threads >= 0,
-                                 "must be >= 0", c.upstream_threads));
+  MYRIAD_RETURN_IF_ERROR(r.Check(root, "upstream_threads", "",
+                                 c.upstream_threads >= 0 && c.upstream_threads <= net::kMaxHttpThreads,
+                                 fmt::format("must be in [0, {}]", net::kMaxHttpThreads), c.upstream_threads));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "max_body_bytes", "", &c.max_body_bytes));
+  MYRIAD_RETURN_IF_ERROR(r.Check(root, "max_body_bytes", "", c.max_body_bytes >= 1024 && c.max_body_bytes <= kMaxBodyBytes,
+                                 fmt::format("must be in [1024, {}]", kMaxBodyBytes), c.max_body_bytes));
+  MYRIAD_RETURN_IF_ERROR(r.Check(root, "max_client_backlog_bytes", "",
+                                 c.max_client_backlog_bytes >= 1 && c.max_client_backlog_bytes <= kMaxBodyBytes,
+                                 fmt::format("must be in [1, {}]", kMaxBodyBytes), c.max_client_backlog_bytes));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "admin_token", "", &c.admin_token));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "access_log", "", &c.access_log));
   if (!net::ParseHostPort(c.listen).ok()) {
@@ -119,8 +151,8 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer", "routing", &c.tokenizer));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer_config", "routing", &c.tokenizer_config));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "kv_block_size", "routing", &c.kv_block_size));
-    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "kv_block_size", "routing", c.kv_block_size >= 1,
-                                   "must be >= 1", c.kv_block_size));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "kv_block_size", "routing", c.kv_block_size >= 1 && c.kv_block_size <= 4096,
+                                   "must be in [1, 4096]", c.kv_block_size));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "policy", "routing", &c.policy));
     if (auto p = policy::ParsePolicyName(c.policy); !p.ok()) {
       return r.Error(rt["policy"], "routing.policy", std::string(p.status().message()));
@@ -132,10 +164,21 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_tp", "routing", &c.perf_tp));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "disagg_min_uncached", "routing", &c.disagg_min_uncached));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "approx_chunk_bytes", "routing", &c.approx_chunk_bytes));
-    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "approx_chunk_bytes", "routing", c.approx_chunk_bytes >= 8,
-                                   "must be >= 8", c.approx_chunk_bytes));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "approx_chunk_bytes", "routing",
+                                   c.approx_chunk_bytes >= 8 && c.approx_chunk_bytes <= (1 << 20),
+                                   "must be in [8, 1048576]", c.approx_chunk_bytes));
     MYRIAD_RETURN_IF_ERROR(r.Duration(rt, "approx_ttl", "routing", &c.approx_ttl));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "index_max_entries", "routing", &c.index_max_entries));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "index_max_entries", "routing",
+                                   c.index_max_entries >= 1 && c.index_max_entries <= kMaxIndexEntries,
+                                   fmt::format("must be in [1, {}]", kMaxIndexEntries), c.index_max_entries));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "ttft_slo", "routing", c.ttft_slo > 0, "must be > 0",
+                                   FormatDuration(c.ttft_slo)));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "reject_factor", "routing",
+                                   std::isfinite(c.reject_factor) && c.reject_factor >= 0,
+                                   "must be a finite number >= 0", c.reject_factor));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "perf_tp", "routing", c.perf_tp >= 1 && c.perf_tp <= 64,
+                                   "must be in [1, 64]", c.perf_tp));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "seed", "routing", &c.seed));
   }
 
@@ -151,7 +194,8 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "name", path, &e.config.name));
       if (e.config.name.empty()) return r.Error(t, path + ".name", "required");
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "weight", path, &e.config.weight));
-      MYRIAD_RETURN_IF_ERROR(r.Check(t, "weight", path, e.config.weight > 0, "must be > 0", e.config.weight));
+      MYRIAD_RETURN_IF_ERROR(r.Check(t, "weight", path, std::isfinite(e.config.weight) && e.config.weight > 0,
+                                     "must be a finite number > 0", e.config.weight));
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "priority", path, &e.config.priority));
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "quota_tokens_per_s", path, &e.config.quota_tokens_per_s));
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "burst_tokens", path, &e.config.burst_tokens));
@@ -176,8 +220,11 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Duration(u, "first_byte_timeout", "upstream", &c.first_byte_timeout));
     MYRIAD_RETURN_IF_ERROR(r.Duration(u, "idle_timeout", "upstream", &c.idle_timeout));
     MYRIAD_RETURN_IF_ERROR(r.Get(u, "max_attempts", "upstream", &c.max_attempts));
-    MYRIAD_RETURN_IF_ERROR(r.Check(u, "max_attempts", "upstream", c.max_attempts >= 1, "must be >= 1", c.max_attempts));
+    MYRIAD_RETURN_IF_ERROR(r.Check(u, "max_attempts", "upstream", c.max_attempts >= 1 && c.max_attempts <= 16,
+                                   "must be in [1, 16]", c.max_attempts));
     MYRIAD_RETURN_IF_ERROR(r.Get(u, "retry_budget", "upstream", &c.retry_budget));
+    MYRIAD_RETURN_IF_ERROR(r.Check(u, "retry_budget", "upstream", c.retry_budget >= 0 && c.retry_budget <= 1,
+                                   "must be in [0, 1]", c.retry_budget));
   }
 
   if (const YAML::Node h = root["health"]) {
@@ -190,6 +237,12 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "scrape_interval", "health", &c.scrape_interval));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "interval", "health", c.health_interval > 0, "must be > 0",
                                    FormatDuration(c.health_interval)));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "eject_after_errors", "health",
+                                   c.eject_after_errors >= 1 && c.eject_after_errors <= 1000,
+                                   "must be in [1, 1000]", c.eject_after_errors));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "readmit_after_successes", "health",
+                                   c.readmit_after_successes >= 1 && c.readmit_after_successes <= 1000,
+                                   "must be in [1, 1000]", c.readmit_after_successes));
   }
 
   if (const YAML::Node e = root["etcd"]) {
@@ -204,10 +257,15 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
 }
 
 absl::StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(fmt::format("{}: is a directory, not a YAML file", path));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(fmt::format("{}: cannot open", path));
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) return absl::InvalidArgumentError(fmt::format("{}: cannot read", path));
   return ParseGatewayConfig(ss.str(), path);
 }
 

@@ -34,6 +34,10 @@ struct TenantEntry {
   std::vector<std::string> api_keys;
 };
 
+// Upper bounds of the config's sizes (docs/gateway.md lists every bound).
+inline constexpr size_t kMaxBodyBytes = size_t{1} << 30;
+inline constexpr size_t kMaxIndexEntries = size_t{1} << 30;
+
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8000";
   int threads = 2;           // HTTP threads

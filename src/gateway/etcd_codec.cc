@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
+#include "core/strings.h"
+#include "net/json_text.h"
 
 namespace myriad::gateway {
 
@@ -15,13 +17,18 @@ std::string EncodeRegistration(const BackendConfig& b) {
             {"model", b.model}, {"dp_ranks", b.dp_ranks}};
   if (!b.kv_events.empty()) j["kv_events"] = b.kv_events;
   if (!b.kv_replay.empty()) j["kv_replay"] = b.kv_replay;
-  return j.dump();
+  return net::JsonText(j);
 }
 
 namespace {
 
+// A key as an error message shows it: any bytes may be under the prefix.
+std::string ShownKey(std::string_view key) {
+  return IsValidUtf8(key) ? std::string(key) : absl::CHexEscape(std::string(key));
+}
+
 absl::Status FieldError(std::string_view key, std::string_view field, std::string_view what) {
-  return absl::InvalidArgumentError(fmt::format("etcd key '{}': {}: {}", key, field, what));
+  return absl::InvalidArgumentError(fmt::format("etcd key '{}': {}: {}", ShownKey(key), field, what));
 }
 
 absl::Status GetString(const json& j, std::string_view key, const char* field, std::string* out) {
@@ -57,7 +64,7 @@ absl::StatusOr<BackendConfig> DecodeRegistration(std::string_view key, std::stri
     if (v < 1 || v > kMaxDpRanks) return FieldError(key, "dp_ranks", fmt::format("must be in [1, {}]", kMaxDpRanks));
     b.dp_ranks = static_cast<int>(v);
   }
-  if (absl::Status st = ValidateBackend(b, fmt::format("etcd key '{}'", key)); !st.ok()) return st;
+  if (absl::Status st = ValidateBackend(b, fmt::format("etcd key '{}'", ShownKey(key))); !st.ok()) return st;
   return b;
 }
 

@@ -16,6 +16,7 @@
 #include "gateway/etcd_codec.h"
 #include "net/async_http_client.h"
 #include "net/http.h"
+#include "net/json_text.h"
 
 namespace myriad::gateway {
 
@@ -123,7 +124,7 @@ absl::StatusOr<EtcdRange> EtcdDiscovery::Impl::List() {
   net::CallTimeouts t;
   t.connect = opt.connect_timeout;
   t.first_byte = t.idle = t.total = opt.request_timeout;
-  auto inbox = Begin("/v3/kv/range", json({{"key", key_b64}, {"range_end", range_end_b64}}).dump(),
+  auto inbox = Begin("/v3/kv/range", net::JsonText(json({{"key", key_b64}, {"range_end", range_end_b64}})),
                      /*streaming=*/false, t);
   std::unique_lock lk(mu);
   cv.wait(lk, [&] { return stopping || inbox->done; });
@@ -150,7 +151,7 @@ absl::Status EtcdDiscovery::Impl::Watch(int64_t start_revision) {
                  {"range_end", range_end_b64},
                  {"start_revision", start_revision},
                  {"progress_notify", true}};
-  auto inbox = Begin("/v3/watch", json({{"create_request", create}}).dump(), /*streaming=*/true, t);
+  auto inbox = Begin("/v3/watch", net::JsonText(json({{"create_request", create}})), /*streaming=*/true, t);
   {
     std::lock_guard l(mu);
     stats.watches++;

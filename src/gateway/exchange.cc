@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
+#include "net/json_text.h"
 
 namespace myriad::gateway {
 
@@ -113,7 +114,7 @@ void Exchange::Dispatch() {
     body["kv_transfer_params"] = {{"do_remote_decode", true}, {"do_remote_prefill", false},
                                   {"remote_engine_id", nullptr}, {"remote_block_ids", nullptr},
                                   {"remote_host", nullptr}, {"remote_port", nullptr}};
-    return StartCall(route.entry, body.dump(), true);
+    return StartCall(route.entry, net::JsonText(body), true);
   }
   pd = false;
   decode_backend = nullptr;
@@ -250,7 +251,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
                {{"message", fmt::format("upstream failed mid-stream: {}", last_error)},
                 {"type", "upstream_error"},
                 {"code", StatusFor(st)}}}};
-    r->Write("data: " + e.dump() + "\n\n");
+    r->Write("data: " + net::JsonText(e) + "\n\n");
     r->End();
   } else {
     r->Abort();
@@ -282,7 +283,7 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
     gw->stats_.pd_requests++;
   }
   decision += fmt::format("; prefilled on {}", prefill->config.name);
-  StartCall(d, body.dump(), false);
+  StartCall(d, net::JsonText(body), false);
 }
 
 void Exchange::FinishWithError(int status, std::string_view type, const std::string& message) {
@@ -327,7 +328,7 @@ void Exchange::Finish(int status) {
                {"duration_ms", Ms(now - start)},
                {"bytes", bytes_out}};
   if (!last_error.empty()) line["error"] = last_error;
-  gw->Log(line.dump());
+  gw->Log(net::JsonText(line));
   call.reset();
   r.reset();
 }

@@ -14,6 +14,7 @@
 #include "net/kv_event_publisher.h"
 #include "net/kv_events.h"
 #include "perf/step_model.h"
+#include "net/json_text.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -116,14 +117,11 @@ absl::Status Gateway::Start() {
       o, [this](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
         Handle(std::move(req), std::move(r));
       });
-  net::AsyncHttpClientOptions uo{.threads = std::max(1, config_.upstream_threads)};
-  // upstream_threads 0: each upstream call runs on the HTTP thread of its client's connection
-  // (one io_context per thread), so a chunk goes from the engine's socket to the client's
-  // without changing threads.
-  if (config_.upstream_threads == 0) {
-    for (int i = 0; i < http_->io_contexts(); ++i) uo.shared_io_contexts.push_back(&http_->io_context(i));
-  }
-  upstream_ = std::make_unique<net::AsyncHttpClient>(uo);
+  // Everything that can fail comes before the upstream client: with upstream_threads 0 it
+  // shares the HTTP server's contexts, and its destructor waits for them to run its shutdown,
+  // which they never do if the server never starts (a gateway that could not start hung with
+  // SIGTERM blocked instead of exiting).
+  if (absl::Status st = http_->Listen(); !st.ok()) return st;
   // KV events: one subscriber thread for the backends configured now; backends added later
   // (etcd, admin) get one each.
   std::vector<std::shared_ptr<Backend>> initial;
@@ -146,19 +144,31 @@ absl::Status Gateway::Start() {
                 [this](BackendConfig b) {
                   const std::string name = b.name;
                   if (absl::Status s = AddBackend(std::move(b), /*from_etcd=*/true); !s.ok()) {
-                    Log(json({{"event", "etcd_registration_refused"}, {"backend", name},
-                              {"error", std::string(s.message())}})
-                            .dump());
+                    Log(net::JsonText(json({{"event", "etcd_registration_refused"}, {"backend", name},
+                              {"error", std::string(s.message())}})));
                   }
                 },
             .on_delete = [this](const std::string& name) { RemoveBackend(name, /*only_from_etcd=*/true); },
             .on_error =
                 [this](absl::Status s) {
-                  Log(json({{"event", "etcd_error"}, {"error", std::string(s.message())}}).dump());
+                  Log(net::JsonText(json({{"event", "etcd_error"}, {"error", std::string(s.message())}})));
                 }});
     if (!st.ok()) return st;
   }
-  if (absl::Status st = http_->Start(); !st.ok()) return st;
+  net::AsyncHttpClientOptions uo{.threads = std::max(1, config_.upstream_threads)};
+  // upstream_threads 0: each upstream call runs on the HTTP thread of its client's connection
+  // (one io_context per thread), so a chunk goes from the engine's socket to the client's
+  // without changing threads.
+  if (config_.upstream_threads == 0) {
+    for (int i = 0; i < http_->io_contexts(); ++i) uo.shared_io_contexts.push_back(&http_->io_context(i));
+  }
+  upstream_ = std::make_unique<net::AsyncHttpClient>(uo);
+  if (absl::Status st = http_->Start(); !st.ok()) {
+    // Listen succeeded, so this cannot fail today; if it ever does, the shared contexts never
+    // run and the client must not wait for them.
+    (void)upstream_.release();  // leaked on purpose, see above
+    return st;
+  }
   started_ = true;
   health_ = std::thread([this] { HealthLoop(); });
   return absl::OkStatus();
@@ -245,9 +255,8 @@ void Gateway::SubscribeLater(const std::string& name) {
   if (one.empty()) return;
   auto sub = SubscribeEvents(one);
   if (!sub.ok()) {
-    Log(json({{"event", "kv_events_subscribe_failed"}, {"backend", name},
-              {"error", std::string(sub.status().message())}})
-            .dump());
+    Log(net::JsonText(json({{"event", "kv_events_subscribe_failed"}, {"backend", name},
+              {"error", std::string(sub.status().message())}})));
     return;
   }
   std::unique_ptr<net::KvEventSubscriber> old;

@@ -10,6 +10,7 @@
 #include "gateway/gateway.h"
 #include "gateway/openai_request.h"
 #include "net/http_client.h"
+#include "net/json_text.h"
 
 namespace myriad::gateway {
 
@@ -32,7 +33,7 @@ net::HttpResponse Gateway::Models() const {
   for (const auto& m : models) {
     data.push_back({{"id", m}, {"object", "model"}, {"owned_by", "myriad"}});
   }
-  return net::HttpResponse{200, "application/json", json({{"object", "list"}, {"data", data}}).dump(), {}};
+  return net::HttpResponse{200, "application/json", net::JsonText(json({{"object", "list"}, {"data", data}})), {}};
 }
 
 net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
@@ -65,7 +66,7 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
         list.back()["dp_ranks"] = std::move(ranks);
       }
     }
-    return net::HttpResponse{200, "application/json", json({{"backends", list}}).dump(), {}};
+    return net::HttpResponse{200, "application/json", net::JsonText(json({{"backends", list}})), {}};
   }
   // /admin/backends/NAME/drain | undrain
   constexpr std::string_view kPrefix = "/admin/backends/";
@@ -81,7 +82,7 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
           if (b->config.name == name) {
             b->draining = action == "drain";
             return net::HttpResponse{200, "application/json",
-                                     json({{"name", name}, {"draining", b->draining}}).dump(), {}};
+                                     net::JsonText(json({{"name", name}, {"draining", b->draining}})), {}};
           }
         }
         return net::JsonError(404, "NotFoundError", fmt::format("no backend named '{}'", name));
@@ -169,10 +170,9 @@ void Gateway::CheckHealthNow() {
       }
     }
     if (!change.empty()) {
-      Log(json({{"event", "backend_" + std::string(change)}, {"backend", b->config.name},
+      Log(net::JsonText(json({{"event", "backend_" + std::string(change)}, {"backend", b->config.name},
                 {"error", health.ok() ? fmt::format("status {}", health->status)
-                                      : std::string(health.status().message())}})
-              .dump());
+                                      : std::string(health.status().message())}})));
     }
   }
 }

@@ -83,6 +83,11 @@ bool ParseGenerateRequest(std::string_view body, bool chat, GenerateRequest* out
   if (auto so = b.find("stream_options"); so != b.end() && !so->is_null() && !so->is_object()) {
     return Fail(error, "'stream_options' must be an object", "stream_options");
   }
+  // vLLM's rule (its request models' validate_stream_options): options for a stream on a
+  // request that does not stream are an error, not ignored. An empty object passes, as there.
+  if (auto so = b.find("stream_options"); so != b.end() && so->is_object() && !so->empty() && !out->stream) {
+    return Fail(error, "Stream options can only be defined when `stream=True`.", "stream_options");
+  }
   if (chat) {
     auto msgs = b.find("messages");
     if (msgs == b.end() || !msgs->is_array() || msgs->empty()) {

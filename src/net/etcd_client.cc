@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
+#include "net/json_text.h"
 
 namespace myriad::net {
 
@@ -61,7 +62,7 @@ absl::StatusOr<std::string> EtcdClient::Post(std::string_view target, std::strin
 }
 
 absl::StatusOr<std::optional<EtcdKv>> EtcdClient::Get(std::string_view key) {
-  auto body = Post("/v3/kv/range", json({{"key", B64(key)}}).dump());
+  auto body = Post("/v3/kv/range", net::JsonText(json({{"key", B64(key)}})));
   if (!body.ok()) return body.status();
   auto range = DecodeRange(*body);
   if (!range.ok()) return range.status();
@@ -71,7 +72,7 @@ absl::StatusOr<std::optional<EtcdKv>> EtcdClient::Get(std::string_view key) {
 
 absl::StatusOr<std::vector<EtcdKv>> EtcdClient::GetPrefix(std::string_view prefix) {
   const json req = {{"key", B64(prefix)}, {"range_end", B64(EtcdPrefixRangeEnd(prefix))}};
-  auto body = Post("/v3/kv/range", req.dump());
+  auto body = Post("/v3/kv/range", net::JsonText(req));
   if (!body.ok()) return body.status();
   auto range = DecodeRange(*body);
   if (!range.ok()) return range.status();
@@ -81,11 +82,11 @@ absl::StatusOr<std::vector<EtcdKv>> EtcdClient::GetPrefix(std::string_view prefi
 absl::Status EtcdClient::Put(std::string_view key, std::string_view value, int64_t lease) {
   json put = {{"key", B64(key)}, {"value", B64(value)}};
   if (lease != 0) put["lease"] = std::to_string(lease);
-  return Post("/v3/kv/put", put.dump()).status();
+  return Post("/v3/kv/put", net::JsonText(put)).status();
 }
 
 absl::Status EtcdClient::Delete(std::string_view key) {
-  return Post("/v3/kv/deleterange", json({{"key", B64(key)}}).dump()).status();
+  return Post("/v3/kv/deleterange", net::JsonText(json({{"key", B64(key)}}))).status();
 }
 
 absl::StatusOr<EtcdCreateResult> EtcdClient::CreateIfAbsent(std::string_view key,
@@ -102,7 +103,7 @@ absl::StatusOr<EtcdCreateResult> EtcdClient::CreateIfAbsent(std::string_view key
                                 {"create_revision", "0"}}})},
       {"success", json::array({{{"request_put", put}}})},
       {"failure", json::array({{{"request_range", {{"key", B64(key)}}}}})}};
-  auto body = Post("/v3/kv/txn", txn.dump());
+  auto body = Post("/v3/kv/txn", net::JsonText(txn));
   if (!body.ok()) return body.status();
   json j = json::parse(*body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return absl::InternalError("etcd txn: answer is not JSON");
@@ -116,7 +117,7 @@ absl::StatusOr<EtcdCreateResult> EtcdClient::CreateIfAbsent(std::string_view key
       if (auto rr = first.find("response_range"); rr != first.end()) {
         json range = *rr;
         if (!range.contains("header")) range["header"] = j.value("header", json::object());
-        auto decoded = DecodeRange(range.dump());
+        auto decoded = DecodeRange(net::JsonText(range));
         if (!decoded.ok()) return decoded.status();
         if (!decoded->kvs.empty()) out.holder = std::move(decoded->kvs.front());
       }
@@ -126,7 +127,7 @@ absl::StatusOr<EtcdCreateResult> EtcdClient::CreateIfAbsent(std::string_view key
 }
 
 absl::StatusOr<int64_t> EtcdClient::GrantLease(int64_t ttl_seconds) {
-  auto body = Post("/v3/lease/grant", json({{"TTL", std::to_string(ttl_seconds)}}).dump());
+  auto body = Post("/v3/lease/grant", net::JsonText(json({{"TTL", std::to_string(ttl_seconds)}})));
   if (!body.ok()) return body.status();
   json j = json::parse(*body, nullptr, false);
   const int64_t id = j.is_object() ? IntOf(j, "ID") : 0;
@@ -135,7 +136,7 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(int64_t ttl_seconds) {
 }
 
 absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
-  auto body = Post("/v3/lease/keepalive", json({{"ID", std::to_string(lease)}}).dump());
+  auto body = Post("/v3/lease/keepalive", net::JsonText(json({{"ID", std::to_string(lease)}})));
   if (!body.ok()) return body.status();
   json j = json::parse(*body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return absl::InternalError("etcd keepalive: answer is not JSON");
@@ -148,7 +149,7 @@ absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
 }
 
 absl::Status EtcdClient::Revoke(int64_t lease) {
-  auto r = Post("/v3/lease/revoke", json({{"ID", std::to_string(lease)}}).dump());
+  auto r = Post("/v3/lease/revoke", net::JsonText(json({{"ID", std::to_string(lease)}})));
   if (!r.ok() && r.status().code() != absl::StatusCode::kNotFound) return r.status();
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
+#include "net/json_text.h"
 
 namespace myriad::net {
 
@@ -84,7 +85,7 @@ std::string ErrorText(const json& e) {
   if (e.is_object() && e.contains("message") && e["message"].is_string()) {
     return e["message"].get<std::string>();
   }
-  return e.dump();
+  return net::JsonText(e);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "net/async_http_client.h"
+#include "net/json_text.h"
 
 namespace myriad::net {
 
@@ -54,7 +55,7 @@ absl::Status EtcdWatch::Start(std::string_view endpoint, std::string_view key,
   CallRequest req;
   req.server = *server;
   req.target = "/v3/watch";
-  req.body = json({{"create_request", create}}).dump();
+  req.body = net::JsonText(json({{"create_request", create}}));
   req.timeouts.connect = connect_timeout;
   req.timeouts.first_byte = 5 * kSecond;
   // A quiet key is the normal case: no idle limit beyond an hour (a dead etcd closes the

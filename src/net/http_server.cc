@@ -59,9 +59,10 @@ struct HttpServer::Impl {
       : options(std::move(o)), async_handler(std::move(h)), iocs(MakeContexts(options)) {}
 
   static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(const HttpServerOptions& o) {
-    const int n = o.context_per_thread ? std::max(1, o.threads) : 1;
+    // Clamped: Listen reports a thread count out of range, the constructor must not allocate it.
+    const int n = o.context_per_thread ? std::clamp(o.threads, 1, kMaxHttpThreads) : 1;
     std::vector<std::unique_ptr<asio::io_context>> v;
-    for (int i = 0; i < n; ++i) v.push_back(std::make_unique<asio::io_context>(o.context_per_thread ? 1 : o.threads));
+    for (int i = 0; i < n; ++i) v.push_back(std::make_unique<asio::io_context>(o.context_per_thread ? 1 : std::clamp(o.threads, 1, kMaxHttpThreads)));
     return v;
   }
   // The context of the next connection: round-robin when there is one per thread.
@@ -84,6 +85,7 @@ struct HttpServer::Impl {
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
   bool accepting = false;
   bool started = false;
+  bool listening = false;  // Listen succeeded (set by the thread that calls Listen / Start)
   bool stopped = false;
   struct Counters {
     std::atomic<uint64_t> connections_accepted{0}, connections_refused{0}, requests{0}, bad_requests{0},
@@ -191,6 +193,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnHeader(beast::error_code ec) {
     if (ec) return OnReadError(ec);
     const auto& req = parser_->get();
+    if (std::string why = FramingError(req); !why.empty()) {
+      // The body's end is unknown (or two headers disagree on it): bytes after it could run as
+      // a second, smuggled request. RFC 9112 6.1 and 6.3: answer 400 and close.
+      Count().bad_requests++;
+      return Respond(JsonError(400, "invalid_request", why), false);
+    }
     if (!parser_->is_done() && req.version() >= 11 &&
         beast::iequals(req[http::field::expect], "100-continue")) {
       // curl and others wait (a second, by default) for this before sending a large body.
@@ -202,6 +210,22 @@ class Session : public std::enable_shared_from_this<Session> {
                                });
     }
     ReadBody();
+  }
+
+  // Why the request's body framing is refused, or "" when it is sound. Beast reads a request
+  // whose Transfer-Encoding does not end in chunked as one without a body.
+  std::string FramingError(const http::request<http::string_body>& req) const {
+    const auto te = req.find(http::field::transfer_encoding);
+    if (te == req.end()) return {};
+    if (req.version() < 11) return "Transfer-Encoding is not allowed in an HTTP/1.0 request";
+    if (!parser_->chunked()) {
+      return fmt::format("Transfer-Encoding '{}' is not supported: only chunked, as the last coding",
+                         std::string_view(te->value()));
+    }
+    if (req.find(http::field::content_length) != req.end()) {
+      return "a request must not carry both Transfer-Encoding and Content-Length";
+    }
+    return {};
   }
 
   void ReadBody() {
@@ -578,7 +602,10 @@ void Responder::Write(std::string_view data) {
   // On the session's own thread (a context per thread: the proxy's layout) the bytes go
   // straight into its stream buffer, as dispatch would run them there at once, but without a
   // string of their own first.
-  const auto* io = session_->stream_.get_executor().target<asio::io_context::executor_type>();
+  // The executor is a copy: target() points into it, so it must outlive `io` (a pointer into
+  // the temporary that get_executor() returns dangles at the end of the statement).
+  const auto ex = session_->stream_.get_executor();
+  const auto* io = ex.target<asio::io_context::executor_type>();
   if (io != nullptr && io->running_in_this_thread()) {
     if (!session_->AsyncWrite(exchange_, data)) buffered_->fetch_sub(data.size());
     return;
@@ -675,16 +702,12 @@ HttpServer::HttpServer(HttpServerOptions options, AsyncHttpHandler handler)
 
 HttpServer::~HttpServer() { Stop(); }
 
-absl::Status HttpServer::Start() {
+absl::Status HttpServer::Listen() {
   Impl& s = *impl_;
-  {
-    std::lock_guard lock(s.mu);
-    if (s.started) return absl::FailedPreconditionError("HttpServer::Start: already started");
-    s.started = true;
-  }
-  if (s.options.threads < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("HttpServer: threads must be >= 1, got {}", s.options.threads));
+  if (s.listening) return absl::OkStatus();
+  if (s.options.threads < 1 || s.options.threads > kMaxHttpThreads) {
+    return absl::InvalidArgumentError(fmt::format("HttpServer: threads must be in [1, {}], got {}",
+                                                  kMaxHttpThreads, s.options.threads));
   }
   const std::string where = fmt::format("{}:{}", s.options.address, s.options.port);
   beast::error_code ec;
@@ -707,8 +730,20 @@ absl::Status HttpServer::Start() {
         fmt::format("HttpServer: cannot listen on {}: {}", where, ec.message()));
   }
   s.port = s.acceptor.local_endpoint(ec).port();
+  s.listening = true;
+  return absl::OkStatus();
+}
+
+absl::Status HttpServer::Start() {
+  Impl& s = *impl_;
   {
     std::lock_guard lock(s.mu);
+    if (s.started) return absl::FailedPreconditionError("HttpServer::Start: already started");
+  }
+  if (absl::Status st = Listen(); !st.ok()) return st;
+  {
+    std::lock_guard lock(s.mu);
+    s.started = true;
     s.accepting = true;
   }
   for (auto& c : s.iocs) s.work.push_back(asio::make_work_guard(*c));

@@ -64,6 +64,9 @@ class HttpResponder {
 using AsyncHttpHandler =
     std::function<void(HttpRequest request, std::shared_ptr<HttpResponder> responder)>;
 
+// More io threads than this is a typo, not a configuration (each has a stack and a context).
+inline constexpr int kMaxHttpThreads = 1024;
+
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0: an ephemeral port, see HttpServer::port()
@@ -106,8 +109,12 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds, listens and starts the io threads. Fails (naming the address) when the address
-  // does not parse or cannot be bound. Call once.
+  // Binds and listens without serving yet (connections wait in the backlog), so a process can
+  // find its port busy before it starts anything else. Fails (naming the address) when the
+  // address does not parse or cannot be bound, or threads is out of [1, kMaxHttpThreads].
+  // Optional: Start listens if this was not called.
+  absl::Status Listen();
+  // Listens (unless Listen did) and starts the io threads. Call once.
   absl::Status Start();
   // Stops accepting, closes idle connections, lets requests in progress finish (up to
   // stop_grace), then joins the io threads. Idempotent; safe to call from any thread but an

@@ -179,4 +179,27 @@ std::optional<std::string> OffsetEndpointPort(const std::string& endpoint, int o
   return fmt::format("{}{}", endpoint.substr(0, colon + 1), port);
 }
 
+absl::Status ValidateZmqConnectEndpoint(std::string_view endpoint) {
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(fmt::format("'{}' is not a ZMQ endpoint: {}", endpoint, why));
+  };
+  const size_t sep = endpoint.find("://");
+  if (sep == std::string_view::npos) return bad("expected tcp://HOST:PORT, ipc://PATH or inproc://NAME");
+  const std::string_view scheme = endpoint.substr(0, sep), rest = endpoint.substr(sep + 3);
+  if (scheme == "ipc" || scheme == "inproc") {
+    return rest.empty() ? bad("empty path") : absl::OkStatus();
+  }
+  if (scheme != "tcp") return bad(fmt::format("unknown transport '{}'", scheme));
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad("expected tcp://HOST:PORT");
+  const std::string_view digits = rest.substr(colon + 1);
+  int port = 0;
+  if (digits.empty() || digits.size() > 5 ||
+      digits.find_first_not_of("0123456789") != std::string_view::npos ||
+      (port = std::stoi(std::string(digits))) < 1 || port > 65535) {
+    return bad(fmt::format("port '{}' is not in [1, 65535]", digits));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace myriad::net

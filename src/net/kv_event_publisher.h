@@ -13,6 +13,7 @@
 #include <span>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,6 +34,10 @@ struct KvEventPublisherOptions {
 // "tcp://host:5557" + 2 -> "tcp://host:5559": vLLM's DP ranks publish on consecutive ports.
 // nullopt when the port is not a number (and the offset is not 0) or passes 65535.
 std::optional<std::string> OffsetEndpointPort(const std::string& endpoint, int offset);
+
+// Whether a ZMQ endpoint to connect to is well-formed: tcp://HOST:PORT (port 1-65535),
+// ipc://PATH or inproc://NAME. A config check, so that a typo is found before start.
+absl::Status ValidateZmqConnectEndpoint(std::string_view endpoint);
 
 class KvEventPublisher {
  public:

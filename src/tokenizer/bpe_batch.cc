@@ -118,17 +118,6 @@ int ArgMin(const int32_t* ranks, uint32_t count) {
 
 }  // namespace
 
-void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
-                         std::vector<IdSpan>& spans, BpeScratch& s) const {
-  spans.resize(words.size());
-  if (!merges_.narrow()) {
-    MergeLanes(words, nullptr, words.size(), ids, spans, s);
-    return;
-  }
-  MergeShort(words, ids, spans, s);
-  if (!s.rest.empty()) MergeLanes(words, s.rest.data(), s.rest.size(), ids, spans, s);
-}
-
 __attribute__((target_clones("arch=x86-64-v3", "arch=x86-64-v2", "default")))
 void BpeModel::MergeShort(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
                           std::vector<IdSpan>& spans, BpeScratch& s) const {
@@ -310,6 +299,19 @@ void BpeModel::MergeLanes(std::span<const std::string_view> words, const uint32_
       lane.npending = 2;
     }
   }
+}
+
+// After the multiversioned functions it calls: Clang refuses a function that becomes
+// multiversioned after its first use.
+void BpeModel::MergeMany(std::span<const std::string_view> words, std::vector<uint32_t>& ids,
+                         std::vector<IdSpan>& spans, BpeScratch& s) const {
+  spans.resize(words.size());
+  if (!merges_.narrow()) {
+    MergeLanes(words, nullptr, words.size(), ids, spans, s);
+    return;
+  }
+  MergeShort(words, ids, spans, s);
+  if (!s.rest.empty()) MergeLanes(words, s.rest.data(), s.rest.size(), ids, spans, s);
 }
 
 }  // namespace myriad::tokenizer

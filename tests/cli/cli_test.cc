@@ -56,7 +56,7 @@ pools:
   - {name: u, role: colocated, count: 8, layout: {tp: 1, dp: 1, ep: 1}}
 workload: {type: synthetic, rate: 20}
 )");
-  auto out = std::filesystem::temp_directory_path() / "myriad_cli_test_out.json";
+  auto out = myriad::testing::TestTempDir() / "out.json";
   auto r = Sh("sim " + scenario + " -o " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("within SLO"), std::string::npos) << r.out;

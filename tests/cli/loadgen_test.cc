@@ -10,6 +10,7 @@
 #include <string>
 
 #include "emu/emu_server.h"
+#include "gateway/gateway.h"
 #include "run_myriad.h"
 
 namespace myriad::cli {
@@ -205,6 +206,41 @@ TEST(LoadgenCliTest, RunsAgainstAnEmulatorAndRejectsBadFlags) {
   r = testing::RunMyriad("loadgen --url ftp://x");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--url"), std::string::npos) << r.out;
+}
+
+// A gateway with tenants and no anonymous access answers 401 without a key; --api-key (or
+// $OPENAI_API_KEY) sends the tenant's key.
+TEST(LoadgenCliTest, ApiKeyDrivesAGatewayWithTenants) {
+  auto emu = StartEmu();
+  gateway::GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.access_log = "";
+  gateway::BackendConfig b;
+  b.name = "e0";
+  b.url = "http://127.0.0.1:" + std::to_string(emu->port());
+  b.model = "emu-model";
+  c.backends.push_back(b);
+  gateway::TenantEntry t;
+  t.config.name = "team";
+  t.api_keys = {"sk-team"};
+  c.tenants.push_back(t);
+  c.allow_anonymous = false;
+  auto gw = gateway::Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  ASSERT_TRUE((*gw)->Start().ok());
+  const std::string url = "http://127.0.0.1:" + std::to_string((*gw)->port());
+  auto r = testing::RunMyriad("loadgen --url " + url + " --requests 4 -c 2 --json", "OPENAI_API_KEY=");
+  ASSERT_EQ(r.code, 1) << r.out;  // a run whose every request failed
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["requests"]["ok"], 0) << r.out;
+  EXPECT_EQ(j["errors"]["http_401"], 4) << r.out;
+  r = testing::RunMyriad("loadgen --url " + url + " --requests 4 -c 2 --json --api-key sk-team");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(json::parse(r.out)["requests"]["ok"], 4) << r.out;
+  r = testing::RunMyriad("loadgen --url " + url + " --requests 4 -c 2 --json", "OPENAI_API_KEY=sk-team");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(json::parse(r.out)["requests"]["ok"], 4) << r.out;
+  (*gw)->Stop();
 }
 
 }  // namespace

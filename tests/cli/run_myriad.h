@@ -1,5 +1,6 @@
 #pragma once
-// Runs the built `myriad` binary as a user would, for the CLI tests.
+// Runs the built `myriad` binary as a user would, for the CLI tests, and gives each test its
+// own temporary directory.
 #include <sys/wait.h>
 
 #include <array>
@@ -8,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "../test_util/temp_dir.h"
+
 namespace myriad::testing {
 
 struct CommandResult {
@@ -15,9 +18,12 @@ struct CommandResult {
   std::string out;  // stdout and stderr together
 };
 
-// `env` (e.g. "FOO=1 BAR=2") is set for the command only.
-inline CommandResult RunMyriad(const std::string& args, const std::string& env = "") {
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(MYRIAD_BINARY) + " " + args + " 2>&1";
+// `env` (e.g. "FOO=1 BAR=2") is set for the command only. With `timeout_s` > 0 the command is
+// killed after that long (code 137), so a hang fails the test instead of stalling the suite.
+inline CommandResult RunMyriad(const std::string& args, const std::string& env = "", int timeout_s = 0) {
+  const std::string limit = timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : "";
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + limit + std::string(MYRIAD_BINARY) +
+                          " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -26,9 +32,9 @@ inline CommandResult RunMyriad(const std::string& args, const std::string& env =
   return {WEXITSTATUS(status), out};
 }
 
-// Writes `text` to a file under the temporary directory and returns its path.
+// Writes `text` to a file in the test's temporary directory and returns its path.
 inline std::string WriteTempFile(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / ("myriad_test_" + name);
+  auto path = TestTempDir() / name;
   std::ofstream(path) << text;
   return path.string();
 }

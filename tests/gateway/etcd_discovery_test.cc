@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "core/strings.h"
 #include "emu/emu_server.h"
 #include "gateway/etcd_codec.h"
 #include "gateway/etcd_register.h"
@@ -176,6 +177,32 @@ TEST(EtcdCodecTest, RegistrationsRoundTripAndErrorsNameTheKeyAndField) {
   EXPECT_NE(many.status().message().find("dp_ranks: must be in [1, 4096]"), std::string::npos) << many.status();
   auto role = DecodeRegistration("/p/z", R"({"url":"http://h:1","model":"m","role":"both"})");
   EXPECT_NE(role.status().message().find("role"), std::string::npos);
+}
+
+// Any bytes can sit under the discovery prefix; a name that is not printable UTF-8 would
+// reach JSON logs and answers (nlohmann throws on it) and Prometheus labels.
+TEST(EtcdCodecTest, KeyThatIsNotUtf8IsRefusedWithAnEscapedName) {
+  auto bad = DecodeRegistration(std::string("/p/a\xff\xfe", 6), R"({"url":"http://h:1","model":"m"})");
+  ASSERT_FALSE(bad.ok());
+  const std::string msg(bad.status().message());
+  EXPECT_TRUE(IsValidUtf8(msg)) << msg;
+  EXPECT_NE(msg.find("not printable UTF-8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a\\xff\\xfe"), std::string::npos) << msg;
+  auto ctl = DecodeRegistration("/p/x", R"({"name":"a\u0007b","url":"http://h:1","model":"m"})");
+  EXPECT_FALSE(ctl.ok());
+  EXPECT_TRUE(DecodeRegistration("/p/\xc3\xa9t\xc3\xa9", R"({"url":"http://h:1","model":"m"})").ok());
+}
+
+TEST(StringsTest, IsValidUtf8FollowsRfc3629) {
+  EXPECT_TRUE(IsValidUtf8("plain ascii"));
+  EXPECT_TRUE(IsValidUtf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));  // e-acute, euro, emoji
+  EXPECT_FALSE(IsValidUtf8("\xff"));
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));      // overlong, three bytes
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // truncated
+  EXPECT_FALSE(IsValidUtf8("a\x80"));              // a lone continuation byte
 }
 
 TEST(EtcdCodecTest, LineSplitterJoinsAndSplitsChunks) {
@@ -439,6 +466,58 @@ TEST_F(EtcdDiscoveryTest, GatewayServesBackendsRegisteredInEtcd) {
   (*emu)->Stop();
   std::lock_guard l(mu);
   EXPECT_TRUE(errors.empty()) << errors.front();
+}
+
+// One bad key under the prefix used to abort every gateway watching it (and again on each
+// restart): the registration is refused and logged, the gateway serves the good ones.
+TEST_F(EtcdDiscoveryTest, GatewaySurvivesAKeyThatIsNotUtf8) {
+  emu::EmuOptions eo;
+  eo.engine.speed = 50;
+  eo.served_model_name = "emu-model";
+  auto emu = emu::EmuServer::Create(eo);
+  ASSERT_TRUE(emu.ok()) << emu.status();
+  ASSERT_TRUE((*emu)->Start().ok());
+  const std::string url = fmt::format("http://127.0.0.1:{}", (*emu)->port());
+  ASSERT_TRUE(PutRaw(endpoint(), prefix_ + std::string("bad\xff\xfe", 5),
+                     json({{"url", url}, {"model", "emu-model"}}).dump())
+                  .ok());
+
+  GatewayConfig c;
+  c.listen = "127.0.0.1:0";
+  c.health_interval = 50 * kMillisecond;
+  c.scrape_interval = 50 * kMillisecond;
+  c.health_timeout = 200 * kMillisecond;
+  c.etcd_endpoint = endpoint();
+  c.etcd_prefix = prefix_;
+  auto gw = Gateway::Create(c);
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  std::mutex mu;
+  std::vector<std::string> log;
+  (*gw)->set_access_log([&](const std::string& line) {
+    std::lock_guard l(mu);
+    log.push_back(line);
+  });
+  ASSERT_TRUE((*gw)->Start().ok());
+  Gateway* g = gw->get();
+  ASSERT_TRUE(PutRaw(endpoint(), prefix_ + "good", json({{"url", url}, {"model", "emu-model"}}).dump()).ok());
+  ASSERT_TRUE(WaitUntil([&] { return g->BackendNames() == std::vector<std::string>{"good"}; }));
+  // Past a health round and a scrape: the name reaches no JSON writer.
+  std::this_thread::sleep_for(300ms);
+  net::HttpClient client(net::HostPort{"127.0.0.1", g->port()});
+  auto r = client.Post("/v1/completions",
+                       json({{"model", "emu-model"}, {"prompt", "hi"}, {"max_tokens", 2}}).dump());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200) << r->body;
+  auto list = client.Get("/admin/backends");
+  ASSERT_TRUE(list.ok()) << list.status();
+  {
+    std::lock_guard l(mu);
+    bool refused = false;
+    for (const auto& line : log) refused |= line.find("not printable UTF-8") != std::string::npos;
+    EXPECT_TRUE(refused);
+  }
+  g->Stop();
+  (*emu)->Stop();
 }
 
 }  // namespace

@@ -221,6 +221,11 @@ TEST(GatewayTest, MalformedAndOversizedRequestsGet4xxWithOpenAiErrors) {
            {R"({"model":"emu-model","prompt":"x","max_tokens":-1})", 400, "max_tokens"},
            {R"({"model":"emu-model","prompt":"x","stream":"yes"})", 400, "stream"},
            {R"({"model":"emu-model"})", 400, "prompt"},
+           // vLLM answers 400 for stream options on a request that does not stream.
+           {R"({"model":"emu-model","prompt":"x","stream_options":{"include_usage":true}})", 400,
+            "stream_options"},
+           {R"({"model":"emu-model","prompt":"x","stream":false,"stream_options":{"include_usage":true}})",
+            400, "stream_options"},
            {R"({"model":"nope","prompt":"x"})", 404, "model"},
        }) {
     auto r = cl.Post("/v1/completions", k.body);

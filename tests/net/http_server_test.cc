@@ -138,6 +138,36 @@ TEST_F(HttpServerTest, MalformedRequestsGet400OrCloseAndServerGoesOn) {
   EXPECT_GE(server_->stats().bad_requests, 1u);
 }
 
+// RFC 9112 6.1/6.3: a body whose framing the server cannot know (a Transfer-Encoding that does
+// not end in chunked, or one beside a Content-Length) is refused with 400 and a close, so the
+// bytes after it never run as a second, smuggled request.
+TEST_F(HttpServerTest, UnknownTransferEncodingIs400AndNothingIsSmuggled) {
+  StartServer();
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<std::string> requests = {
+      "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" + smuggled,
+      "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n" + smuggled,
+      "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+      "0\r\n\r\n" + smuggled,
+      "POST /a HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled,
+  };
+  for (const std::string& bytes : requests) {
+    RawSocket s(server_->port());
+    ASSERT_TRUE(s.Send(bytes));
+    const std::string out = s.ReadAll();
+    EXPECT_TRUE(s.closed()) << bytes;
+    EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
+    EXPECT_EQ(out.find("/smuggled"), std::string::npos) << "a smuggled request ran: " << out;
+  }
+  // A well-formed chunked body still works.
+  RawSocket ok(server_->port());
+  ASSERT_TRUE(ok.Send("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                      "Connection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"));
+  const std::string out = ok.ReadAll();
+  EXPECT_NE(out.find("POST /c 3"), std::string::npos) << out;
+  ExpectServes();
+}
+
 TEST_F(HttpServerTest, SilentClientIsDroppedAfterIdleTimeoutWhileOthersAreServed) {
   StartServer({.idle_timeout = 200 * kMillisecond});
   RawSocket silent(server_->port());

@@ -18,6 +18,7 @@
 
 #include "corpus.h"
 #include "tokenizer/tokenizer.h"
+#include "../test_util/temp_dir.h"
 
 namespace myriad::tokenizer {
 namespace {
@@ -55,7 +56,7 @@ bool HaveTestData() {
 class ReferenceIds {
  public:
   ReferenceIds(const std::string& package, const std::vector<std::string>& corpus)
-      : corpus_file_(fs::temp_directory_path() / ("myriad_tokenizer_corpus_" + package + ".json")) {
+      : corpus_file_(myriad::testing::TestTempDir() / ("corpus_" + package + ".json")) {
     std::ofstream(corpus_file_) << nlohmann::json(corpus).dump();
     const std::string script = std::string(MYRIAD_SOURCE_DIR) + "/tests/tokenizer/reference_ids.js";
     pipe_ = popen(("node '" + script + "' '" + TestDataDir() + "' " + package + " '" + corpus_file_.string() + "'").c_str(), "r");

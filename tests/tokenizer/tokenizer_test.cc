@@ -18,6 +18,7 @@
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/split_pattern.h"
 #include "tokenizer/unicode.h"
+#include "../test_util/temp_dir.h"
 
 namespace myriad::tokenizer {
 namespace {
@@ -188,7 +189,7 @@ TEST(TokenizerErrors, MissingFile) {
 }
 
 TEST(TokenizerErrors, ConfigWithoutBosToken) {
-  const std::string path = (std::filesystem::temp_directory_path() / "myriad_tok_cfg").string();
+  const std::string path = (myriad::testing::TestTempDir() / "tok_cfg").string();
   std::filesystem::create_directories(path);
   std::ofstream(path + "/tokenizer.json") << TinyTokenizer().dump();
   std::ofstream(path + "/tokenizer_config.json") << R"({"tokenizer_class": "LlamaTokenizerFast", "bos_token": "<nope>"})";
