@@ -10,6 +10,7 @@
 
 #include "emu/emu_server.h"
 #include "net/http.h"
+#include "net/http_server.h"
 
 namespace myriad::cli {
 
@@ -18,16 +19,17 @@ EmuCommand::EmuCommand(CLI::App& app) {
   cmd_->add_option("--listen", listen_, "HOST:PORT to serve on")->capture_default_str();
   cmd_->add_option("--model", model_, "model of the performance model (timing)")->capture_default_str();
   cmd_->add_option("--gpu", gpu_, "GPU of the performance model")->capture_default_str();
-  cmd_->add_option("--tp", tp_, "tensor parallelism of the emulated engine")->capture_default_str();
+  cmd_->add_option("--tp", tp_, "tensor parallelism of the emulated engine")->check(CLI::Range(1, 64))->capture_default_str();
   cmd_->add_option("--served-model-name", served_, "model name the API answers to")->capture_default_str();
   cmd_->add_option("--role", role_, "prefill, decode or colocated")
       ->check(CLI::IsMember({"prefill", "decode", "colocated"}))->capture_default_str();
   cmd_->add_option("--engine-id", engine_id_, "engine id in kv_transfer_params (default: emu-PORT)");
-  cmd_->add_option("--speed", speed_, "emulated seconds per real second")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd_->add_option("--max-num-seqs", max_num_seqs_, "running batch limit")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd_->add_option("--max-num-batched-tokens", max_batched_tokens_, "tokens per step")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd_->add_option("--kv-blocks", kv_blocks_, "KV cache size in 16-token blocks (0: from the model and GPU)")->capture_default_str();
-  cmd_->add_option("--threads", threads_, "HTTP threads")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--speed", speed_, "emulated seconds per real second")->check(CLI::Range(1e-3, 1e6))->capture_default_str();
+  cmd_->add_option("--max-num-seqs", max_num_seqs_, "running batch limit")->check(CLI::Range(1, 65536))->capture_default_str();
+  cmd_->add_option("--max-num-batched-tokens", max_batched_tokens_, "tokens per step")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  cmd_->add_option("--kv-blocks", kv_blocks_, "KV cache size in 16-token blocks (0: from the model and GPU)")
+      ->check(CLI::Range(0, 1 << 28))->capture_default_str();
+  cmd_->add_option("--threads", threads_, "HTTP threads")->check(CLI::Range(1, net::kMaxHttpThreads))->capture_default_str();
   cmd_->add_option("--kv-events", kv_events_, "bind vLLM's KV-event PUB socket here, e.g. tcp://127.0.0.1:5557");
   cmd_->add_option("--kv-replay", kv_replay_, "bind the KV-event replay socket here, e.g. tcp://127.0.0.1:5558");
   cmd_->add_option("--tokenizer", tokenizer_,

@@ -43,16 +43,22 @@ absl::Status ValidateLoadgenOptions(const LoadgenOptions& o) {
   }
   if (o.path.empty() || o.path[0] != '/') return bad("--path", fmt::format("'{}' must start with '/'", o.path));
   if (o.model.empty()) return bad("--model", "must not be empty");
-  if (o.concurrency < 1) return bad("--concurrency", "must be >= 1");
+  // Upper bounds: each is far past any real run and keeps a typo from exhausting memory.
+  if (o.concurrency < 1 || o.concurrency > 100'000) return bad("--concurrency", "must be in [1, 100000]");
   if (o.duration < 0) return bad("--duration", "must be >= 0");
   if (o.requests < 0) return bad("--requests", "must be >= 0");
   if (o.duration == 0 && o.requests == 0) return bad("--duration", "give a duration > 0 or --requests > 0");
-  if (o.rate < 0) return bad("--rate", "must be >= 0 (0: closed loop)");
-  if (o.max_tokens < 1) return bad("--max-tokens", "must be >= 1");
-  if (o.prompt_words < 1) return bad("--prompt-words", "must be >= 1");
-  if (o.shared_prefix_words < 0) return bad("--shared-prefix-words", "must be >= 0");
-  if (o.prefix_groups < 1) return bad("--prefix-groups", "must be >= 1");
-  if (o.threads < 1) return bad("--threads", "must be >= 1");
+  if (!(o.rate >= 0 && o.rate <= 1e6)) return bad("--rate", "must be in [0, 1e6] (0: closed loop)");
+  if (o.max_tokens < 1 || o.max_tokens > (1 << 20)) return bad("--max-tokens", "must be in [1, 1048576]");
+  if (o.prompt_words < 1 || o.prompt_words > 1'000'000) return bad("--prompt-words", "must be in [1, 1000000]");
+  if (o.shared_prefix_words < 0 || o.shared_prefix_words > 1'000'000) {
+    return bad("--shared-prefix-words", "must be in [0, 1000000]");
+  }
+  if (o.prefix_groups < 1 || o.prefix_groups > 100'000) return bad("--prefix-groups", "must be in [1, 100000]");
+  if (static_cast<int64_t>(o.prefix_groups) * o.shared_prefix_words > 10'000'000) {
+    return bad("--shared-prefix-words", "times --prefix-groups must be at most 10000000 words");
+  }
+  if (o.threads < 1 || o.threads > 1024) return bad("--threads", "must be in [1, 1024]");
   if (o.timeout <= 0) return bad("--timeout", "must be > 0");
   return absl::OkStatus();
 }

@@ -16,12 +16,12 @@ namespace myriad::cli {
 
 UpCommand::UpCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("up", "Run a local cluster (a gateway and emulated engines) until SIGINT or SIGTERM");
-  cmd_->add_option("--port", port_, "gateway port")->capture_default_str();
+  cmd_->add_option("--port", port_, "gateway port")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd_->add_option("--engines", engines_, "colocated engines (ignored with --prefill/--decode)")
       ->check(CLI::Range(1, 64))->capture_default_str();
   cmd_->add_option("--prefill", prefill_, "prefill engines (P/D)")->check(CLI::Range(0, 64));
   cmd_->add_option("--decode", decode_, "decode engines (P/D)")->check(CLI::Range(0, 64));
-  cmd_->add_option("--speed", speed_, "emulated seconds per real second")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd_->add_option("--speed", speed_, "emulated seconds per real second")->check(CLI::Range(1e-3, 1e6))->capture_default_str();
   cmd_->add_option("--policy", policy_, "routing policy (kv-aware, least-loaded, round-robin, ...)")->capture_default_str();
   cmd_->add_option("--model", model_, "served model name")->capture_default_str();
   cmd_->add_option("--perf-model", perf_model_, "model of the timing")->capture_default_str();
