@@ -91,8 +91,11 @@ class Fields {
 absl::StatusOr<EngineBlockHash> ReadHash(Value v, const Where& where) {
   uint64_t h = 0;
   if (v.AsUint(&h)) return h;
+  // vLLM 0.9.0 to 0.10.1 publish Python's hash(), a signed 64-bit value: its two's complement
+  // is the same 64 bits, so an engine's signed and unsigned spellings of a hash agree.
+  if (int64_t s = 0; v.AsInt(&s)) return static_cast<uint64_t>(s);
   if (v.is_binary()) return EngineHashFromBytes(v.bytes());
-  return Error(where, "expected a non-negative integer or bytes");
+  return Error(where, "expected an integer or bytes");
 }
 
 absl::Status ReadHashes(Value v, const Where& where, std::vector<EngineBlockHash>* out) {

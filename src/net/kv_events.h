@@ -15,9 +15,11 @@
 //   lora_id (deprecated), medium, lora_name, extra_keys = None, group_idx = None,
 //   kv_cache_spec_kind = None, kv_cache_spec_sliding_window = None. BlockRemoved:
 //   block_hashes, medium, group_idx = None. AllBlocksCleared: none.
-// - A block hash (ExternalBlockHash = bytes | int) is, with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES
-//   (the default), int.from_bytes(digest, "big") & (2**64 - 1), i.e. the digest's last 8 bytes
-//   read big-endian, which may exceed INT64_MAX; otherwise the raw digest bytes.
+// - A block hash (ExternalBlockHash = bytes | int) is, from 0.10.2 on, with
+//   VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES (the default), int.from_bytes(digest, "big") &
+//   (2**64 - 1), i.e. the digest's last 8 bytes read big-endian, which may exceed INT64_MAX;
+//   otherwise the raw digest bytes. 0.9.0 to 0.10.1 publish the block's int hash_value, by
+//   default Python's hash(): signed, negative about half the time (docs/kv_events.md).
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -31,7 +33,7 @@ namespace myriad::net {
 
 // An engine's block hash. Raw-bytes hashes are normalised to what vLLM's int form would have
 // been: the last 8 bytes big-endian (fewer than 8 bytes: all of them, zero-extended), so the
-// two forms of one engine's stream name a block alike.
+// two forms of one engine's stream name a block alike. A negative int is its two's complement.
 using EngineBlockHash = uint64_t;
 
 uint64_t EngineHashFromBytes(std::span<const uint8_t> digest);

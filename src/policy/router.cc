@@ -95,6 +95,22 @@ void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry)
   }
 }
 
+int Router::PickAmongTies(const RouteRequest& req, double best_ttft) {
+  // Equal up to rounding: identical units at the same load estimate the same TTFT, but the
+  // sums that make it need not round alike.
+  const double limit = best_ttft + std::max(best_ttft * 1e-9, 1e-12);
+  tied_.clear();
+  for (size_t i = 0; i < estimates_.size(); ++i) {
+    if (estimates_[i].ttft <= limit) tied_.push_back(static_cast<int>(i));
+  }
+  if (tied_.size() == 1) return tied_[0];
+  // The prompt's last full block names its whole cacheable prefix, so the same prompt lands on
+  // the same unit (a repeat sent before the engine's KV events arrive still hits) and distinct
+  // prompts spread evenly. A prompt without a full block has nothing to cache: rotate.
+  const uint64_t key = req.blocks.empty() ? tie_counter_++ : Mix64(req.blocks.back());
+  return tied_[key % tied_.size()];
+}
+
 RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> entry,
                             std::span<const Candidate> decode, Rng& rng) {
   RouteDecision d;
@@ -153,8 +169,9 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
         d.expected_cached_tokens = cached_tokens(d.fetch_from >= 0 ? best_blocks : matched_[static_cast<size_t>(pick)]);
       }
     } else {
-      // kv-aware: minimum estimated TTFT.
+      // kv-aware: minimum estimated TTFT; ties spread (PickAmongTies).
       double best_ttft = std::numeric_limits<double>::infinity();
+      estimates_.assign(entry.size(), Estimate{});
       for (size_t i = 0; i < entry.size(); ++i) {
         const Candidate& c = entry[i];
         if (!c.load.available || c.cost == nullptr) continue;
@@ -174,13 +191,15 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
             cached = far;
           }
         }
-        if (ttft < best_ttft) {
-          best_ttft = ttft;
-          d.entry = static_cast<int>(i);
-          d.fetch_from = fetch_from;
-          d.fetch_blocks = fetch_blocks;
-          d.expected_cached_tokens = cached;
-        }
+        estimates_[i] = Estimate{ttft, fetch_from, fetch_blocks, cached};
+        best_ttft = std::min(best_ttft, ttft);
+      }
+      if (best_ttft < std::numeric_limits<double>::infinity()) {
+        d.entry = PickAmongTies(req, best_ttft);
+        const Estimate& e = estimates_[static_cast<size_t>(d.entry)];
+        d.fetch_from = e.fetch_from;
+        d.fetch_blocks = e.fetch_blocks;
+        d.expected_cached_tokens = e.cached;
       }
       d.estimated_ttft_s = d.entry >= 0 ? best_ttft : 0;
       if (d.entry >= 0 && options_.reject_factor > 0 &&

@@ -3,9 +3,12 @@
 // Load-only policies (random, round-robin, least-loaded) ignore the prefix index; prefix-only
 // takes the longest cached prefix; kv-aware estimates TTFT per candidate as Mooncake's
 // Conductor does (queue time + prefill time of the uncached part + time to fetch a prefix held
-// elsewhere) and takes the minimum. Hot-prefix spreading lets a request leave a saturated
+// elsewhere) and takes the minimum; candidates that tie (identical units at the same load, e.g.
+// an idle cluster) are chosen among by the prompt's blocks, so that distinct prompts spread
+// over them instead of all going to the first. Hot-prefix spreading lets a request leave a saturated
 // holder for another unit that copies the prefix's KV. Pure: the caller passes the state.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -103,6 +106,16 @@ class Router {
 
  private:
   void MatchAll(const RouteRequest& req, std::span<const Candidate> entry);
+  // Among the kv-aware estimates within rounding of `best_ttft`, the one for this request:
+  // by its last block key, or in turn when it has no full block.
+  int PickAmongTies(const RouteRequest& req, double best_ttft);
+
+  struct Estimate {
+    double ttft = std::numeric_limits<double>::infinity();  // infinity: not a candidate
+    int fetch_from = -1;
+    int64_t fetch_blocks = 0;
+    int64_t cached = 0;
+  };
 
   RouterOptions options_;
   PrefixIndex* index_;
@@ -112,6 +125,9 @@ class Router {
   const LoadRanking* decode_ranking_ = nullptr;
   std::vector<PrefixMatch> matches_;                 // scratch
   std::vector<uint32_t> matched_;                    // per entry candidate, scratch
+  std::vector<Estimate> estimates_;                  // per entry candidate, scratch
+  std::vector<int> tied_;                            // scratch
+  uint64_t tie_counter_ = 0;                         // ties of requests without a full block
 };
 
 }  // namespace myriad::policy

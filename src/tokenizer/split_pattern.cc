@@ -4,6 +4,9 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+
+#include <fmt/format.h>
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -444,11 +447,118 @@ class Pcre2 final : public SplitPattern {
   pcre2_code* code_;
 };
 
-absl::StatusOr<std::unique_ptr<SplitPattern>> CompilePcre2(std::string_view pattern, std::string_view field) {
+// The class bit of a general-category property name (PCRE2 10.42 knows no long names), 0 for
+// any other.
+uint8_t PropertyClass(std::string_view name) {
+  if (name == "L") return kLetter;
+  if (name == "M") return kMark;
+  if (name == "N") return kNumber;
+  if (name == "P") return kPunct;
+  if (name == "S") return kSymbol;
+  return 0;
+}
+
+// The supplement's ranges of one class, as the inside of a character class.
+std::string SupplementItems(uint8_t cls) {
+  std::string out;
+  for (const CodePointRange& r : SupplementaryRanges()) {
+    if (r.cls != cls) continue;
+    fmt::format_to(std::back_inserter(out), "\\x{{{:X}}}", r.first);
+    if (r.last != r.first) fmt::format_to(std::back_inserter(out), "-\\x{{{:X}}}", r.last);
+  }
+  return out;
+}
+
+// `pattern` with \p{L}, \p{N}, \p{M}, \p{P} and \p{S} (and \pL, \p{^L}...) widened by the
+// supplement's code points of that class, since PCRE2's own tables (Unicode 14.0 in 10.42) lack
+// what Unicode 15.0 to 16.0 added: inside a character class the ranges join it, outside the
+// property becomes a class with them. A negated property outside a class becomes a negated
+// class; one inside a class, and subcategories (\p{Lu}), are left as PCRE2 reads them.
+std::string WithSupplementaryClasses(std::string_view pattern) {
+  std::string out;
+  out.reserve(pattern.size());
+  bool in_class = false;
+  size_t i = 0;
+  while (i < pattern.size()) {
+    const char ch = pattern[i];
+    if (ch == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[i + 1];
+      if (e == 'Q') {  // \Q...\E: literal text
+        const size_t end = pattern.find("\\E", i + 2);
+        const size_t stop = end == std::string_view::npos ? pattern.size() : end + 2;
+        out.append(pattern.substr(i, stop - i));
+        i = stop;
+        continue;
+      }
+      if (e == 'p' || e == 'P') {
+        size_t end = i + 3;  // \pL
+        std::string_view name = pattern.substr(i + 2, 1);
+        if (name == "{") {
+          const size_t close = pattern.find('}', i + 3);
+          if (close == std::string_view::npos) break;  // PCRE2 reports the error
+          name = pattern.substr(i + 3, close - i - 3);
+          end = close + 1;
+        }
+        bool negated = e == 'P';
+        if (!name.empty() && name[0] == '^') {
+          negated = !negated;
+          name.remove_prefix(1);
+        }
+        const std::string_view original = pattern.substr(i, end - i);
+        const uint8_t cls = PropertyClass(name);
+        if (cls == 0 || (negated && in_class)) {
+          out.append(original);
+        } else {
+          const std::string property = Cat("\\p{", name, "}");
+          if (in_class) out += Cat(property, SupplementItems(cls));
+          else out += Cat(negated ? "[^" : "[", property, SupplementItems(cls), "]");
+        }
+        i = end;
+        continue;
+      }
+      out.append(pattern.substr(i, 2));
+      i += 2;
+      continue;
+    }
+    if (!in_class && ch == '[') {
+      in_class = true;
+      size_t j = i + 1;
+      if (j < pattern.size() && pattern[j] == '^') ++j;
+      if (j < pattern.size() && pattern[j] == ']') ++j;  // a leading ']' is literal
+      out.append(pattern.substr(i, j - i));
+      i = j;
+      continue;
+    }
+    if (in_class && ch == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t close = pattern.find(":]", i + 2);  // [:alpha:]
+      const size_t stop = close == std::string_view::npos ? i + 1 : close + 2;
+      out.append(pattern.substr(i, stop - i));
+      i = stop;
+      continue;
+    }
+    if (in_class && ch == ']') in_class = false;
+    out.push_back(ch);
+    ++i;
+  }
+  if (i < pattern.size()) out.append(pattern.substr(i));
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<SplitPattern>> CompilePcre2(std::string_view original, std::string_view field) {
+  const std::string pattern = WithSupplementaryClasses(original);
   int err = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
+  if (code == nullptr && pattern != original) {
+    // Report the error at its offset in the pattern as written.
+    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(original.data()), original.size(),
+                         PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
+    if (code != nullptr) {  // not expected: the widening keeps a valid pattern valid
+      pcre2_code_free(code);
+      return absl::InternalError(Cat(field, ": regex does not compile once widened to Unicode 16.0"));
+    }
+  }
   if (code == nullptr) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);

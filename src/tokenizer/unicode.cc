@@ -2,15 +2,23 @@
 
 #include <unicode/uchar.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 namespace myriad::tokenizer {
 
-uint8_t ClassFromIcu(uint32_t cp) {
+namespace {
+
+constexpr CodePointRange kSupplement[] = {
+#include "tokenizer/unicode_supplement.inc"
+};
+
+uint8_t ClassOfType(uint32_t cp, int8_t type) {
   uint8_t c = 0;
-  switch (u_charType(static_cast<UChar32>(cp))) {
+  switch (type) {
     case U_UPPERCASE_LETTER:
     case U_LOWERCASE_LETTER:
     case U_TITLECASE_LETTER:
@@ -51,13 +59,18 @@ uint8_t ClassFromIcu(uint32_t cp) {
   return c;
 }
 
-namespace {
+// ICU's class, or the supplement's where ICU has the code point unassigned (a newer ICU knows
+// more and the supplement then changes nothing).
+uint8_t ClassOfCodePoint(uint32_t cp) {
+  const int8_t type = u_charType(static_cast<UChar32>(cp));
+  return type == U_UNASSIGNED ? SupplementaryClass(cp) : ClassOfType(cp, type);
+}
 
 // The Basic Multilingual Plane, filled once: 64 KiB, and u_charType's trie walk leaves the loop.
 struct BmpTable {
   std::array<uint8_t, 0x10000> cls;
   BmpTable() {
-    for (uint32_t cp = 0; cp < 0x10000; ++cp) cls[cp] = ClassFromIcu(cp);
+    for (uint32_t cp = 0; cp < 0x10000; ++cp) cls[cp] = ClassOfCodePoint(cp);
   }
 };
 
@@ -66,10 +79,22 @@ const BmpTable kBmp;
 
 }  // namespace
 
+uint8_t ClassFromIcu(uint32_t cp) { return ClassOfType(cp, u_charType(static_cast<UChar32>(cp))); }
+
+std::span<const CodePointRange> SupplementaryRanges() { return kSupplement; }
+
+uint8_t SupplementaryClass(uint32_t cp) {
+  const auto* it = std::upper_bound(std::begin(kSupplement), std::end(kSupplement), cp,
+                                    [](uint32_t c, const CodePointRange& r) { return c < r.first; });
+  if (it == std::begin(kSupplement)) return 0;
+  --it;
+  return cp <= it->last ? it->cls : 0;
+}
+
 uint8_t ClassOfNonAscii(uint32_t cp) {
   if (cp < 0x10000) return kBmp.cls[cp];
   if (cp > 0x10FFFF) return 0;
-  return ClassFromIcu(cp);
+  return ClassOfCodePoint(cp);
 }
 
 

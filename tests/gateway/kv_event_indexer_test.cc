@@ -10,6 +10,8 @@
 #include <numeric>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/block_hash.h"
 #include "net/kv_event_publisher.h"
 #include "net/kv_event_subscriber.h"
@@ -224,6 +226,43 @@ TEST_F(IndexerTest, DecodeErrorMarksSuspectAndOtherGroupsAreSkipped) {
                   .ok());
   EXPECT_EQ(indexer_.stats().other_group, 1u);
   EXPECT_EQ(indexer_.stats().decode_errors, 1u);
+}
+
+// vLLM 0.9.0 to 0.10.1 name blocks by Python's hash(), signed. Such a batch (encoded here by
+// nlohmann's msgpack writer, which writes negative ints as negative fixint / int8..int64) is
+// indexed, and its hashes are the same engine hashes as their unsigned spelling: a parent or a
+// removal given either way finds the block.
+TEST_F(IndexerTest, SignedEngineHashesIndexAsTheirUnsignedForm) {
+  const auto prompt = Prompt(3);
+  const auto tokens = Slice(prompt, 0, 2);
+  const nlohmann::json stored = nlohmann::json::array(
+      {1.5, nlohmann::json::array({nlohmann::json::array(
+                {"BlockStored", nlohmann::json::array({int64_t{-7}, INT64_MIN}), nullptr, tokens,
+                 kBs})})});
+  auto first = net::DecodeKvEventBatch(nlohmann::json::to_msgpack(stored));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(Apply(*first).ok());
+  ASSERT_TRUE(Apply(One(BlockStored{.block_hashes = {3},
+                                    .parent_block_hash = uint64_t{1} << 63,  // INT64_MIN's bits
+                                    .token_ids = Slice(prompt, 2, 1),
+                                    .block_size = kBs}))
+                  .ok());
+  EXPECT_EQ(indexer_.stats().orphans, 0u);
+  auto m = Match(prompt);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].matched_blocks, 3u);
+  // Removed by the signed spelling of block 1 and the plain one of block 2.
+  const nlohmann::json removed = nlohmann::json::array(
+      {1.5, nlohmann::json::array({nlohmann::json::array(
+                {"BlockRemoved", nlohmann::json::array({INT64_MIN, 3}), "GPU"})})});
+  auto second = net::DecodeKvEventBatch(nlohmann::json::to_msgpack(removed));
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(Apply(*second).ok());
+  m = Match(prompt);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].matched_blocks, 1u);
+  EXPECT_EQ(indexer_.stats().unknown_removed, 0u);
+  EXPECT_EQ(indexer_.stats().decode_errors, 0u);
 }
 
 TEST(KvEventIndexerBound, ForgetsOldestEngineHashes) {

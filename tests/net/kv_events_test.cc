@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/rng.h"
 
 namespace myriad::net {
@@ -128,6 +130,40 @@ TEST(KvEventsDecode, BytesHashesUnknownFieldsAndUnknownTags) {
   EXPECT_EQ(removed.group_idx, 0);
 }
 
+// vLLM 0.9.0 to 0.10.1 send Python's hash(), signed: each negative encoding msgpack has
+// (negative fixint, int8, int16, int32, int64), in block_hashes and parent_block_hash, decodes
+// to its two's complement, the batch an unsigned engine would send for the same blocks.
+TEST(KvEventsDecode, SignedHashesAreTheirTwosComplement) {
+  std::string hex =
+      "92 01 92"
+      // ["BlockStored", [-1, -128, -32768, INT64_MIN], -5 (int32), tokens 0..63, 16]
+      "95 ab426c6f636b53746f726564"
+      "94 ff d080 d18000 d38000000000000000"
+      "d2fffffffb"
+      "dc0040";
+  for (int t = 0; t < 64; ++t) hex += fmt::format("{:02x}", t);
+  hex +=
+      "10"
+      // ["BlockRemoved", [INT64_MIN, -2 (int64, not the smallest form)], nil]
+      "93 ac426c6f636b52656d6f766564 92 d38000000000000000 d3fffffffffffffffe c0";
+  std::erase(hex, ' ');
+  auto b = Decode(hex);
+  ASSERT_TRUE(b.ok()) << b.status();
+  KvEventBatch want{.ts = 1};
+  want.events.push_back(BlockStored{.block_hashes = {0xFFFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFF80ULL,
+                                                     0xFFFFFFFFFFFF8000ULL, 0x8000000000000000ULL},
+                                    .parent_block_hash = 0xFFFFFFFFFFFFFFFBULL,
+                                    .token_ids = Tokens(0, 64),
+                                    .block_size = 16});
+  want.events.push_back(
+      BlockRemoved{.block_hashes = {0x8000000000000000ULL, 0xFFFFFFFFFFFFFFFEULL}});
+  EXPECT_EQ(*b, want);
+  // The unsigned spelling (uint64 on the wire) of the same batch decodes alike.
+  auto unsigned_form = DecodeKvEventBatch(EncodeKvEventBatch(want, KvEventEncoding::kArray));
+  ASSERT_TRUE(unsigned_form.ok()) << unsigned_form.status();
+  EXPECT_EQ(*unsigned_form, *b);
+}
+
 TEST(KvEventsDecode, ShortBytesHashIsZeroExtended) {
   const uint8_t three[] = {0x01, 0x02, 0x03};
   EXPECT_EQ(EngineHashFromBytes(three), 0x010203u);
@@ -238,9 +274,12 @@ TEST(KvEventsDecode, ErrorsNameTheField) {
       {"92019181a17801", "events[0].type: missing"},                                   // [1,[{"x":1}]]
       // [1, [["BlockStored", [1], None, 5, 16]]]
       {"92019195ab426c6f636b53746f7265649101c00510", "events[0].token_ids: expected an array"},
-      // [1, [["BlockStored", [-1], None, [], 16]]]
-      {"92019195ab426c6f636b53746f72656491ffc09010",
-       "events[0].block_hashes[0]: expected a non-negative integer or bytes"},
+      // [1, [["BlockStored", ["x"], None, [], 16]]]
+      {"92019195ab426c6f636b53746f72656491a178c09010",
+       "events[0].block_hashes[0]: expected an integer or bytes"},
+      // [1, [["BlockStored", [1], 0.5, [], 16]]]
+      {"92019195ab426c6f636b53746f7265649101cb3fe0000000000000 9010",
+       "events[0].parent_block_hash: expected an integer or bytes"},
       // [1, [["BlockStored", [1], None, [2**32], 16]]]
       {"92019195ab426c6f636b53746f7265649101c091cf000000010000000010",
        "events[0].token_ids[0]: expected an integer in [0, 2^32)"},

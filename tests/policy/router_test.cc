@@ -68,6 +68,48 @@ TEST_F(RouterTest, KvAwarePrefersTheHolderUntilItsQueueCostsMore) {
   EXPECT_EQ(d.fetch_from, -1) << "no copying without +spread";
 }
 
+// An idle cluster of identical units: every estimate ties. Distinct prompts spread over the
+// units, the same prompt keeps its unit, prompts without a full block take turns, and a cached
+// prefix still wins outright.
+TEST_F(RouterTest, KvAwareSpreadsTiesAtZeroLoad) {
+  auto units = Units(4);
+  Router r(RouterOptions{.policy = RoutingPolicy::kKvAware, .block_tokens = 512}, &index_);
+  std::vector<int> count(units.size());
+  std::vector<BlockKey> prompt(4);
+  for (uint64_t p = 0; p < 1000; ++p) {
+    for (size_t b = 0; b < prompt.size(); ++b) {
+      prompt[b] = HashContentBlock(b ? prompt[b - 1] : kRootBlockKey, p * 10 + b);
+    }
+    const RouteRequest req{.blocks = prompt, .input_tokens = 4 * 512, .output_tokens = 10, .now = 0};
+    const RouteDecision d = r.Route(req, units, {}, rng_);
+    ASSERT_GE(d.entry, 0);
+    ++count[static_cast<size_t>(d.entry)];
+    EXPECT_EQ(r.Route(req, units, {}, rng_).entry, d.entry) << "the same prompt, the same unit";
+  }
+  for (size_t u = 0; u < units.size(); ++u) {
+    EXPECT_GE(count[u], 200) << "unit " << u;
+    EXPECT_LE(count[u], 300) << "unit " << u;
+  }
+  std::vector<int> short_count(units.size());
+  for (int i = 0; i < 400; ++i) {
+    const RouteRequest no_block{.blocks = {}, .input_tokens = 100, .output_tokens = 10, .now = 0};
+    const RouteDecision d = r.Route(no_block, units, {}, rng_);
+    ++short_count[static_cast<size_t>(d.entry)];
+  }
+  EXPECT_EQ(short_count, std::vector<int>(units.size(), 100));
+  // Unit 3 holds this prompt: a strictly better estimate, not a tie.
+  index_.Stored(3, 0, blocks_, 0);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(r.Route(Req(), units, {}, rng_).entry, 3);
+  // A unit with a queue is no longer tied: the idle ones share the load.
+  index_.Cleared(3);
+  units[0].load.queued_prefill_tokens = 10'000;
+  for (uint64_t p = 0; p < 100; ++p) {
+    const BlockKey one = HashContentBlock(kRootBlockKey, 100'000 + p);
+    const RouteRequest req{.blocks = {&one, 1}, .input_tokens = 512, .output_tokens = 10, .now = 0};
+    EXPECT_NE(r.Route(req, units, {}, rng_).entry, 0);
+  }
+}
+
 TEST_F(RouterTest, SpreadingCopiesTheHotPrefixToTheNewUnit) {
   auto units = Units(3);
   index_.Stored(1, 0, blocks_, 0);

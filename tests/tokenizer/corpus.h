@@ -49,6 +49,9 @@ inline std::vector<std::string> Corpus() {
       "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>get_weather",
       "MixedCASE camelCase snake_case kebab-case SCREAMING_CASE __dunder__ x86_64",
       "\x01\x02 control \x7f chars \x1b[31mred\x1b[0m",
+      // Unicode 15.1 / 16.0 letters and digits, which Debian 12's ICU (15.0) does not know.
+      "Garay \U00010D50\U00010D51's, CJK-I \U0002EBF0\U0002EBF1's, ram's horn \uA7CB's; digits "
+      "\U00010D40\U00010D41\U00010D42 \U00016D70\U00016D71, Ol Onal \U0001E5D0\U0001E5D1'S",
   };
   // Long strings: a long varied paragraph, long runs that take the heap merge path.
   std::string para;

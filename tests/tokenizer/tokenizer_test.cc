@@ -215,9 +215,27 @@ TEST(TokenizerCli, PrintsIds) {
   EXPECT_NE(r.out.find("/nonexistent.json: cannot open"), std::string::npos) << r.out;
 }
 
-// The spelled-out ASCII classes and the BMP table agree with ICU.
+// The spelled-out ASCII classes and the BMP table agree with ICU, and with the Unicode 16.0
+// supplement where it lists a code point (ICU 72 knows Unicode 15.0's additions too: the two
+// must agree on them).
 TEST(TokenizerPatterns, CharacterClassesMatchIcu) {
-  for (uint32_t cp = 0; cp < 0x10000; ++cp) ASSERT_EQ(ClassOf(cp), ClassFromIcu(cp)) << "U+" << std::hex << cp;
+  for (uint32_t cp = 0; cp < 0x10000; ++cp) {
+    const uint8_t want = SupplementaryClass(cp) != 0 ? SupplementaryClass(cp) : ClassFromIcu(cp);
+    ASSERT_EQ(ClassOf(cp), want) << "U+" << std::hex << cp;
+  }
+  for (const CodePointRange& r : SupplementaryRanges()) {
+    for (uint32_t cp = r.first; cp <= r.last; ++cp) {
+      ASSERT_EQ(ClassOf(cp), r.cls) << "U+" << std::hex << cp;
+      if (ClassFromIcu(cp) != 0) {
+        ASSERT_EQ(ClassFromIcu(cp), r.cls) << "U+" << std::hex << cp;
+      }
+    }
+  }
+  EXPECT_EQ(ClassOf(0x10D50), kLetter);      // Garay capital letter A (Unicode 16.0)
+  EXPECT_EQ(ClassOf(0x2EBF0), kLetter);      // CJK extension I (15.1)
+  EXPECT_EQ(ClassOf(0xA7CB), kLetter);       // Latin capital letter ram's horn (16.0), in the BMP
+  EXPECT_EQ(ClassOf(0x10D40), kNumber);      // Garay digit zero (16.0)
+  EXPECT_EQ(ClassOf(0x10D66), 0);            // still unassigned in 16.0
   EXPECT_EQ(ClassOf(0x1F600), kSymbol);      // emoji: So
   EXPECT_EQ(ClassOf(0x20000), kLetter);      // CJK extension B: Lo
   EXPECT_EQ(ClassOf(0x0085), kSpace);        // NEL is White_Space
@@ -288,6 +306,57 @@ TEST(TokenizerPatterns, BuiltinsAgreeWithPcre2) {
       }
     }
   }
+}
+
+std::vector<std::string> SplitText(const SplitPattern& p, std::string_view s) {
+  std::vector<Piece> pieces;
+  p.SplitIsolated(s, 0, pieces);
+  std::vector<std::string> out;
+  for (const Piece& piece : pieces) out.emplace_back(s.substr(piece.offset, piece.len));
+  return out;
+}
+
+// A letter added in Unicode 15.1 or 16.0 is a letter to every pattern, hand-written or run on
+// PCRE2 (whose tables are Unicode 14.0), as to Hugging Face's: "X's" splits as "X" + "'s", not
+// "X'" + "s". New digits are \p{N}: Qwen's one-digit pieces cut between them.
+TEST(TokenizerPatterns, Unicode16LettersAndDigits) {
+  const std::string qwen =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::string cl100k =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::string gpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+  const std::string deepseek =
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+      "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
+  using V = std::vector<std::string>;
+  for (const bool pcre2 : {false, true}) {
+    for (const std::string* pattern : {&qwen, &cl100k, &gpt2, &deepseek}) {
+      auto p = CompileRegex(*pattern, "test", pcre2);
+      ASSERT_TRUE(p.ok()) << p.status();
+      SCOPED_TRACE(std::string((*p)->Kind()) + " " + pattern->substr(0, 20));
+      EXPECT_EQ(SplitText(**p, "\U00010D50's"), (V{"\U00010D50", "'s"}));  // Garay A, 16.0
+      EXPECT_EQ(SplitText(**p, "\U0002EBF0's"), (V{"\U0002EBF0", "'s"}));  // CJK ext. I, 15.1
+      EXPECT_EQ(SplitText(**p, "\uA7CB's"), (V{"\uA7CB", "'s"}));          // ram's horn, 16.0
+    }
+    auto q = CompileRegex(qwen, "test", pcre2);
+    auto c = CompileRegex(cl100k, "test", pcre2);
+    ASSERT_TRUE(q.ok() && c.ok());
+    const std::string digits = "\U00010D40\U00010D41";  // Garay digits zero and one
+    EXPECT_EQ(SplitText(**q, digits), (V{"\U00010D40", "\U00010D41"}));
+    EXPECT_EQ(SplitText(**c, digits), V{digits});
+  }
+  // The widening reads \pL and negations, keeps subcategories as they are, and a broken
+  // pattern's error still names its offset as written.
+  auto p = CompileRegex(R"(\pL+|\P{L}+)", "test");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(SplitText(**p, "a\U00010D50.1"), (V{"a\U00010D50", ".1"}));
+  p = CompileRegex(R"(\p{Lu}+)", "test");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(SplitText(**p, "AB\U00010D50"), (V{"AB", "\U00010D50"}));
+  p = CompileRegex(R"([\p{L}]+()", "pre_tokenizer.pattern");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("pre_tokenizer.pattern: regex does not compile at offset 9"), std::string::npos)
+      << p.status();
 }
 
 // The first difference between two piece lists, if any (a whole list's dump would be too long).
