@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -19,7 +20,8 @@ absl::StatusOr<Nanos> ParseDuration(std::string_view text) {
   std::string_view unit = s.substr(unit_pos);
   double value = 0;
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc() || ptr != number.data() + number.size() || number.empty()) {
+  // from_chars reads "nan" and "inf" too; neither is a length of time.
+  if (ec != std::errc() || ptr != number.data() + number.size() || number.empty() || !std::isfinite(value)) {
     return absl::InvalidArgumentError(
         fmt::format("'{}' is not a duration (expected e.g. 90s, 250ms, 1h)", text));
   }

@@ -8,6 +8,8 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <type_traits>
 #include <vector>
 
@@ -29,8 +31,10 @@ class YamlReader {
 
   absl::Status Error(const YAML::Node& n, const std::string& path, const std::string& msg) const {
     const YAML::Mark m = n.Mark();
-    if (m.is_null()) return absl::InvalidArgumentError(fmt::format("{}: {}: {}", source_, path, msg));
-    return absl::InvalidArgumentError(fmt::format("{}:{}: {}: {}", source_, m.line + 1, path, msg));
+    const std::string where = m.is_null() ? source_ : fmt::format("{}:{}", source_, m.line + 1);
+    // The top level has no key path: "x.yaml:1: msg", not "x.yaml:1: : msg".
+    if (path.empty()) return absl::InvalidArgumentError(fmt::format("{}: {}", where, msg));
+    return absl::InvalidArgumentError(fmt::format("{}: {}: {}", where, path, msg));
   }
 
   absl::Status Map(const YAML::Node& n, const std::string& path,
@@ -55,11 +59,10 @@ class YamlReader {
     return path.empty() ? key : path + "." + key;
   }
 
+  // Reads one scalar; `where` names it in errors. Numbers must be finite: a NaN passes every
+  // "must be > 0" check written as `!(x <= 0)` and an infinity overflows what it scales.
   template <typename T>
-  absl::Status Get(const YAML::Node& map, const char* key, const std::string& path, T* out) const {
-    const YAML::Node n = map[key];
-    if (!n) return absl::OkStatus();
-    const std::string where = Join(path, key);
+  absl::Status Read(const YAML::Node& n, const std::string& where, T* out) const {
     if (!n.IsScalar()) return Error(n, where, "expected a single value");
     try {
       if constexpr (std::is_same_v<T, bool>) {
@@ -72,6 +75,10 @@ class YamlReader {
           return Error(n, where, fmt::format("{} is out of range", n.Scalar()));
         }
         *out = static_cast<T>(v);
+      } else if constexpr (std::is_floating_point_v<T>) {
+        const T v = n.as<T>();
+        if (!std::isfinite(v)) return Error(n, where, fmt::format("expected a finite number, got '{}'", n.Scalar()));
+        *out = v;
       } else {
         *out = n.as<T>();
       }
@@ -79,6 +86,44 @@ class YamlReader {
       return Error(n, where, fmt::format("cannot read '{}' as {}", n.Scalar(), TypeName<T>()));
     }
     return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status Get(const YAML::Node& map, const char* key, const std::string& path, T* out) const {
+    const YAML::Node n = map[key];
+    if (!n) return absl::OkStatus();
+    return Read(n, Join(path, key), out);
+  }
+
+  // yaml-cpp keeps every pair of a mapping and `map[key]` finds the first, so a repeated key
+  // would silently lose the value written last: rejected, naming both lines. Keys must be plain
+  // scalars (a mapping as a key cannot name a setting).
+  absl::Status UniqueKeys(const YAML::Node& n, const std::string& path = "") const {
+    if (n.IsSequence()) {
+      size_t i = 0;
+      for (const YAML::Node& item : n) MYRIAD_RETURN_IF_ERROR(UniqueKeys(item, fmt::format("{}[{}]", path, i++)));
+    } else if (n.IsMap()) {
+      std::unordered_map<std::string, int> first_line;
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar()) return Error(kv.first, path, "a key must be a plain name");
+        const std::string where = Join(path, kv.first.Scalar());
+        const auto [it, fresh] = first_line.emplace(kv.first.Scalar(), kv.first.Mark().line + 1);
+        if (!fresh) return Error(kv.first, where, fmt::format("duplicate key (first on line {})", it->second));
+        MYRIAD_RETURN_IF_ERROR(UniqueKeys(kv.second, where));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The node a dotted key path ("workload.sessions.think_time") names, or the deepest of its
+  // ancestors that the file has, for an error's line when the value is a default.
+  // (Recursive, not a loop: assigning to a yaml-cpp node rewrites the node it refers to.)
+  static YAML::Node Deepest(const YAML::Node& n, std::string_view path) {
+    if (path.empty() || !n.IsMap()) return n;
+    const size_t dot = path.find('.');
+    const YAML::Node child = n[std::string(path.substr(0, dot))];
+    if (!child) return n;
+    return Deepest(child, dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1));
   }
 
   absl::Status Duration(const YAML::Node& map, const char* key, const std::string& path, Nanos* out) const {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
+#include <utility>
 #include <sstream>
 
 #include "core/strings.h"
@@ -16,6 +18,13 @@
 
 namespace myriad::sim {
 namespace {
+
+// The workload's own rules, checked where the scenario is read so that a broken one is reported
+// at its line, and again after --scale or --load.
+std::optional<FieldError> CheckWorkload(const Scenario& s) {
+  return s.workload.type == "synthetic" ? CheckSyntheticOptions(s.workload.synthetic)
+                                        : CheckTraceOptions(s.workload.replay);
+}
 
 absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, HardwareConfig* hw) {
   const std::string p = "hardware";
@@ -30,6 +39,10 @@ absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, HardwareConfig
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "nodes", p, hw->nodes >= 1, "must be at least 1", hw->nodes));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "gpus_per_node", p, hw->gpus_per_node >= 1 && hw->gpus_per_node <= 72,
                                   "must be between 1 and 72", hw->gpus_per_node));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "nodes", p, int64_t{hw->nodes} * hw->gpus_per_node <= kMaxGpus,
+                                  fmt::format("{} nodes of {} GPUs are more than the simulator's maximum of {} GPUs",
+                                              hw->nodes, hw->gpus_per_node, kMaxGpus),
+                                  hw->nodes));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "nodes_per_rack", p, hw->nodes_per_rack >= 1, "must be at least 1",
                                   hw->nodes_per_rack));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "nic_gbps", p, hw->nic_gbps > 0, "must be positive", hw->nic_gbps));
@@ -78,7 +91,8 @@ absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string&
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_batch_tokens", p, &pool->max_batch_tokens));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_seqs", p, &pool->max_seqs));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_waiting", p, &pool->max_waiting));
-  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "count", p, pool->count >= 0, "must not be negative", pool->count));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "count", p, pool->count >= 0 && pool->count <= kMaxGpus,
+                                  fmt::format("must be between 0 and {}", kMaxGpus), pool->count));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "max_batch_tokens", p, pool->max_batch_tokens >= 1, "must be at least 1",
                                   pool->max_batch_tokens));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "max_seqs", p, pool->max_seqs >= 1, "must be at least 1", pool->max_seqs));
@@ -93,6 +107,14 @@ absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string&
   MYRIAD_RETURN_IF_ERROR(rd.Get(l, "dp", lp, &lay.dp));
   MYRIAD_RETURN_IF_ERROR(rd.Get(l, "ep", lp, &lay.ep));
   MYRIAD_RETURN_IF_ERROR(rd.Get(l, "redundant_experts", lp, &lay.redundant_experts));
+  for (const auto& [k, v] : {std::pair{"tp", lay.tp}, std::pair{"dp", lay.dp}, std::pair{"ep", lay.ep}}) {
+    MYRIAD_RETURN_IF_ERROR(rd.Check(l, k, lp, v >= 1 && v <= kMaxGpus, fmt::format("must be between 1 and {}", kMaxGpus), v));
+  }
+  // Checked in 64 bits before tp*dp is used as an int.
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "dp", lp, int64_t{lay.tp} * lay.dp <= kMaxGpus,
+                                  fmt::format("tp*dp = {} GPUs are more than the simulator's maximum of {}",
+                                              int64_t{lay.tp} * lay.dp, kMaxGpus),
+                                  lay.dp));
   lay.nodes = std::max(1, (lay.tp * lay.dp + hw.gpus_per_node - 1) / hw.gpus_per_node);
   MYRIAD_RETURN_IF_ERROR(rd.Get(l, "nodes", lp, &lay.nodes));
   for (const char* k : {"tp", "dp", "ep", "nodes"}) {
@@ -100,8 +122,9 @@ absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string&
                 : std::string(k) == "ep" ? lay.ep : lay.nodes;
     MYRIAD_RETURN_IF_ERROR(rd.Check(l, k, lp, v >= 1, "must be at least 1", v));
   }
-  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "redundant_experts", lp, lay.redundant_experts >= 0, "must not be negative",
-                                  lay.redundant_experts));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "redundant_experts", lp,
+                                  lay.redundant_experts >= 0 && lay.redundant_experts <= kMaxRedundantExperts,
+                                  fmt::format("must be between 0 and {}", kMaxRedundantExperts), lay.redundant_experts));
   MYRIAD_RETURN_IF_ERROR(rd.Check(l, "nodes", lp, lay.nodes <= hw.nodes,
                                   fmt::format("a unit cannot span more than the cluster's {} nodes", hw.nodes),
                                   lay.nodes));
@@ -167,11 +190,9 @@ absl::Status ParseWorkload(const Reader& rd, const YAML::Node& n, const std::str
       if (!ws || !ws.IsSequence()) return rd.Error(d, dp + ".weights", "expected a list of shares");
       o.tenant_weights.clear();
       for (size_t i = 0; i < ws.size(); ++i) {
-        try {
-          o.tenant_weights.push_back(ws[i].as<double>());
-        } catch (const YAML::Exception&) {
-          return rd.Error(ws[i], fmt::format("{}.weights[{}]", dp, i), "expected a number");
-        }
+        double w = 0;
+        MYRIAD_RETURN_IF_ERROR(rd.Read(ws[i], fmt::format("{}.weights[{}]", dp, i), &w));
+        o.tenant_weights.push_back(w);
       }
       o.tenants = static_cast<int>(o.tenant_weights.size());
     }
@@ -259,7 +280,12 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "seed", "", &s->seed));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "duration", "", &s->duration));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "drain", "", &s->drain));
-  MYRIAD_RETURN_IF_ERROR(rd.Check(root, "duration", "", s->duration > 0, "must be positive", FormatDuration(s->duration)));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(root, "duration", "", s->duration > 0 && s->duration <= kMaxScenarioTime,
+                                  fmt::format("must be positive and at most {}", FormatDuration(kMaxScenarioTime)),
+                                  FormatDuration(s->duration)));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(root, "drain", "", s->drain <= kMaxScenarioTime,
+                                  fmt::format("must be at most {}", FormatDuration(kMaxScenarioTime)),
+                                  FormatDuration(s->drain)));
   if (!root["hardware"]) return rd.Error(root, "hardware", "missing");
   MYRIAD_RETURN_IF_ERROR(ParseHardware(rd, root["hardware"], &s->hardware));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "model", "", &s->model));
@@ -276,11 +302,12 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
     MYRIAD_RETURN_IF_ERROR(ParsePool(rd, pools[i], fmt::format("pools[{}]", i), s->hardware, &pool));
     s->pools.push_back(std::move(pool));
   }
-  int need = 0;
+  // 64-bit: each term is at most kMaxGpus^2 * 72, so no sum of a file's pools overflows.
+  int64_t need = 0;
   for (const auto& pl : s->pools) {
     need += pl.layout.gpus() >= s->hardware.gpus_per_node || pl.layout.nodes > 1
-                ? pl.count * pl.layout.nodes * s->hardware.gpus_per_node
-                : pl.count * pl.layout.gpus();
+                ? int64_t{pl.count} * pl.layout.nodes * s->hardware.gpus_per_node
+                : int64_t{pl.count} * pl.layout.gpus();
   }
   if (need > s->hardware.gpus()) {
     return rd.Error(pools, "pools",
@@ -308,6 +335,7 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
   s->workload.replay.block_tokens = s->kv_block_tokens;
   s->workload.replay.duration = s->duration;
   s->workload.replay.seed = s->seed;
+  if (auto e = CheckWorkload(*s)) return rd.Error(Reader::Deepest(root, e->field), e->field, e->what);
   return absl::OkStatus();
 }
 
@@ -323,6 +351,7 @@ absl::StatusOr<Scenario> Parse(std::string_view yaml, const std::string& source_
   if (!root || !root.IsMap()) return absl::InvalidArgumentError(fmt::format("{}: expected a YAML mapping at the top", source_name));
   Scenario s;
   try {
+    MYRIAD_RETURN_IF_ERROR(rd.UniqueKeys(root));
     MYRIAD_RETURN_IF_ERROR(ParseRoot(rd, root, source_dir, &s));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(fmt::format("{}:{}: {}", source_name, e.mark.line + 1, e.msg));
@@ -352,6 +381,8 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector
     } catch (const YAML::ParserException& e) {
       return absl::InvalidArgumentError(fmt::format("{}:{}: YAML syntax: {}", path, e.mark.line + 1, e.msg));
     }
+    // Before the overrides: the lines named are the file's, not those of the text re-emitted below.
+    MYRIAD_RETURN_IF_ERROR(Reader(path).UniqueKeys(root));
     for (const std::string& o : overrides) {
       const size_t eq = o.find('=');
       if (eq == std::string::npos || eq == 0) {
@@ -392,9 +423,25 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector
   return Parse(text, path, std::filesystem::path(path).parent_path().string());
 }
 
+namespace {
+
+absl::Status CheckScaledWorkload(const Scenario& s) {
+  if (auto e = CheckWorkload(s)) return absl::InvalidArgumentError(fmt::format("{}: {}", e->field, e->what));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ScaleScenario(Scenario& s, double factor) {
-  if (!(factor > 0)) return absl::InvalidArgumentError("scale factor must be positive");
-  s.hardware.nodes = static_cast<int>(std::lround(s.hardware.nodes * factor));
+  if (!(factor > 0) || !std::isfinite(factor)) return absl::InvalidArgumentError("scale factor must be positive");
+  // In doubles first: the scaled counts are cast to int only once they are known to fit.
+  const double nodes = std::round(s.hardware.nodes * factor);
+  if (nodes * s.hardware.gpus_per_node > kMaxGpus) {
+    return absl::InvalidArgumentError(fmt::format("the cluster would have {:.0f} GPUs, more than the simulator's "
+                                                  "maximum of {}",
+                                                  nodes * s.hardware.gpus_per_node, kMaxGpus));
+  }
+  s.hardware.nodes = static_cast<int>(nodes);
   if (s.hardware.nodes < 1) return absl::InvalidArgumentError("scale leaves the cluster with no nodes");
   for (auto& p : s.pools) {
     // Rounded down so that the scaled pools still fit the scaled cluster.
@@ -408,16 +455,21 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
   // A trace keeps its own shape: more or fewer disjoint copies of it, and only when there is
   // a single copy, a faster or slower replay.
   const double replicas = s.workload.replay.replicas * factor;
+  if (replicas > kMaxTraceReplicas) {
+    return absl::InvalidArgumentError(fmt::format("workload.replicas: {:.0f} copies of the trace are more than the "
+                                                  "maximum of {}",
+                                                  replicas, kMaxTraceReplicas));
+  }
   if (replicas >= 1) s.workload.replay.replicas = static_cast<int>(std::lround(replicas));
   else s.workload.replay.rate_scale *= replicas;
-  return absl::OkStatus();
+  return CheckScaledWorkload(s);
 }
 
 absl::Status ScaleLoad(Scenario& s, double factor) {
-  if (!(factor > 0)) return absl::InvalidArgumentError("load factor must be positive");
+  if (!(factor > 0) || !std::isfinite(factor)) return absl::InvalidArgumentError("load factor must be positive");
   s.workload.synthetic.rate *= factor;
   s.workload.replay.rate_scale *= factor;
-  return absl::OkStatus();
+  return CheckScaledWorkload(s);
 }
 
 std::string_view RoleName(Role r) {

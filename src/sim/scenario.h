@@ -17,6 +17,14 @@
 
 namespace myriad::sim {
 
+// The largest cluster a scenario may describe (hardware, and after --scale): prefix caches take
+// about 74 KiB per GPU, so this is some 19 GiB of them.
+inline constexpr int kMaxGpus = 262'144;
+// The longest `duration` or `drain`: their sum stays far inside the nanosecond clock.
+inline constexpr Nanos kMaxScenarioTime = 10'000 * kHour;
+// Per pool: redundant_experts beyond the model's experts.
+inline constexpr int kMaxRedundantExperts = 65'536;
+
 struct HardwareConfig {
   std::string gpu = "H200";
   int nodes = 1;
@@ -112,11 +120,12 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path);
 absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector<std::string>& overrides);
 
 // Scales the cluster, every pool's unit count and the workload's rate by `factor`, keeping the
-// shape: the cost-versus-size benchmark uses it. Fails if a count would round to zero.
+// shape: the cost-versus-size benchmark uses it. Fails if a count would round to zero, or the
+// result would pass kMaxGpus or kMaxSimulatedRequests.
 absl::Status ScaleScenario(Scenario& s, double factor);
 
 // Multiplies the offered load alone (synthetic arrival rate, or a trace's replay speed) by
-// `factor`, leaving the cluster as it is.
+// `factor`, leaving the cluster as it is. Fails past kMaxSimulatedRequests.
 absl::Status ScaleLoad(Scenario& s, double factor);
 
 std::string_view RoleName(Role r);

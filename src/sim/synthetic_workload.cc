@@ -82,63 +82,108 @@ class LengthSampler {
   double sigma_ = 0;
 };
 
-absl::Status CheckLength(const LengthDist& d, std::string_view name) {
-  auto bad = [&](std::string_view field, std::string_view what) {
-    return absl::InvalidArgumentError(fmt::format("{}.{} {}", name, field, what));
+std::optional<FieldError> CheckLength(const LengthDist& d, const std::string& path) {
+  auto bad = [&](std::string_view field, std::string what) {
+    return FieldError{fmt::format("{}.{}", path, field), std::move(what)};
   };
-  if (!(d.mean > 0) || !std::isfinite(d.mean)) return bad("mean", "must be > 0");
-  if (!(d.cv >= 0) || !std::isfinite(d.cv)) return bad("cv", "must be >= 0");
-  if (d.min < 1) return bad("min", "must be >= 1");
-  if (d.max < d.min) return bad("max", "must be >= min");
-  return absl::OkStatus();
+  if (!(d.mean > 0) || !std::isfinite(d.mean)) return bad("mean", fmt::format("must be > 0, got {}", d.mean));
+  if (!(d.cv >= 0) || !std::isfinite(d.cv)) return bad("cv", fmt::format("must be >= 0, got {}", d.cv));
+  if (d.min < 1) return bad("min", fmt::format("must be >= 1, got {}", d.min));
+  if (d.max < d.min) return bad("max", fmt::format("must be >= min ({}), got {}", d.min, d.max));
+  if (d.max > kMaxTokens) return bad("max", fmt::format("must be at most {} tokens, got {}", kMaxTokens, d.max));
+  return std::nullopt;
 }
 
-absl::Status Validate(const SyntheticOptions& o) {
-  auto bad = [](std::string msg) { return absl::InvalidArgumentError(std::move(msg)); };
+}  // namespace
+
+std::optional<FieldError> CheckSyntheticOptions(const SyntheticOptions& o) {
+  auto bad = [](const char* field, std::string what) { return FieldError{field, std::move(what)}; };
   auto in01 = [](double x) { return x >= 0 && x <= 1; };
-  if (!(o.rate > 0) || !std::isfinite(o.rate)) return bad("rate must be > 0");
+  if (!(o.rate > 0) || !std::isfinite(o.rate)) return bad("workload.rate", fmt::format("must be > 0, got {}", o.rate));
   if (o.arrival != "poisson" && o.arrival != "gamma") {
-    return bad(fmt::format("arrival must be poisson or gamma, got '{}'", o.arrival));
+    return bad("workload.arrival", fmt::format("must be poisson or gamma, got '{}'", o.arrival));
   }
   if (o.arrival == "gamma" && (!(o.burst_cv > 0) || !std::isfinite(o.burst_cv))) {
-    return bad("burst_cv must be > 0");
+    return bad("workload.burst_cv", fmt::format("must be > 0, got {}", o.burst_cv));
   }
-  if (!in01(o.diurnal_amplitude)) return bad("diurnal_amplitude must be in [0, 1]");
-  if (o.diurnal_amplitude > 0 && o.diurnal_period <= 0) return bad("diurnal_period must be > 0");
-  if (!std::isfinite(o.diurnal_phase)) return bad("diurnal_phase must be finite");
-  for (auto [dist, name] : {std::pair{&o.input, "input"}, std::pair{&o.output, "output"},
-                            std::pair{&o.turn_tokens, "turn_tokens"}}) {
-    if (absl::Status s = CheckLength(*dist, name); !s.ok()) return s;
+  if (!in01(o.diurnal_amplitude)) {
+    return bad("workload.diurnal.amplitude", fmt::format("must be in [0, 1], got {}", o.diurnal_amplitude));
   }
-  if (!in01(o.system_prompt_fraction)) return bad("system_prompt_fraction must be in [0, 1]");
-  if (o.system_prompts < 0) return bad("system_prompts must be >= 0");
+  if (o.diurnal_amplitude > 0 && o.diurnal_period <= 0) {
+    return bad("workload.diurnal.period", fmt::format("must be > 0, got {}", FormatDuration(o.diurnal_period)));
+  }
+  if (!std::isfinite(o.diurnal_phase)) {
+    return bad("workload.diurnal.phase", fmt::format("must be finite, got {}", o.diurnal_phase));
+  }
+  for (auto [dist, path] : {std::pair{&o.input, "workload.input"}, std::pair{&o.output, "workload.output"},
+                            std::pair{&o.turn_tokens, "workload.sessions.turn_tokens"}}) {
+    if (auto e = CheckLength(*dist, path)) return e;
+  }
+  if (!in01(o.system_prompt_fraction)) {
+    return bad("workload.system_prompts.fraction", fmt::format("must be in [0, 1], got {}", o.system_prompt_fraction));
+  }
+  if (o.system_prompts < 0) {
+    return bad("workload.system_prompts.count", fmt::format("must be >= 0, got {}", o.system_prompts));
+  }
   if (o.system_prompt_fraction > 0 && o.system_prompts < 1) {
-    return bad("system_prompts must be >= 1 when system_prompt_fraction > 0");
+    return bad("workload.system_prompts.count", "must be >= 1 when system_prompts.fraction > 0, got 0");
+  }
+  // One length per tenant and prompt is held for the whole run.
+  constexpr int64_t kMaxSystemPrompts = 10'000'000;
+  if (int64_t{o.system_prompts} * std::max(o.tenants, 1) > kMaxSystemPrompts) {
+    return bad("workload.system_prompts.count",
+               fmt::format("{} prompts x {} tenant(s) is more than the maximum of {} system prompts", o.system_prompts,
+                           o.tenants, kMaxSystemPrompts));
   }
   if (!(o.system_prompt_zipf >= 0) || !std::isfinite(o.system_prompt_zipf)) {
-    return bad("system_prompt_zipf must be >= 0");
+    return bad("workload.system_prompts.zipf", fmt::format("must be >= 0, got {}", o.system_prompt_zipf));
   }
-  if (o.system_prompt_fraction > 0 && o.system_prompt_tokens < 1) {
-    return bad("system_prompt_tokens must be >= 1");
+  if (o.system_prompt_fraction > 0 && (o.system_prompt_tokens < 1 || o.system_prompt_tokens > kMaxTokens)) {
+    return bad("workload.system_prompts.tokens",
+               fmt::format("must be between 1 and {}, got {}", kMaxTokens, o.system_prompt_tokens));
   }
-  if (!in01(o.session_fraction)) return bad("session_fraction must be in [0, 1]");
-  if (!(o.turns_mean >= 1) || !std::isfinite(o.turns_mean)) return bad("turns_mean must be >= 1");
-  if (o.session_fraction > 0 && o.think_time_mean <= 0) return bad("think_time_mean must be > 0");
-  if (o.block_tokens < 1) return bad("block_tokens must be >= 1");
-  if (o.duration < 0) return bad("duration must be >= 0");
-  if (o.tenants < 1) return bad("tenants must be >= 1");
+  if (!in01(o.session_fraction)) {
+    return bad("workload.sessions.fraction", fmt::format("must be in [0, 1], got {}", o.session_fraction));
+  }
+  if (!(o.turns_mean >= 1) || !std::isfinite(o.turns_mean)) {
+    return bad("workload.sessions.turns_mean", fmt::format("must be >= 1, got {}", o.turns_mean));
+  }
+  if (o.session_fraction > 0 && o.think_time_mean <= 0) {
+    return bad("workload.sessions.think_time", fmt::format("must be > 0, got {}", FormatDuration(o.think_time_mean)));
+  }
+  if (o.block_tokens < 1) return bad("kv_block_tokens", fmt::format("must be >= 1, got {}", o.block_tokens));
+  if (o.duration < 0) return bad("duration", fmt::format("must be >= 0, got {}", FormatDuration(o.duration)));
+  if (o.tenants < 1) return bad("workload.tenants.weights", fmt::format("must list at least 1 tenant, got {}", o.tenants));
   if (!o.tenant_weights.empty()) {
     if (o.tenant_weights.size() != static_cast<size_t>(o.tenants)) {
-      return bad(fmt::format("tenant_weights must have {} entries (one per tenant), got {}",
-                             o.tenants, o.tenant_weights.size()));
+      return bad("workload.tenants.weights", fmt::format("must have {} entries (one per tenant), got {}", o.tenants,
+                                                         o.tenant_weights.size()));
     }
     double sum = 0;
     for (double w : o.tenant_weights) {
-      if (!(w >= 0) || !std::isfinite(w)) return bad("tenant_weights must be >= 0");
+      if (!(w >= 0) || !std::isfinite(w)) return bad("workload.tenants.weights", fmt::format("must be >= 0, got {}", w));
       sum += w;
     }
-    if (!(sum > 0)) return bad("tenant_weights must not all be 0");
+    if (!(sum > 0)) return bad("workload.tenants.weights", "must not all be 0");
   }
+  if (o.duration > 0) {
+    // Counted before anything is allocated: the peak rate over the whole duration, with the
+    // follow-up turns that sessions add.
+    const double turns = 1 + o.session_fraction * (o.turns_mean - 1);
+    const double expected = o.rate * (1 + o.diurnal_amplitude) * NanosToSeconds(o.duration) * turns;
+    if (!(expected <= kMaxSimulatedRequests)) {
+      return bad("workload.rate",
+                 fmt::format("{:.6g}/s for {} is about {:.3g} requests, more than the simulator's maximum of {:.0e}", o.rate,
+                             FormatDuration(o.duration), expected, kMaxSimulatedRequests));
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+absl::Status Validate(const SyntheticOptions& o) {
+  if (auto e = CheckSyntheticOptions(o)) return absl::InvalidArgumentError(fmt::format("{}: {}", e->field, e->what));
   return absl::OkStatus();
 }
 

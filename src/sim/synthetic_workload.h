@@ -5,6 +5,7 @@
 // segments, never token ids, so generating millions of requests stays cheap.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,11 @@ struct SyntheticOptions {
   int tenants = 1;
   std::vector<double> tenant_weights;  // share of new arrivals per tenant; empty = equal
 };
+
+// The first rule `options` breaks (nullopt: none), fields named by their scenario key path;
+// includes the bounds: lengths up to kMaxTokens, and at most kMaxSimulatedRequests expected
+// over `duration`.
+std::optional<FieldError> CheckSyntheticOptions(const SyntheticOptions& options);
 
 // Validates `options` (errors name the field) and returns a deterministic generator: the same
 // options give the same requests, byte for byte.

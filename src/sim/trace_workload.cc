@@ -35,8 +35,8 @@ absl::StatusOr<int32_t> ReadCount(const json& obj, const char* field, int32_t mi
   if (!it->is_number_integer()) {
     return LineError(source, line, field, fmt::format("must be an integer, got {}", it->dump()));
   }
-  if (it->is_number_unsigned() ? it->get<uint64_t>() > INT32_MAX : it->get<int64_t>() > INT32_MAX) {
-    return LineError(source, line, field, fmt::format("{} is too large", it->dump()));
+  if (it->is_number_unsigned() ? it->get<uint64_t>() > kMaxTokens : it->get<int64_t>() > kMaxTokens) {
+    return LineError(source, line, field, fmt::format("must be at most {}, got {}", kMaxTokens, it->dump()));
   }
   const int64_t value = it->get<int64_t>();
   if (value < min) {
@@ -335,9 +335,9 @@ absl::StatusOr<std::vector<TraceRecord>> ParseAzureTrace(std::istream& in,
     int32_t* counts[] = {&rec.input_tokens, &rec.output_tokens};
     for (int c = 1; c < 3; ++c) {
       std::optional<int64_t> v = ParseInt(cells[col[c]]);
-      if (!v || *v < 1 || *v > INT32_MAX) {
+      if (!v || *v < 1 || *v > kMaxTokens) {
         return LineError(source_name, line_no, column_name(c),
-                         fmt::format("must be an integer >= 1, got '{}'", cells[col[c]]));
+                         fmt::format("must be an integer between 1 and {}, got '{}'", kMaxTokens, cells[col[c]]));
       }
       *counts[c - 1] = static_cast<int32_t>(*v);
     }
@@ -359,24 +359,36 @@ absl::StatusOr<std::vector<TraceRecord>> LoadTraceFile(const std::string& path,
   if (!in.is_open()) {
     return absl::NotFoundError(fmt::format("cannot open trace {}: {}", path, std::strerror(errno)));
   }
-  return mooncake ? ParseMooncakeTrace(in, path) : ParseAzureTrace(in, path);
+  auto records = mooncake ? ParseMooncakeTrace(in, path) : ParseAzureTrace(in, path);
+  // Replaying nothing would report a run of zero requests as if it had succeeded.
+  if (records.ok() && records->empty()) {
+    return absl::InvalidArgumentError(fmt::format("{}: the trace has no requests", path));
+  }
+  return records;
+}
+
+std::optional<FieldError> CheckTraceOptions(const TraceReplayOptions& o) {
+  if (!(o.rate_scale > 0) || !std::isfinite(o.rate_scale)) {
+    return FieldError{"workload.rate_scale", fmt::format("must be > 0, got {}", o.rate_scale)};
+  }
+  if (o.replicas < 1 || o.replicas > kMaxTraceReplicas) {
+    return FieldError{"workload.replicas",
+                      fmt::format("must be between 1 and {}, got {}", kMaxTraceReplicas, o.replicas)};
+  }
+  // Sub-block j of trace block c is keyed by c * 64 + j, so at most 64 sub-blocks (>= 8 tokens).
+  if (o.block_tokens < 8 || kTraceBlockTokens % o.block_tokens != 0) {
+    return FieldError{"kv_block_tokens",
+                      fmt::format("must divide {} and be >= 8 to replay a trace, got {}", kTraceBlockTokens, o.block_tokens)};
+  }
+  if (o.duration < 0) return FieldError{"duration", fmt::format("must be >= 0, got {}", FormatDuration(o.duration))};
+  if (o.loop && o.duration <= 0) return FieldError{"workload.loop", "needs a positive duration"};
+  return std::nullopt;
 }
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeTraceWorkload(std::vector<TraceRecord> records,
                                                             TraceReplayOptions options) {
   auto invalid = [](std::string msg) { return absl::InvalidArgumentError(std::move(msg)); };
-  if (!(options.rate_scale > 0) || !std::isfinite(options.rate_scale)) {
-    return invalid(fmt::format("rate_scale must be > 0, got {}", options.rate_scale));
-  }
-  if (options.replicas < 1) {
-    return invalid(fmt::format("replicas must be >= 1, got {}", options.replicas));
-  }
-  // Sub-block j of trace block c is keyed by c * 64 + j, so at most 64 sub-blocks (>= 8 tokens).
-  if (options.block_tokens < 8 || kTraceBlockTokens % options.block_tokens != 0) {
-    return invalid(fmt::format("block_tokens must divide {} and be >= 8, got {}",
-                               kTraceBlockTokens, options.block_tokens));
-  }
-  if (options.duration < 0) return invalid("duration must be >= 0");
+  if (auto e = CheckTraceOptions(options)) return invalid(fmt::format("{}: {}", e->field, e->what));
   for (size_t i = 1; i < records.size(); ++i) {
     if (records[i].offset < records[i - 1].offset) {
       return invalid(fmt::format("records: offset of record {} goes backwards", i));
@@ -389,9 +401,16 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeTraceWorkload(std::vector<TraceRec
   // One pass lasts the span plus a typical gap, so the next pass's first request doesn't
   // land on top of this pass's last one.
   const Nanos period = span + static_cast<Nanos>(std::llround(mean_gap));
-  if (options.loop) {
-    if (options.duration <= 0) return invalid("duration must be > 0 when loop is set");
-    if (period <= 0) return invalid("loop needs a trace whose arrivals span some time");
+  if (options.loop && period <= 0) return invalid("workload.loop: needs a trace whose arrivals span some time");
+  // Counted before the replay starts: every copy, and every pass that starts within duration.
+  const double passes =
+      options.loop ? std::floor(NanosToSeconds(options.duration) * options.rate_scale / NanosToSeconds(period)) + 1 : 1;
+  const double expected = static_cast<double>(records.size()) * options.replicas * passes;
+  if (!(expected <= kMaxSimulatedRequests)) {
+    return invalid(fmt::format("workload.{}: {} replica(s) x {:.3g} pass(es) of the {}-request trace are {:.3g} "
+                               "requests, more than the simulator's maximum of {:.0e}",
+                               options.loop ? "rate_scale" : "replicas", options.replicas, passes, records.size(),
+                               expected, kMaxSimulatedRequests));
   }
   Rng rng(options.seed);
   std::vector<Nanos> jitters(options.replicas, 0);

@@ -38,7 +38,8 @@ absl::StatusOr<std::vector<TraceRecord>> ParseMooncakeTrace(std::istream& in,
 absl::StatusOr<std::vector<TraceRecord>> ParseAzureTrace(std::istream& in,
                                                          std::string_view source_name);
 
-// Opens `path` and parses it as `format`: "mooncake" or "azure".
+// Opens `path` and parses it as `format`: "mooncake" or "azure". A trace without requests is
+// an error naming the file.
 absl::StatusOr<std::vector<TraceRecord>> LoadTraceFile(const std::string& path,
                                                        std::string_view format);
 
@@ -57,6 +58,13 @@ struct TraceReplayOptions {
   Nanos duration = 0;
   uint64_t seed = 1;
 };
+
+// Copies of a trace that one run may replay (each holds a jitter for the whole run).
+inline constexpr int kMaxTraceReplicas = 1'000'000;
+
+// The first rule `options` breaks that the trace itself does not decide (nullopt: none), fields
+// named by their scenario key path.
+std::optional<FieldError> CheckTraceOptions(const TraceReplayOptions& options);
 
 // Requests in non-decreasing arrival order, ids 0, 1, 2... Only the prompt's full blocks are
 // keyed (input_tokens / block_tokens of them), and never more than the content ids cover.

@@ -31,6 +31,20 @@ struct Request {
   BlockList blocks;
 };
 
+// The most requests a run may be set up to simulate (expected arrivals, counted before the run
+// starts): about 7 hours at 400 k simulated requests/s, and a bound that keeps a typo such as
+// `rate: 1e308` from running until memory or patience runs out.
+inline constexpr double kMaxSimulatedRequests = 1e10;
+// The longest prompt or output a workload may draw, in tokens.
+inline constexpr int32_t kMaxTokens = int32_t{1} << 24;
+
+// An option that breaks a workload's rules. `field` is its key path in a scenario file
+// ("workload.sessions.think_time"), so the scenario parser can point at the line.
+struct FieldError {
+  std::string field;
+  std::string what;  // "must be > 0, got -3"
+};
+
 class Workload {
  public:
   virtual ~Workload() = default;

@@ -482,15 +482,18 @@ TEST(SyntheticWorkload, RejectsBadOptionsNamingTheField) {
     EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(w.status().message().find(field), std::string::npos) << w.status();
   };
-  expect_error([](SyntheticOptions& o) { o.rate = 0; }, "rate must be > 0");
+  expect_error([](SyntheticOptions& o) { o.rate = 0; }, "workload.rate: must be > 0, got 0");
   expect_error([](SyntheticOptions& o) { o.arrival = "uniform"; }, "arrival");
-  expect_error([](SyntheticOptions& o) { o.diurnal_amplitude = 1.5; }, "diurnal_amplitude");
-  expect_error([](SyntheticOptions& o) { o.input.cv = -1; }, "input.cv");
+  expect_error([](SyntheticOptions& o) { o.diurnal_amplitude = 1.5; }, "workload.diurnal.amplitude");
+  expect_error([](SyntheticOptions& o) { o.input.cv = -1; }, "workload.input.cv");
   expect_error([](SyntheticOptions& o) { o.output.max = 0; }, "output.max");
   expect_error([](SyntheticOptions& o) { o.turns_mean = 0.5; }, "turns_mean");
-  expect_error([](SyntheticOptions& o) { o.block_tokens = 0; }, "block_tokens");
+  expect_error([](SyntheticOptions& o) { o.block_tokens = 0; }, "kv_block_tokens");
+  expect_error([](SyntheticOptions& o) { o.input.max = kMaxTokens + 1; }, "workload.input.max: must be at most");
+  expect_error([](SyntheticOptions& o) { o.system_prompts = 2'000'000'000; }, "workload.system_prompts.count");
+  expect_error([](SyntheticOptions& o) { o.rate = 1e308; o.duration = kHour; }, "workload.rate: 1e+308/s for");
   expect_error([](SyntheticOptions& o) { o.tenants = 2; o.tenant_weights = {1}; },
-               "tenant_weights");
+               "workload.tenants.weights");
 }
 
 }  // namespace
