@@ -2,6 +2,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
 #include <string_view>
 
 #include "cli/emu_command.h"
@@ -32,16 +36,29 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11's own codes (105, 106, 109...) would break the README's contract: every parse
+    // error is bad input; --help and --version come here too, with code 0.
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  if (sim.selected()) return sim.Run();
-  if (eplb.selected()) return eplb.Run();
-  if (kvstore.selected()) return kvstore.Run();
-  if (emu.selected()) return emu.Run();
-  if (gateway.selected()) return gateway.Run();
-  if (up.selected()) return up.Run();
-  if (loadgen.selected()) return loadgen.Run();
-  if (tokenize.selected()) return tokenize.Run();
+  const std::string name = app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name();
+  // A safety net, not the way input errors are reported (those are checked and exit 2): an
+  // exception that escapes a command still ends the process with a message, not an abort.
+  try {
+    if (sim.selected()) return sim.Run();
+    if (eplb.selected()) return eplb.Run();
+    if (kvstore.selected()) return kvstore.Run();
+    if (emu.selected()) return emu.Run();
+    if (gateway.selected()) return gateway.Run();
+    if (up.selected()) return up.Run();
+    if (loadgen.selected()) return loadgen.Run();
+    if (tokenize.selected()) return tokenize.Run();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "myriad %s: out of memory\n", name.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "myriad %s: %s\n", name.c_str(), e.what());
+    return 1;
+  }
   return 0;
 }
 

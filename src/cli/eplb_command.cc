@@ -33,7 +33,9 @@ EplbCommand::EplbCommand(CLI::App& app) {
                    "Expert loads: CSV (one row per layer, optional header line) or JSON "
                    "(array of arrays)")
       ->required();
-  cmd_->add_option("--replicas", replicas_, "Physical experts per layer (a multiple of --gpus)")
+  cmd_->add_option("--replicas", replicas_,
+                   "Physical experts per layer (a multiple of --gpus; at most 64 per logical expert, and "
+                   "layers x experts x (replicas - experts + 1) at most 2^28)")
       ->required();
   cmd_->add_option("--gpus", gpus_, "GPUs of the unit (a multiple of --nodes)")->required();
   cmd_->add_option("--groups", groups_,
@@ -78,11 +80,11 @@ std::pair<size_t, size_t> LineColumn(std::string_view text, size_t pos) {
   return {line, col};
 }
 
-// nlohmann::json keeps no source positions, so once the text is known to be valid JSON this
-// finds where row `row` (or its element `elem`) of the top-level array starts.
-size_t JsonValueOffset(std::string_view text, size_t row, std::optional<size_t> elem) {
-  size_t depth = 0, row_i = 0, elem_i = 0;
-  bool in_string = false, escaped = false, want_value = false;
+// Calls `visit(pos, c)` for each character of JSON `text` outside strings (an opening quote
+// included, the string's contents not) until it returns false.
+template <typename Visit>
+void ScanOutsideStrings(std::string_view text, Visit visit) {
+  bool in_string = false, escaped = false;
   for (size_t pos = 0; pos < text.size(); ++pos) {
     const char c = text[pos];
     if (in_string) {
@@ -94,16 +96,25 @@ size_t JsonValueOffset(std::string_view text, size_t row, std::optional<size_t> 
         in_string = false;
       continue;
     }
+    if (c == '"') in_string = true;
+    if (!visit(pos, c)) return;
+  }
+}
+
+// nlohmann::json keeps no source positions, so once the text is known to be valid JSON this
+// finds where row `row` (or its element `elem`) of the top-level array starts.
+size_t JsonValueOffset(std::string_view text, size_t row, std::optional<size_t> elem) {
+  size_t depth = 0, row_i = 0, elem_i = 0, found = 0;
+  bool want_value = false;
+  ScanOutsideStrings(text, [&](size_t pos, char c) {
     if (want_value && !std::isspace(static_cast<unsigned char>(c))) {
       want_value = false;
       if (row_i == row && ((depth == 1 && !elem) || (depth == 2 && elem && elem_i == *elem))) {
-        return pos;
+        found = pos;
+        return false;
       }
     }
     switch (c) {
-      case '"':
-        in_string = true;
-        break;
       case '[':
         ++depth;
         if (depth == 2) elem_i = 0;
@@ -123,11 +134,38 @@ size_t JsonValueOffset(std::string_view text, size_t row, std::optional<size_t> 
       default:
         break;
     }
-  }
-  return 0;
+    return true;
+  });
+  return found;
+}
+
+// Loads nest two deep (rows of numbers). Deeper text is refused before it is parsed or
+// printed: both recurse once per level, and 100,000 levels overflow the stack.
+constexpr int kMaxJsonDepth = 2;
+
+std::optional<size_t> FirstTooDeep(std::string_view text) {
+  std::optional<size_t> at;
+  int depth = 0;
+  ScanOutsideStrings(text, [&](size_t pos, char c) {
+    if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        at = pos;
+        return false;
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+    return true;
+  });
+  return at;
 }
 
 absl::StatusOr<Loads> ParseJsonLoads(const std::string& path, const std::string& text) {
+  if (const auto deep = FirstTooDeep(text)) {
+    const auto [line, col] = LineColumn(text, *deep);
+    return Bad(fmt::format("{}:{}:{}: nested deeper than {} levels (expected an array of rows of numbers)", path,
+                           line, col, kMaxJsonDepth));
+  }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -356,8 +394,38 @@ nlohmann::ordered_json ToJson(const policy::EplbPlacement& p, const policy::Eplb
 
 }  // namespace
 
+namespace {
+
+// Bounds --replicas by what it is replicating, before the placement's tables are allocated:
+// log2phy holds layers x experts x (the most copies of one expert) entries.
+absl::Status CheckReplicas(const Loads& loads, int replicas) {
+  constexpr int64_t kMaxPerExpert = 64;
+  constexpr int64_t kMaxTableEntries = int64_t{1} << 28;
+  if (replicas > kMaxPerExpert * loads.experts) {
+    return Bad(fmt::format("--replicas {} is more than {} per logical expert ({} experts: at most {})", replicas,
+                           kMaxPerExpert, loads.experts, kMaxPerExpert * loads.experts));
+  }
+  const int64_t entries = int64_t{loads.layers} * loads.experts * std::max<int64_t>(1, replicas - loads.experts + 1);
+  if (entries > kMaxTableEntries) {
+    return Bad(fmt::format("--replicas {}: {} layers x {} experts x up to {} copies is {} table entries, more than "
+                           "the maximum of {}",
+                           replicas, loads.layers, loads.experts, replicas - loads.experts + 1, entries,
+                           kMaxTableEntries));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int EplbCommand::Run() {
+  if (!std::isfinite(tolerance_)) {
+    std::fprintf(stderr, "myriad eplb: --tolerance: expected a finite number, got %g\n", tolerance_);
+    return 2;
+  }
   auto loads = ReadLoads(loads_path_);
+  if (loads.ok()) {
+    if (absl::Status st = CheckReplicas(*loads, replicas_); !st.ok()) loads = st;
+  }
   if (!loads.ok()) {
     std::fprintf(stderr, "myriad eplb: %s\n", std::string(loads.status().message()).c_str());
     return 2;

@@ -18,13 +18,15 @@ SimCommand::SimCommand(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd_->add_option("-o,--output", output_path_, "Write the JSON results here");
-  cmd_->add_option("--seed", seed_, "Override the scenario's seed");
+  cmd_->add_option("--seed", seed_, "Override the scenario's seed (0 to 2^64-1)")
+      ->check(CLI::NonNegativeNumber);
   cmd_->add_option("--router", router_, "Override the routing policy (random, round-robin, least-loaded, prefix-only, kv-aware; +spread, +fair)");
-  cmd_->add_option("--scale", scale_, "Scale cluster, pools and load by this factor")
+  cmd_->add_option("--scale", scale_,
+                   "Scale cluster, pools and load by this factor (at most to 262,144 GPUs and 1e10 expected requests)")
       ->check(CLI::PositiveNumber);
   cmd_->add_option("--set", overrides_,
                    "Override a scenario value: --set pools.1.moe.placement=contiguous (repeatable)");
-  cmd_->add_option("--load", load_, "Multiply the offered load alone by this factor")
+  cmd_->add_option("--load", load_, "Multiply the offered load alone by this factor (at most to 1e10 expected requests)")
       ->check(CLI::PositiveNumber);
   cmd_->add_option("--compare", compare_,
                    "Run each of these routing policies on the same workload and seed and print one table")
@@ -35,6 +37,17 @@ SimCommand::SimCommand(CLI::App& app) {
 }
 
 namespace {
+
+// A scenario's name, and its file's, are whatever bytes the user gave: invalid UTF-8 is written
+// as U+FFFD instead of throwing out of the dump.
+std::string Dump(const nlohmann::ordered_json& j) {
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// Building the run (the trace, the units) fails only on what the scenario asked for: bad input.
+int RunFailureCode(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kInvalidArgument || st.code() == absl::StatusCode::kNotFound ? 2 : 1;
+}
 
 void DrawProgress(double f) {
   constexpr int kWidth = 40;
@@ -82,18 +95,18 @@ int SimCommand::Run() {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!report.ok()) {
     std::fprintf(stderr, "myriad sim: %s\n", std::string(report.status().message()).c_str());
-    return 1;
+    return RunFailureCode(report.status());
   }
   if (!output_path_.empty()) {
     std::ofstream out(output_path_);
-    out << report->dump(2) << "\n";
+    out << Dump(*report) << "\n";
     if (!out) {
       std::fprintf(stderr, "myriad sim: cannot write %s\n", output_path_.c_str());
       return 1;
     }
   }
   if (json_) {
-    std::printf("%s\n", report->dump(2).c_str());
+    std::printf("%s\n", Dump(*report).c_str());
   } else if (!quiet_) {
     std::printf("%s", sim::FormatSummary(*report).c_str());
     struct rusage ru {};
@@ -123,7 +136,7 @@ int SimCommand::RunCompare(const sim::Scenario& base) {
     auto report = sim::RunScenario(s);
     if (!report.ok()) {
       std::fprintf(stderr, "myriad sim: %s: %s\n", name.c_str(), std::string(report.status().message()).c_str());
-      return 1;
+      return RunFailureCode(report.status());
     }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto& r = *report;
@@ -140,13 +153,13 @@ int SimCommand::RunCompare(const sim::Scenario& base) {
   }
   if (!output_path_.empty()) {
     std::ofstream out(output_path_);
-    out << all.dump(2) << "\n";
+    out << Dump(all) << "\n";
     if (!out) {
       std::fprintf(stderr, "myriad sim: cannot write %s\n", output_path_.c_str());
       return 1;
     }
   }
-  if (json_) std::printf("%s\n", all.dump(2).c_str());
+  if (json_) std::printf("%s\n", Dump(all).c_str());
   else if (!quiet_) std::printf("%s", table.c_str());
   return 0;
 }

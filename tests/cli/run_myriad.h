@@ -18,18 +18,22 @@ struct CommandResult {
   std::string out;  // stdout and stderr together
 };
 
-// `env` (e.g. "FOO=1 BAR=2") is set for the command only. With `timeout_s` > 0 the command is
-// killed after that long (code 137), so a hang fails the test instead of stalling the suite.
-inline CommandResult RunMyriad(const std::string& args, const std::string& env = "", int timeout_s = 0) {
-  const std::string limit = timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : "";
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + limit + std::string(MYRIAD_BINARY) +
-                          " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
+// Runs a shell command line, stdout and stderr together. A command killed by a signal (an
+// abort, a stack overflow) reads as a shell reports it: 128 + the signal.
+inline CommandResult RunShell(const std::string& command) {
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
   while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
   const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
+  return {WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status), out};
+}
+
+// `env` (e.g. "FOO=1 BAR=2") is set for the command only. With `timeout_s` > 0 the command is
+// killed after that long (code 137), so a hang fails the test instead of stalling the suite.
+inline CommandResult RunMyriad(const std::string& args, const std::string& env = "", int timeout_s = 0) {
+  const std::string limit = timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : "";
+  return RunShell((env.empty() ? "" : "env " + env + " ") + limit + std::string(MYRIAD_BINARY) + " " + args);
 }
 
 // Writes `text` to a file in the test's temporary directory and returns its path.
