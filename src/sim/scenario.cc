@@ -317,7 +317,16 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
   if (const YAML::Node w = root["workload"]) MYRIAD_RETURN_IF_ERROR(ParseWorkload(rd, w, source_dir, &s->workload));
   if (const YAML::Node r = root["router"]) MYRIAD_RETURN_IF_ERROR(ParseRouter(rd, r, &s->router));
   if (const YAML::Node t = root["tenants"]) MYRIAD_RETURN_IF_ERROR(ParseTenants(rd, t, &s->tenants));
-  if (const YAML::Node f = root["faults"]) MYRIAD_RETURN_IF_ERROR(ParseFaults(rd, f, &s->faults));
+  if (const YAML::Node f = root["faults"]) {
+    MYRIAD_RETURN_IF_ERROR(ParseFaults(rd, f, &s->faults));
+    // The timeline holds one bucket per timeline_bucket of the run, allocated at its start.
+    constexpr Nanos kMaxTimelineBuckets = 1'000'000;
+    const Nanos bucket = s->faults.timeline_bucket;
+    MYRIAD_RETURN_IF_ERROR(rd.Check(f, "timeline_bucket", "faults",
+                                    bucket == 0 || (s->duration + s->drain) / bucket < kMaxTimelineBuckets,
+                                    fmt::format("must leave at most {} buckets in duration + drain", kMaxTimelineBuckets),
+                                    FormatDuration(bucket)));
+  }
   if (const YAML::Node slo = root["slo"]) {
     MYRIAD_RETURN_IF_ERROR(rd.Map(slo, "slo", {"ttft", "tpot"}));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(slo, "ttft", "slo", &s->slo.ttft));

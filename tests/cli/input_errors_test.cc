@@ -109,6 +109,8 @@ TEST(SimInput, HugeValuesAreBoundedBeforeAllocating) {
        "  - {name: a, count: 262144, layout: {tp: 8, dp: 1, ep: 1}}\n"
        "  - {name: b, count: 262144, layout: {tp: 8, dp: 1, ep: 1}}\n",
        "", "the units need 4194304 GPUs but the cluster has 262144"},
+      {Scenario("faults: {rates: none, timeline_bucket: 1ns}\n"), "",
+       "x.yaml:7: faults.timeline_bucket: must leave at most 1000000 buckets in duration + drain"},
       {"seed: 1\nduration: 100000h\nhardware: {gpu: H200, nodes: 1}\nmodel: Llama-3.1-8B\npools:\n"
        "  - {name: u, count: 1, layout: {tp: 1, dp: 1, ep: 1}}\nworkload: {type: synthetic, rate: 0.001}\n",
        "", "x.yaml:2: duration: must be positive and at most"},
