@@ -89,7 +89,7 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
   put_->add_option("--keys", keys_, "Block keys of the object, in chain order (decimal or 0x hex)")
       ->delimiter(',')
       ->required();
-  put_->add_option("--size", size_, "Bytes of the object, per replica (or --file)");
+  put_->add_option("--size", size_, "Bytes of the object, per replica (or --file); at most 4 GiB");
   put_->add_option("--replicas", replicas_, "Replicas, on distinct fault domains")
       ->capture_default_str();
   put_->add_flag("--pinned", pinned_, "Never evict the object");
@@ -156,6 +156,12 @@ int KvstoreCommand::RunStat() {
 int KvstoreCommand::RunPut() {
   if (size_ == 0) {
     std::fprintf(stderr, "myriad kvstore put: --size (or --file) is required\n");
+    return 2;
+  }
+  if (size_ > kvstore::kMaxObjectBytes) {
+    std::fprintf(stderr, "myriad kvstore put: --size %llu exceeds the maximum object size %llu (4 GiB)\n",
+                 static_cast<unsigned long long>(size_),
+                 static_cast<unsigned long long>(kvstore::kMaxObjectBytes));
     return 2;
   }
   auto client = Connect("put", url_, timeout_s_);

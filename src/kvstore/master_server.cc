@@ -199,7 +199,7 @@ net::HttpResponse MasterServer::RegisterNode(const net::HttpRequest& request) {
   uint64_t id = 0, capacity = 0;
   std::string domain, address;
   if (!f.Parse(request.body) || !f.Uint("id", kNoNode - 1, &id) ||
-      !f.String("fault_domain", &domain) || !f.Uint("capacity_bytes", UINT64_MAX, &capacity) ||
+      !f.String("fault_domain", &domain) || !f.Uint("capacity_bytes", kMaxNodeCapacityBytes, &capacity) ||
       !f.OptionalString("address", &address)) {
     return f.error();
   }
@@ -290,7 +290,7 @@ net::HttpResponse MasterServer::PutStart(const net::HttpRequest& request) {
   uint64_t size = 0, replicas = 1;
   bool pinned = false;
   if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
-      !f.Keys("keys", kMaxBatchKeys, &keys) || !f.Uint("size", UINT64_MAX, &size) ||
+      !f.Keys("keys", kMaxBatchKeys, &keys) || !f.Uint("size", kMaxObjectBytes, &size) ||
       !f.OptionalUint("replicas", kMaxReplicas, &replicas) ||
       !f.OptionalBool("pinned", &pinned)) {
     return f.error();
