@@ -75,12 +75,14 @@ void KvstoreCommand::AddStorageCommands() {
   node_->add_option("--heartbeat", heartbeat_s_, "Seconds between heartbeats")->capture_default_str();
   node_->add_option("--reconcile", reconcile_s_, "Seconds between reconciliation sweeps")
       ->capture_default_str();
+  AddAuthTokenFile(node_, &auth_token_file_);
 
   repair_ = cmd_->add_subcommand("repair", "Carry out the master's repair tasks until SIGINT or SIGTERM");
   repair_->add_option("--master", url_, "The master's URL, http://HOST:PORT, or a group's masters comma-separated (the leader is followed)")->required();
   repair_->add_option("--workers", workers_, "Copies in flight")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  AddAuthTokenFile(repair_, &auth_token_file_);
 }
 
 int KvstoreCommand::RunNode() {
@@ -100,8 +102,11 @@ int KvstoreCommand::RunNode() {
                  static_cast<unsigned long long>(kMaxSegment));
     return 2;
   }
+  std::optional<std::string> token = LoadAuthTokenFor("node", auth_token_file_, /*server=*/true);
+  if (!token) return 2;
   StopSignals signals;
   kvstore::StorageNodeOptions o;
+  o.auth_token = *std::move(token);
   o.master_url = url_;
   o.id = node_id_;
   o.fault_domain = fault_domain_;
@@ -132,8 +137,11 @@ int KvstoreCommand::RunNode() {
 }
 
 int KvstoreCommand::RunRepair() {
+  std::optional<std::string> token = LoadAuthTokenFor("repair", auth_token_file_);
+  if (!token) return 2;
   StopSignals signals;
   kvstore::RepairAgentOptions o;
+  o.auth_token = *std::move(token);
   o.master_url = url_;
   o.workers = workers_;
   kvstore::RepairAgent agent(o);
@@ -174,8 +182,11 @@ int KvstoreCommand::RunPutData() {
     return 2;
   }
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto client = kvstore::StoreClient::Connect(
-      url_, {.master_timeout = SecondsToNanos(timeout_s_), .node_timeout = SecondsToNanos(timeout_s_)});
+  std::optional<std::string> token = LoadAuthTokenFor("put", auth_token_file_);
+  if (!token) return 2;
+  auto client = kvstore::StoreClient::Connect(url_, {.master_timeout = SecondsToNanos(timeout_s_),
+                                                     .node_timeout = SecondsToNanos(timeout_s_),
+                                                     .auth_token = *token});
   if (!client.ok()) return Fail("put", client.status(), 2);
   if (create_namespace_) {
     absl::Status st = (*client)->master().CreateNamespace(namespace_);
@@ -192,8 +203,11 @@ int KvstoreCommand::RunPutData() {
 int KvstoreCommand::RunGetData() {
   std::optional<std::vector<BlockKey>> keys = ParseKeys("get", keys_);
   if (!keys) return 2;
-  auto client = kvstore::StoreClient::Connect(
-      url_, {.master_timeout = SecondsToNanos(timeout_s_), .node_timeout = SecondsToNanos(timeout_s_)});
+  std::optional<std::string> token = LoadAuthTokenFor("get", auth_token_file_);
+  if (!token) return 2;
+  auto client = kvstore::StoreClient::Connect(url_, {.master_timeout = SecondsToNanos(timeout_s_),
+                                                     .node_timeout = SecondsToNanos(timeout_s_),
+                                                     .auth_token = *token});
   if (!client.ok()) return Fail("get", client.status(), 2);
   absl::StatusOr<std::string> bytes = (*client)->Get(namespace_, keys->front());
   if (!bytes.ok()) return Fail("get", bytes.status());

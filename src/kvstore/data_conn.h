@@ -58,6 +58,11 @@ void SetBuffers(boost::asio::ip::tcp::socket& socket, int bytes);
 // Reads a reply header to request (op, id) and, for an error reply, its message; returns the
 // reply's status (the node's error as an absl::Status) and the header in *out.
 boost::asio::awaitable<absl::Status> ReadReply(Conn& conn, uint8_t op, uint64_t request_id,
+// Presents the cluster's secret on a fresh connection (an AUTH frame, kvstore/auth.h); OK at
+// once when `token` is empty. The node's refusal comes back as Unauthenticated.
+boost::asio::awaitable<absl::Status> Authenticate(Conn& conn, std::string_view token,
+                                                  uint64_t request_id);
+
                                                uint64_t max_body, wire::Header* out);
 
 }  // namespace myriad::kvstore

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "kvstore/auth.h"
 #include "kvstore/data_conn.h"
 #include "kvstore/data_wire.h"
 
@@ -50,13 +51,16 @@ struct DataServer::Impl {
   struct Counters {
     std::atomic<uint64_t> accepted{0}, refused{0}, puts{0}, gets{0}, get_objects{0},
         get_misses{0}, deletes{0}, copies{0}, bytes_in{0}, bytes_out{0}, bad_frames{0},
-        errors{0}, timeouts{0}, truncated{0}, copy_failures{0};
+        errors{0}, timeouts{0}, truncated{0}, copy_failures{0}, unauthenticated{0};
   } c;
 
   awaitable<void> Accept();
   awaitable<void> Session(std::shared_ptr<Conn> conn);
   // Serves one request whose header is valid; false when the connection must close.
   awaitable<bool> Serve(Conn& conn, const Header& h);
+  // An AUTH frame, or any frame while the connection has not presented the secret; false when
+  // the connection must close (every refusal closes it).
+  awaitable<bool> Auth(Conn& conn, const Header& h, bool* authed);
   awaitable<bool> Put(Conn& conn, const Header& h);
   awaitable<bool> Get(Conn& conn, const Header& h, std::span<const wire::ObjectRef> refs);
   awaitable<bool> CopyTo(Conn& conn, const Header& h, std::span<const uint8_t> body);
@@ -95,6 +99,7 @@ awaitable<void> DataServer::Impl::Accept() {
 
 awaitable<void> DataServer::Impl::Session(std::shared_ptr<Conn> conn) {
   std::array<uint8_t, wire::kHeaderBytes> hb{};
+  bool authed = options.auth_token.empty();
   for (;;) {
     conn->SetDeadline(options.idle_timeout);
     auto [ec, n] = co_await conn->socket.async_read_some(asio::buffer(hb), kTuple);
@@ -113,10 +118,49 @@ awaitable<void> DataServer::Impl::Session(std::shared_ptr<Conn> conn) {
       co_await Fail(*conn, h, st, true);
       break;
     }
+    if (h.op == static_cast<uint8_t>(Op::kAuth) || !authed) {
+      if (!co_await Auth(*conn, h, &authed)) break;
+      continue;
+    }
     if (!co_await Serve(*conn, h)) break;
   }
   conn->Close();
   open.fetch_sub(1);
+}
+
+awaitable<bool> DataServer::Impl::Auth(Conn& conn, const Header& h, bool* authed) {
+  if (h.op != static_cast<uint8_t>(Op::kAuth)) {
+    c.unauthenticated.fetch_add(1, std::memory_order_relaxed);
+    co_await Fail(conn, h,
+                  absl::UnauthenticatedError(fmt::format(
+                      "{} refused: this node requires the cluster's token first (an AUTH frame; "
+                      "--auth-token-file or MYRIAD_KVSTORE_TOKEN)",
+                      wire::OpName(h.op))),
+                  false);
+    co_return false;
+  }
+  if (h.body_bytes == 0 || h.body_bytes > kMaxAuthTokenBytes) {
+    co_await Fail(conn, h,
+                  absl::InvalidArgumentError(fmt::format(
+                      "bad auth: field 'body_bytes' is {}, a token has 1 to {} bytes",
+                      h.body_bytes, kMaxAuthTokenBytes)),
+                  false);
+    co_return false;
+  }
+  std::string token(h.body_bytes, '\0');
+  auto [ec, n] = co_await asio::async_read(conn.socket, asio::buffer(token), kTuple);
+  if (ec) {
+    c.truncated.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  // A node without a secret accepts any: clients configured with one still talk to it.
+  if (!options.auth_token.empty() && !TokensEqual(options.auth_token, token)) {
+    c.unauthenticated.fetch_add(1, std::memory_order_relaxed);
+    co_await Fail(conn, h, absl::UnauthenticatedError("auth: wrong token"), false);
+    co_return false;
+  }
+  *authed = true;
+  co_return co_await Reply(conn, h, {});
 }
 
 awaitable<bool> DataServer::Impl::Fail(Conn& conn, const Header& req, const absl::Status& st,
@@ -352,6 +396,7 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
   asio::co_spawn(out->socket.get_executor(), Watchdog(out, nullptr), asio::detached);
   out->SetDeadline(options.copy_timeout);
   absl::Status st = co_await ConnectTo(*out, address);
+  if (st.ok()) st = co_await Authenticate(*out, options.auth_token, h.request_id);
   if (st.ok()) {
     Header put;
     put.op = static_cast<uint8_t>(Op::kPut);
@@ -450,6 +495,7 @@ DataServerStats DataServer::stats() const {
   s.timeouts = c.timeouts.load();
   s.truncated = c.truncated.load();
   s.copy_failures = c.copy_failures.load();
+  s.unauthenticated = c.unauthenticated.load();
   return s;
 }
 

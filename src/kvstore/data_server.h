@@ -36,6 +36,9 @@ struct DataServerOptions {
 };
 
 struct DataServerStats {
+  // The cluster's shared secret (kvstore/auth.h): a connection must present it (an AUTH frame)
+  // before any other request, and the node presents it when it pushes a COPY_TO. Empty: open.
+  std::string auth_token = {};
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;
   uint64_t puts = 0, gets = 0, get_objects = 0, get_misses = 0, deletes = 0, copies = 0;
@@ -50,6 +53,7 @@ struct DataServerStats {
 
 class DataServer {
  public:
+  uint64_t unauthenticated = 0;  // connections refused for a missing or wrong secret
   DataServer(NodeStore* store, DataServerOptions options);
   ~DataServer();
   DataServer(const DataServer&) = delete;

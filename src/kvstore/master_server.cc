@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kvstore/api_json.h"
+#include "kvstore/auth.h"
 #include "net/prometheus.h"
 
 namespace myriad::kvstore {
@@ -143,6 +144,7 @@ net::HttpResponse MasterServer::Route(const net::HttpRequest& request, MasterOp*
   }
   if (path == "/metrics") return only(get, MasterOp::kMetrics, "GET", [&] { return Metrics(); });
   if (path == "/v1/stats") return only(get, MasterOp::kStats, "GET", [&] { return Stats(); });
+  if (!HttpAuthorized(request, options_.auth_token)) return Unauthorized();
   if (path == "/v1/nodes") {
     return only(post, MasterOp::kRegisterNode, "POST", [&] { return RegisterNode(request); });
   }

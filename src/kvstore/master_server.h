@@ -48,6 +48,9 @@ struct MasterServerOptions {
   // deadlines and put timeouts are all read from it.
   std::function<Nanos()> clock;
 };
+  // The cluster's shared secret (kvstore/auth.h): every route but /health and /metrics answers
+  // 401 without it. Empty: open to anyone who reaches the port.
+  std::string auth_token = {};
 
 // The operations the API counts in its metrics: a fixed set, so label cardinality is bounded.
 enum class MasterOp : int {
@@ -145,7 +148,7 @@ class MasterServer {
 
   // Request counters, outside the lock.
   static constexpr int kOps = static_cast<int>(MasterOp::kCount);
-  static constexpr int kErrorTypes = 6;
+  static constexpr int kErrorTypes = 7;
   std::atomic<uint64_t> requests_[kOps] = {};
   std::atomic<uint64_t> errors_[kOps][kErrorTypes] = {};
   std::atomic<uint64_t> keys_[kOps] = {};

@@ -19,6 +19,7 @@ namespace {
 // A frame never needs to be larger than a put of a whole segment.
 StorageNodeOptions Clamped(StorageNodeOptions o) {
   o.data.max_body_bytes = std::min<uint64_t>(o.data.max_body_bytes, o.segment_bytes + 64);
+  o.data.auth_token = o.auth_token;
   return o;
 }
 
@@ -53,6 +54,7 @@ absl::Status StorageNode::Start() {
     so.max_batch = options_.data.max_batch;
     so.spin = options_.shm_spin;
     shm_ = std::make_unique<ShmServer>(&store_, so);
+    so.auth_token = options_.auth_token;
     shm_->set_on_no_room([this] { RequestReconcile(); });
     if (absl::Status st = shm_->Start(); !st.ok()) {
       shm_.reset();
@@ -133,7 +135,7 @@ void StorageNode::ControlLoop() {
   bool forced = false;
   for (;;) {
     if (!master) {
-      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout);
+      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout, options_.auth_token);
       if (c.ok()) master = std::move(*c);
     }
     if (master && !registered_) {

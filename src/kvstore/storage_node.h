@@ -59,6 +59,9 @@ struct StorageNodeOptions {
   // How long the shm path's connection threads poll before they sleep (ShmServerOptions::spin).
   Nanos shm_spin = shm::kDefaultSpin;
 };
+  // The cluster's shared secret (kvstore/auth.h): sent to the master, required on the data path
+  // and the shm hello, presented when pushing a COPY_TO. Overrides data.auth_token. Empty: open.
+  std::string auth_token = {};
 
 struct StorageNodeStats {
   uint64_t registrations = 0;
