@@ -42,6 +42,7 @@ struct DataServer::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::function<void()> on_no_room;
+  std::function<bool(std::string_view)> copy_allowed;
   std::string shm_path;
   uint64_t shm_token = 0;
   std::atomic<int> open{0};
@@ -382,6 +383,15 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
   }
   const std::string address(reinterpret_cast<const char*>(body.data()) + sizeof head,
                             head.address_bytes);
+  if (copy_allowed && !copy_allowed(address)) {
+    c.copy_failures.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await Fail(conn, h,
+                            absl::PermissionDeniedError(fmt::format(
+                                "copy_to: '{}' is not the address of a storage node registered "
+                                "with the master",
+                                address)),
+                            false);
+  }
   std::optional<Extent> pinned = store->Pin({head.object.ns, head.object.key});
   if (!pinned) {
     c.copy_failures.fetch_add(1, std::memory_order_relaxed);
@@ -472,6 +482,9 @@ void DataServer::Stop() {
 uint16_t DataServer::port() const { return impl_->port; }
 int DataServer::connections() const { return impl_->open.load(); }
 void DataServer::set_on_no_room(std::function<void()> f) { impl_->on_no_room = std::move(f); }
+void DataServer::set_copy_destinations(std::function<bool(std::string_view)> allowed) {
+  impl_->copy_allowed = std::move(allowed);
+}
 void DataServer::set_shm_socket(std::string path, uint64_t token) {
   impl_->shm_path = std::move(path);
   impl_->shm_token = token;

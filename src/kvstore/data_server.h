@@ -71,6 +71,10 @@ class DataServer {
   // token a client's hello must carry. Before Start.
   void set_shm_socket(std::string path, uint64_t token);
 
+  // Whether a COPY_TO may push to `address` (called on an I/O thread, before connecting; it
+  // must not block). A refused destination gets PermissionDenied, so a node cannot be made to
+  // connect to any host:port. Unset: every destination is allowed. Before Start.
+  void set_copy_destinations(std::function<bool(std::string_view address)> allowed);
   struct Impl;
 
  private:

@@ -337,6 +337,21 @@ absl::StatusOr<std::vector<RepairOrder>> MasterClient::PlanRepairOrders(size_t m
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> MasterClient::NodeAddresses() {
+  auto j = Call("GET", "/v1/nodes", nullptr);
+  if (!j.ok()) return j.status();
+  if (!j->contains("nodes") || !(*j)["nodes"].is_array()) {
+    return absl::InternalError("the master's node list has no 'nodes' array");
+  }
+  std::vector<std::string> out;
+  for (const json& n : (*j)["nodes"]) {
+    if (!n.is_object()) continue;
+    std::string address = n.value("address", std::string());
+    if (!address.empty()) out.push_back(std::move(address));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<uint32_t>> MasterClient::Reconcile(NodeId node,
                                                               std::span<const HeldObject> held) {
   json namespaces = json::array(), objects = json::array();

@@ -121,6 +121,8 @@ class MasterClient {
   absl::Status RepairFailed(const RepairTask& task);
 
   absl::StatusOr<nlohmann::json> Stats();
+  // The data addresses of the registered nodes (those that gave one).
+  absl::StatusOr<std::vector<std::string>> NodeAddresses();
 
   // Storage nodes: the indices of `held` that the master no longer places on `node` (free
   // them). NotFound when the node is not registered (register again first).
