@@ -6,6 +6,7 @@
 
 #include <array>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -17,10 +18,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "kvstore/auth.h"
 #include "kvstore/data_conn.h"
 #include "kvstore/data_wire.h"
@@ -29,6 +32,17 @@ namespace myriad::kvstore {
 
 namespace asio = boost::asio;
 using asio::awaitable;
+
+namespace {
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 using asio::ip::tcp;
 using wire::Header;
 using wire::Op;
@@ -46,16 +60,21 @@ struct DataServer::Impl {
   std::string shm_path;
   uint64_t shm_token = 0;
   std::atomic<int> open{0};
+  // Every open connection, for shedding the longest idle at the cap.
+  std::mutex conns_mu;
+  absl::flat_hash_set<std::shared_ptr<Conn>> conns;
   std::atomic<bool> started{false};
   uint16_t port = 0;
 
   struct Counters {
-    std::atomic<uint64_t> accepted{0}, refused{0}, puts{0}, gets{0}, get_objects{0},
+    std::atomic<uint64_t> accepted{0}, refused{0}, shed{0}, puts{0}, gets{0}, get_objects{0},
         get_misses{0}, deletes{0}, copies{0}, bytes_in{0}, bytes_out{0}, bad_frames{0},
         errors{0}, timeouts{0}, truncated{0}, copy_failures{0}, unauthenticated{0};
   } c;
 
   awaitable<void> Accept();
+  // Closes the connection that has waited longest for its next frame; false when none waits.
+  bool ShedIdlest();
   awaitable<void> Session(std::shared_ptr<Conn> conn);
   // Serves one request whose header is valid; false when the connection must close.
   awaitable<bool> Serve(Conn& conn, const Header& h);
@@ -82,7 +101,7 @@ awaitable<void> DataServer::Impl::Accept() {
       continue;
     }
     c.accepted.fetch_add(1, std::memory_order_relaxed);
-    if (open.load() >= options.max_connections) {
+    if (open.load() >= options.max_connections && !ShedIdlest()) {
       c.refused.fetch_add(1, std::memory_order_relaxed);
       boost::system::error_code closed;
       socket.close(closed);
@@ -93,6 +112,10 @@ awaitable<void> DataServer::Impl::Accept() {
     SetBuffers(socket, options.socket_buffer_bytes);
     auto conn = std::make_shared<Conn>(std::move(socket));
     open.fetch_add(1);
+    {
+      std::lock_guard lock(conns_mu);
+      conns.insert(conn);
+    }
     asio::co_spawn(conn->socket.get_executor(), Watchdog(conn, &c.timeouts), asio::detached);
     asio::co_spawn(conn->socket.get_executor(), Session(conn), asio::detached);
   }
@@ -103,7 +126,9 @@ awaitable<void> DataServer::Impl::Session(std::shared_ptr<Conn> conn) {
   bool authed = options.auth_token.empty();
   for (;;) {
     conn->SetDeadline(options.idle_timeout);
+    conn->idle_since.store(std::max<int64_t>(1, SteadyNanos()), std::memory_order_relaxed);
     auto [ec, n] = co_await conn->socket.async_read_some(asio::buffer(hb), kTuple);
+    conn->idle_since.store(0, std::memory_order_relaxed);
     if (ec) break;
     conn->SetDeadline(options.frame_timeout);
     if (n < hb.size()) {
@@ -126,7 +151,34 @@ awaitable<void> DataServer::Impl::Session(std::shared_ptr<Conn> conn) {
     if (!co_await Serve(*conn, h)) break;
   }
   conn->Close();
+  {
+    std::lock_guard lock(conns_mu);
+    conns.erase(conn);
+  }
   open.fetch_sub(1);
+}
+
+bool DataServer::Impl::ShedIdlest() {
+  std::shared_ptr<Conn> idlest;
+  int64_t oldest = 0;
+  {
+    std::lock_guard lock(conns_mu);
+    for (const std::shared_ptr<Conn>& conn : conns) {
+      const int64_t since = conn->idle_since.load(std::memory_order_relaxed);
+      if (since != 0 && (oldest == 0 || since < oldest)) {
+        oldest = since;
+        idlest = conn;
+      }
+    }
+    if (idlest == nullptr) return false;
+    // Not shed twice: its session leaves the set only once it has seen the close.
+    idlest->idle_since.store(0, std::memory_order_relaxed);
+  }
+  // The socket belongs to its strand: close it there. The session ends on the error and
+  // releases its slot.
+  asio::post(idlest->socket.get_executor(), [idlest] { idlest->Close(); });
+  c.shed.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 awaitable<bool> DataServer::Impl::Auth(Conn& conn, const Header& h, bool* authed) {
@@ -495,6 +547,7 @@ DataServerStats DataServer::stats() const {
   DataServerStats s;
   s.connections_accepted = c.accepted.load();
   s.connections_refused = c.refused.load();
+  s.connections_shed = c.shed.load();
   s.puts = c.puts.load();
   s.gets = c.gets.load();
   s.get_objects = c.get_objects.load();
