@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kvstore/master_server.h"
@@ -51,10 +52,13 @@ int Report(const char* what, const absl::StatusOr<net::HttpResponse>& r) {
   return 0;
 }
 
+// nullptr (after printing why) for a bad --master or --auth-token-file: both bad input.
 std::unique_ptr<LeaderFollowingHttp> Connect(const char* what, const std::string& url,
-                                             double timeout_s) {
+                                             double timeout_s, const std::string& token_file) {
+  std::optional<std::string> token = LoadAuthTokenFor(what, token_file);
+  if (!token) return nullptr;
   absl::StatusOr<std::unique_ptr<LeaderFollowingHttp>> client =
-      LeaderFollowingHttp::Create(url, SecondsToNanos(timeout_s));
+      LeaderFollowingHttp::Create(url, SecondsToNanos(timeout_s), *std::move(token));
   if (!client.ok()) {
     std::fprintf(stderr, "myriad kvstore %s: --master: %s\n", what,
                  std::string(client.status().message()).c_str());
@@ -77,19 +81,22 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
       ->capture_default_str();
   master_->add_option("--max-body", max_body_bytes_, "Largest request body accepted, bytes")
       ->capture_default_str();
+  AddAuthTokenFile(master_, &auth_token_file_);
   ha_.Add(master_);
   load_.Add(cmd_);
 
   stat_ = cmd_->add_subcommand("stat", "Print the master's statistics");
   AddMasterUrl(stat_, &url_, &timeout_s_);
+  AddAuthTokenFile(stat_, &auth_token_file_);
 
   put_ = cmd_->add_subcommand("put", "Put one object: start + end (metadata only), or its bytes with --file");
   AddMasterUrl(put_, &url_, &timeout_s_);
+  AddAuthTokenFile(put_, &auth_token_file_);
   put_->add_option("--namespace", namespace_, "Namespace (model version + KV format)")->required();
   put_->add_option("--keys", keys_, "Block keys of the object, in chain order (decimal or 0x hex)")
       ->delimiter(',')
       ->required();
-  put_->add_option("--size", size_, "Bytes of the object, per replica (or --file)");
+  put_->add_option("--size", size_, "Bytes of the object, per replica (or --file); at most 4 GiB");
   put_->add_option("--replicas", replicas_, "Replicas, on distinct fault domains")
       ->capture_default_str();
   put_->add_flag("--pinned", pinned_, "Never evict the object");
@@ -98,6 +105,7 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
 
   get_ = cmd_->add_subcommand("get", "Look keys up (replicas, lease), or read an object with --out");
   AddMasterUrl(get_, &url_, &timeout_s_);
+  AddAuthTokenFile(get_, &auth_token_file_);
   get_->add_option("--namespace", namespace_, "Namespace")->required();
   get_->add_option("--keys", keys_, "Block keys (decimal or 0x hex)")->delimiter(',')->required();
   AddStorageCommands();
@@ -126,6 +134,9 @@ int KvstoreCommand::RunMaster() {
   options.http.port = listen->port;
   options.http.threads = threads_;
   options.http.max_body_bytes = max_body_bytes_;
+  std::optional<std::string> token = LoadAuthTokenFor("master", auth_token_file_, /*server=*/true);
+  if (!token) return 2;
+  options.auth_token = *std::move(token);
   if (ha_.enabled()) return RunHaMaster(ha_, std::move(options));
   StopSignals signals;  // before any thread starts
 
@@ -148,7 +159,7 @@ int KvstoreCommand::RunMaster() {
 }
 
 int KvstoreCommand::RunStat() {
-  auto client = Connect("stat", url_, timeout_s_);
+  auto client = Connect("stat", url_, timeout_s_, auth_token_file_);
   if (!client) return 2;
   return Report("stat", client->Get("/v1/stats"));
 }
@@ -158,7 +169,13 @@ int KvstoreCommand::RunPut() {
     std::fprintf(stderr, "myriad kvstore put: --size (or --file) is required\n");
     return 2;
   }
-  auto client = Connect("put", url_, timeout_s_);
+  if (size_ > kvstore::kMaxObjectBytes) {
+    std::fprintf(stderr, "myriad kvstore put: --size %llu exceeds the maximum object size %llu (4 GiB)\n",
+                 static_cast<unsigned long long>(size_),
+                 static_cast<unsigned long long>(kvstore::kMaxObjectBytes));
+    return 2;
+  }
+  auto client = Connect("put", url_, timeout_s_, auth_token_file_);
   if (!client) return 2;
   if (create_namespace_) {
     absl::StatusOr<net::HttpResponse> r =
@@ -180,7 +197,7 @@ int KvstoreCommand::RunPut() {
 }
 
 int KvstoreCommand::RunGet() {
-  auto client = Connect("get", url_, timeout_s_);
+  auto client = Connect("get", url_, timeout_s_, auth_token_file_);
   if (!client) return 2;
   return Report("get", client->Post("/v1/get", nlohmann::json{{"namespace", namespace_},
                                                               {"keys", keys_}}

@@ -67,6 +67,7 @@ class KvstoreCommand {
   double timeout_s_ = 10;
   std::string file_;  // put --file
   std::string out_;   // get --out
+  std::string auth_token_file_;  // every subcommand: --auth-token-file
   // node
   uint32_t node_id_ = 0;
   std::string fault_domain_;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/stop_signals.h"
+#include "kvstore/auth.h"
 #include "kvstore/ha_server.h"
 #include "kvstore/master_client.h"
 #include "net/http_client.h"
@@ -19,9 +20,10 @@
 namespace myriad::cli {
 
 absl::StatusOr<std::unique_ptr<LeaderFollowingHttp>> LeaderFollowingHttp::Create(
-    std::string_view urls, Nanos timeout) {
+    std::string_view urls, Nanos timeout, std::string auth_token) {
   auto c = std::unique_ptr<LeaderFollowingHttp>(new LeaderFollowingHttp());
   c->timeout_ = timeout;
+  c->auth_token_ = std::move(auth_token);
   while (!urls.empty()) {
     const size_t comma = urls.find(',');
     const std::string_view url = urls.substr(0, comma);
@@ -52,7 +54,8 @@ absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Send(std::string_view met
   for (size_t attempt = 0; attempt < urls_.size() + 25; ++attempt) {
     auto http = net::HttpClient::FromUrl(urls_[current_], {.timeout = timeout_});
     if (!http.ok()) return http.status();
-    last = (*http)->Request(method, target, body, body.empty() ? "" : "application/json");
+    last = (*http)->Request(method, target, body, body.empty() ? "" : "application/json",
+                            kvstore::AuthHeaders(auth_token_));
     if (last.ok() && last->status != 421) return last;
     if (!last.ok() && method != "GET" && urls_.size() == 1) return last;
     const std::string* leader = last.ok() ? net::FindHeader(last->headers, "X-Myriad-Leader") : nullptr;
@@ -116,6 +119,27 @@ int RunHaMaster(const KvstoreHaFlags& flags, kvstore::MasterServerOptions option
   return 0;
 }
 
+void AddAuthTokenFile(CLI::App* app, std::string* file) {
+  app->add_option("--auth-token-file", *file,
+                  "File holding the cluster's shared secret (1-256 printable bytes; default: "
+                  "$MYRIAD_KVSTORE_TOKEN; none: the store is open to anyone who reaches it)");
+}
+
+std::optional<std::string> LoadAuthTokenFor(const char* what, const std::string& file, bool server) {
+  absl::StatusOr<std::string> token = kvstore::LoadAuthToken(file);
+  if (!token.ok()) {
+    std::fprintf(stderr, "myriad kvstore %s: %s\n", what, std::string(token.status().message()).c_str());
+    return std::nullopt;
+  }
+  if (server && token->empty()) {
+    std::fprintf(stderr,
+                 "myriad kvstore %s: warning: no --auth-token-file or %s: anyone who reaches "
+                 "this %s's ports can read, write and delete objects\n",
+                 what, std::string(kvstore::kAuthTokenEnv).c_str(), what);
+  }
+  return *std::move(token);
+}
+
 void KvstoreLoad::Add(CLI::App* kvstore) {
   cmd_ = kvstore->add_subcommand(
       "load", "Put objects as fast as possible through leader-following clients; report the "
@@ -128,6 +152,7 @@ void KvstoreLoad::Add(CLI::App* kvstore) {
   cmd_->add_option("--clients", clients_, "Client threads")->check(CLI::Range(1, 64))->capture_default_str();
   cmd_->add_option("--size", size_, "Bytes per object")->capture_default_str();
   cmd_->add_option("--timeout", timeout_s_, "Seconds per request")->capture_default_str();
+  AddAuthTokenFile(cmd_, &auth_token_file_);
 }
 
 namespace {
@@ -147,8 +172,11 @@ struct LoadState {
 }  // namespace
 
 int KvstoreLoad::Run() {
+  std::optional<std::string> token = LoadAuthTokenFor("load", auth_token_file_);
+  if (!token) return 2;
   const kvstore::MasterClientOptions copt{.timeout = SecondsToNanos(timeout_s_),
-                                          .failover_timeout = 30 * kSecond};
+                                          .failover_timeout = 30 * kSecond,
+                                          .auth_token = *token};
   auto admin = kvstore::MasterClient::ConnectAny(masters_, copt);
   if (!admin.ok()) {
     std::fprintf(stderr, "myriad kvstore load: %s\n", std::string(admin.status().message()).c_str());

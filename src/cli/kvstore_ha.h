@@ -10,6 +10,7 @@
 // at the end how many acknowledged objects the leader no longer knows (lost).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,8 +43,10 @@ struct KvstoreHaFlags {
 class LeaderFollowingHttp {
  public:
   // "http://a:7700,http://b:7700"; an error naming the bad URL.
+  // `auth_token`: the cluster's shared secret (kvstore/auth.h), sent with every request.
   static absl::StatusOr<std::unique_ptr<LeaderFollowingHttp>> Create(std::string_view urls,
-                                                                     Nanos timeout);
+                                                                     Nanos timeout,
+                                                                     std::string auth_token = {});
   absl::StatusOr<net::HttpResponse> Get(std::string_view target);
   absl::StatusOr<net::HttpResponse> Post(std::string_view target, std::string body);
 
@@ -51,6 +54,7 @@ class LeaderFollowingHttp {
   absl::StatusOr<net::HttpResponse> Send(std::string_view method, std::string_view target,
                                          const std::string& body);
   std::vector<std::string> urls_;
+  std::string auth_token_;
   Nanos timeout_ = 0;
   size_t current_ = 0;
 };
@@ -72,6 +76,14 @@ class KvstoreLoad {
   int clients_ = 4;
   uint64_t size_ = 4096;
   double timeout_s_ = 2;
+  std::string auth_token_file_;
 };
+
+// The --auth-token-file FLAG (or MYRIAD_KVSTORE_TOKEN) of a kvstore subcommand, added to `app`.
+void AddAuthTokenFile(CLI::App* app, std::string* file);
+// The token (empty: none); nullopt after printing why not, for `myriad kvstore WHAT` (exit 2).
+// `server`: warn, when there is none, that WHAT is open to anyone who reaches its port.
+std::optional<std::string> LoadAuthTokenFor(const char* what, const std::string& file,
+                                            bool server = false);
 
 }  // namespace myriad::cli

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -50,10 +51,10 @@ void KvstoreCommand::AddStorageCommands() {
   node_->add_option("--master", url_, "The master's URL, http://HOST:PORT, or a group's masters comma-separated (the leader is followed)")->required();
   node_->add_option("--id", node_id_, "Node id, unique in the cluster")->required();
   node_->add_option("--fault-domain", fault_domain_, "Fault domain (rack, power, switch)")->required();
-  node_->add_option("--capacity", capacity_bytes_, "Bytes of memory to hold objects in")
+  node_->add_option("--capacity", capacity_bytes_, "Bytes of memory to hold objects in (at most 1 PiB)")
       ->capture_default_str();
   node_->add_option("--segment-bytes", segment_bytes_,
-                    "Bytes per preallocated segment (the largest object)")
+                    "Bytes per preallocated segment (the largest object; 4096 to 4 GiB + 64)")
       ->capture_default_str();
   node_->add_option("--listen", listen_, "HOST:PORT of the data path (port 0: any free port)")
       ->required();
@@ -74,23 +75,38 @@ void KvstoreCommand::AddStorageCommands() {
   node_->add_option("--heartbeat", heartbeat_s_, "Seconds between heartbeats")->capture_default_str();
   node_->add_option("--reconcile", reconcile_s_, "Seconds between reconciliation sweeps")
       ->capture_default_str();
+  AddAuthTokenFile(node_, &auth_token_file_);
 
   repair_ = cmd_->add_subcommand("repair", "Carry out the master's repair tasks until SIGINT or SIGTERM");
   repair_->add_option("--master", url_, "The master's URL, http://HOST:PORT, or a group's masters comma-separated (the leader is followed)")->required();
   repair_->add_option("--workers", workers_, "Copies in flight")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  AddAuthTokenFile(repair_, &auth_token_file_);
 }
 
 int KvstoreCommand::RunNode() {
   absl::StatusOr<net::HostPort> listen = net::ParseHostPort(listen_);
   if (!listen.ok()) return Fail("node", listen.status(), 2);
-  if (capacity_bytes_ == 0 || segment_bytes_ < 4096) {
-    std::fprintf(stderr, "myriad kvstore node: --capacity must be > 0 and --segment-bytes >= 4096\n");
+  if (capacity_bytes_ == 0 || capacity_bytes_ > kvstore::kMaxNodeCapacityBytes) {
+    std::fprintf(stderr, "myriad kvstore node: --capacity %llu is outside [1, %llu] (1 PiB)\n",
+                 static_cast<unsigned long long>(capacity_bytes_),
+                 static_cast<unsigned long long>(kvstore::kMaxNodeCapacityBytes));
     return 2;
   }
+  // A segment holds one object and its 64-byte tag.
+  constexpr uint64_t kMaxSegment = kvstore::kMaxObjectBytes + 64;
+  if (segment_bytes_ < 4096 || segment_bytes_ > kMaxSegment) {
+    std::fprintf(stderr, "myriad kvstore node: --segment-bytes %llu is outside [4096, %llu]\n",
+                 static_cast<unsigned long long>(segment_bytes_),
+                 static_cast<unsigned long long>(kMaxSegment));
+    return 2;
+  }
+  std::optional<std::string> token = LoadAuthTokenFor("node", auth_token_file_, /*server=*/true);
+  if (!token) return 2;
   StopSignals signals;
   kvstore::StorageNodeOptions o;
+  o.auth_token = *std::move(token);
   o.master_url = url_;
   o.id = node_id_;
   o.fault_domain = fault_domain_;
@@ -121,8 +137,11 @@ int KvstoreCommand::RunNode() {
 }
 
 int KvstoreCommand::RunRepair() {
+  std::optional<std::string> token = LoadAuthTokenFor("repair", auth_token_file_);
+  if (!token) return 2;
   StopSignals signals;
   kvstore::RepairAgentOptions o;
+  o.auth_token = *std::move(token);
   o.master_url = url_;
   o.workers = workers_;
   kvstore::RepairAgent agent(o);
@@ -141,14 +160,33 @@ int KvstoreCommand::RunRepair() {
 int KvstoreCommand::RunPutData() {
   std::optional<std::vector<BlockKey>> keys = ParseKeys("put", keys_);
   if (!keys) return 2;
+  // A directory opens as a stream on Linux and throws only when read: check the kind first,
+  // and the size before allocating for it.
+  std::error_code ec;
+  const auto kind = std::filesystem::status(file_, ec).type();
+  if (ec || kind != std::filesystem::file_type::regular) {
+    std::fprintf(stderr, "myriad kvstore put: --file: '%s' is %s\n", file_.c_str(),
+                 kind == std::filesystem::file_type::directory ? "a directory, not a file"
+                 : ec ? "not readable" : "not a regular file");
+    return 2;
+  }
+  const uintmax_t file_bytes = std::filesystem::file_size(file_, ec);
+  if (!ec && file_bytes > kvstore::kMaxObjectBytes) {
+    std::fprintf(stderr, "myriad kvstore put: --file: '%s' has %ju bytes, above the maximum object size %llu (4 GiB)\n",
+                 file_.c_str(), file_bytes, static_cast<unsigned long long>(kvstore::kMaxObjectBytes));
+    return 2;
+  }
   std::ifstream in(file_, std::ios::binary);
   if (!in) {
     std::fprintf(stderr, "myriad kvstore put: --file: cannot read '%s'\n", file_.c_str());
     return 2;
   }
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto client = kvstore::StoreClient::Connect(
-      url_, {.master_timeout = SecondsToNanos(timeout_s_), .node_timeout = SecondsToNanos(timeout_s_)});
+  std::optional<std::string> token = LoadAuthTokenFor("put", auth_token_file_);
+  if (!token) return 2;
+  auto client = kvstore::StoreClient::Connect(url_, {.master_timeout = SecondsToNanos(timeout_s_),
+                                                     .node_timeout = SecondsToNanos(timeout_s_),
+                                                     .auth_token = *token});
   if (!client.ok()) return Fail("put", client.status(), 2);
   if (create_namespace_) {
     absl::Status st = (*client)->master().CreateNamespace(namespace_);
@@ -165,8 +203,11 @@ int KvstoreCommand::RunPutData() {
 int KvstoreCommand::RunGetData() {
   std::optional<std::vector<BlockKey>> keys = ParseKeys("get", keys_);
   if (!keys) return 2;
-  auto client = kvstore::StoreClient::Connect(
-      url_, {.master_timeout = SecondsToNanos(timeout_s_), .node_timeout = SecondsToNanos(timeout_s_)});
+  std::optional<std::string> token = LoadAuthTokenFor("get", auth_token_file_);
+  if (!token) return 2;
+  auto client = kvstore::StoreClient::Connect(url_, {.master_timeout = SecondsToNanos(timeout_s_),
+                                                     .node_timeout = SecondsToNanos(timeout_s_),
+                                                     .auth_token = *token});
   if (!client.ok()) return Fail("get", client.status(), 2);
   absl::StatusOr<std::string> bytes = (*client)->Get(namespace_, keys->front());
   if (!bytes.ok()) return Fail("get", bytes.status());

@@ -14,6 +14,7 @@ std::string_view ErrorTypeName(ErrorType type) {
     case ErrorType::kUnavailable: return "unavailable";
     case ErrorType::kMethodNotAllowed: return "method_not_allowed";
     case ErrorType::kInternal: return "internal";
+    case ErrorType::kUnauthorized: return "unauthorized";
   }
   return "internal";
 }
@@ -21,6 +22,7 @@ std::string_view ErrorTypeName(ErrorType type) {
 ErrorType ErrorTypeOfStatus(int status) {
   switch (status) {
     case 400: return ErrorType::kInvalidRequest;
+    case 401: return ErrorType::kUnauthorized;
     case 404: return ErrorType::kNotFound;
     case 405: return ErrorType::kMethodNotAllowed;
     case 409: return ErrorType::kConflict;
@@ -39,6 +41,7 @@ int HttpStatusOf(absl::StatusCode code) {
     case absl::StatusCode::kOk: return 200;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
     case absl::StatusCode::kNotFound: return 404;
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kFailedPrecondition:

@@ -25,6 +25,7 @@ enum class ErrorType : int {
   kUnavailable,
   kMethodNotAllowed,
   kInternal,
+  kUnauthorized,
 };
 std::string_view ErrorTypeName(ErrorType type);
 // The error type of an HTTP status the API answers (kInternal for others).

@@ -51,6 +51,7 @@ struct DataClient::Impl {
         [&]() -> awaitable<absl::Status> {
           if (!connected) {
             absl::Status st = co_await ConnectTo(conn, address);
+            if (st.ok()) st = co_await Authenticate(conn, options.auth_token, ++next_id);
             if (!st.ok()) co_return st;
             connected = true;
           }
@@ -137,7 +138,7 @@ ShmChannel* DataClient::Impl::Local() {
   if (len == 0 || body.size() != 16 + uint64_t{len}) return nullptr;  // none offered
   // Another host's path, or a socket that is gone: TCP (NotFound, Unavailable, PermissionDenied).
   absl::StatusOr<std::unique_ptr<ShmChannel>> c =
-      ShmChannel::Connect(body.substr(16), token, options.timeout, options.shm_spin);
+      ShmChannel::Connect(body.substr(16), token, options.timeout, options.shm_spin, options.auth_token);
   if (!c.ok()) return nullptr;
   shm = std::move(*c);
   failed_probes = 0;

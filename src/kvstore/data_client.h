@@ -36,6 +36,9 @@ struct DataClientOptions {
   // How long a wait for the node's shared-memory answer polls before it sleeps: faster
   // answers for up to this much of a core per wait (kvstore/shm_io.h); 0 sleeps at once.
   Nanos shm_spin = shm::kDefaultSpin;
+  // The cluster's shared secret (kvstore/auth.h), presented on each new connection (TCP and
+  // shared memory); empty: none.
+  std::string auth_token = {};
 };
 
 class DataClient {

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <charconv>
 
 namespace myriad::kvstore {
@@ -80,6 +82,23 @@ asio::awaitable<absl::Status> ConnectTo(Conn& conn, std::string_view address, in
   }
   conn.socket.set_option(tcp::no_delay(true), ignored);
   co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> Authenticate(Conn& conn, std::string_view token,
+                                           uint64_t request_id) {
+  if (token.empty()) co_return absl::OkStatus();
+  wire::Header h;
+  h.op = static_cast<uint8_t>(wire::Op::kAuth);
+  h.request_id = request_id;
+  h.body_bytes = token.size();
+  const std::array<asio::const_buffer, 2> frame{asio::buffer(&h, sizeof h), asio::buffer(token)};
+  auto [ec, n] = co_await asio::async_write(conn.socket, frame, kTuple);
+  if (ec) {
+    co_return absl::UnavailableError(
+        fmt::format("sending the token to the storage node failed: {}", ec.message()));
+  }
+  wire::Header reply;
+  co_return co_await ReadReply(conn, h.op, h.request_id, 0, &reply);
 }
 
 asio::awaitable<absl::Status> ReadReply(Conn& conn, uint8_t op, uint64_t request_id,

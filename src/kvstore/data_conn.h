@@ -39,6 +39,9 @@ struct Conn {
 
   boost::asio::ip::tcp::socket socket;
   boost::asio::steady_timer timer;
+  // Steady-clock nanoseconds since which the server's connection has waited for a frame; 0
+  // while it serves one. Read from other threads when the server sheds idle connections.
+  std::atomic<int64_t> idle_since{0};
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
@@ -54,6 +57,11 @@ boost::asio::awaitable<absl::Status> ConnectTo(Conn& conn, std::string_view addr
 
 // Socket send and receive buffers of `bytes` (0: leave the kernel's autotuning).
 void SetBuffers(boost::asio::ip::tcp::socket& socket, int bytes);
+
+// Presents the cluster's secret on a fresh connection (an AUTH frame, kvstore/auth.h); OK at
+// once when `token` is empty. The node's refusal comes back as Unauthenticated.
+boost::asio::awaitable<absl::Status> Authenticate(Conn& conn, std::string_view token,
+                                                  uint64_t request_id);
 
 // Reads a reply header to request (op, id) and, for an error reply, its message; returns the
 // reply's status (the node's error as an absl::Status) and the header in *out.

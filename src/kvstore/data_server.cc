@@ -6,6 +6,7 @@
 
 #include <array>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -17,10 +18,13 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "kvstore/auth.h"
 #include "kvstore/data_conn.h"
 #include "kvstore/data_wire.h"
 
@@ -28,6 +32,17 @@ namespace myriad::kvstore {
 
 namespace asio = boost::asio;
 using asio::awaitable;
+
+namespace {
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 using asio::ip::tcp;
 using wire::Header;
 using wire::Op;
@@ -41,22 +56,31 @@ struct DataServer::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::function<void()> on_no_room;
+  std::function<bool(std::string_view)> copy_allowed;
   std::string shm_path;
   uint64_t shm_token = 0;
   std::atomic<int> open{0};
+  // Every open connection, for shedding the longest idle at the cap.
+  std::mutex conns_mu;
+  absl::flat_hash_set<std::shared_ptr<Conn>> conns;
   std::atomic<bool> started{false};
   uint16_t port = 0;
 
   struct Counters {
-    std::atomic<uint64_t> accepted{0}, refused{0}, puts{0}, gets{0}, get_objects{0},
+    std::atomic<uint64_t> accepted{0}, refused{0}, shed{0}, puts{0}, gets{0}, get_objects{0},
         get_misses{0}, deletes{0}, copies{0}, bytes_in{0}, bytes_out{0}, bad_frames{0},
-        errors{0}, timeouts{0}, truncated{0}, copy_failures{0};
+        errors{0}, timeouts{0}, truncated{0}, copy_failures{0}, unauthenticated{0};
   } c;
 
   awaitable<void> Accept();
+  // Closes the connection that has waited longest for its next frame; false when none waits.
+  bool ShedIdlest();
   awaitable<void> Session(std::shared_ptr<Conn> conn);
   // Serves one request whose header is valid; false when the connection must close.
   awaitable<bool> Serve(Conn& conn, const Header& h);
+  // An AUTH frame, or any frame while the connection has not presented the secret; false when
+  // the connection must close (every refusal closes it).
+  awaitable<bool> Auth(Conn& conn, const Header& h, bool* authed);
   awaitable<bool> Put(Conn& conn, const Header& h);
   awaitable<bool> Get(Conn& conn, const Header& h, std::span<const wire::ObjectRef> refs);
   awaitable<bool> CopyTo(Conn& conn, const Header& h, std::span<const uint8_t> body);
@@ -77,7 +101,7 @@ awaitable<void> DataServer::Impl::Accept() {
       continue;
     }
     c.accepted.fetch_add(1, std::memory_order_relaxed);
-    if (open.load() >= options.max_connections) {
+    if (open.load() >= options.max_connections && !ShedIdlest()) {
       c.refused.fetch_add(1, std::memory_order_relaxed);
       boost::system::error_code closed;
       socket.close(closed);
@@ -88,6 +112,10 @@ awaitable<void> DataServer::Impl::Accept() {
     SetBuffers(socket, options.socket_buffer_bytes);
     auto conn = std::make_shared<Conn>(std::move(socket));
     open.fetch_add(1);
+    {
+      std::lock_guard lock(conns_mu);
+      conns.insert(conn);
+    }
     asio::co_spawn(conn->socket.get_executor(), Watchdog(conn, &c.timeouts), asio::detached);
     asio::co_spawn(conn->socket.get_executor(), Session(conn), asio::detached);
   }
@@ -95,9 +123,12 @@ awaitable<void> DataServer::Impl::Accept() {
 
 awaitable<void> DataServer::Impl::Session(std::shared_ptr<Conn> conn) {
   std::array<uint8_t, wire::kHeaderBytes> hb{};
+  bool authed = options.auth_token.empty();
   for (;;) {
     conn->SetDeadline(options.idle_timeout);
+    conn->idle_since.store(std::max<int64_t>(1, SteadyNanos()), std::memory_order_relaxed);
     auto [ec, n] = co_await conn->socket.async_read_some(asio::buffer(hb), kTuple);
+    conn->idle_since.store(0, std::memory_order_relaxed);
     if (ec) break;
     conn->SetDeadline(options.frame_timeout);
     if (n < hb.size()) {
@@ -113,10 +144,76 @@ awaitable<void> DataServer::Impl::Session(std::shared_ptr<Conn> conn) {
       co_await Fail(*conn, h, st, true);
       break;
     }
+    if (h.op == static_cast<uint8_t>(Op::kAuth) || !authed) {
+      if (!co_await Auth(*conn, h, &authed)) break;
+      continue;
+    }
     if (!co_await Serve(*conn, h)) break;
   }
   conn->Close();
+  {
+    std::lock_guard lock(conns_mu);
+    conns.erase(conn);
+  }
   open.fetch_sub(1);
+}
+
+bool DataServer::Impl::ShedIdlest() {
+  std::shared_ptr<Conn> idlest;
+  int64_t oldest = 0;
+  {
+    std::lock_guard lock(conns_mu);
+    for (const std::shared_ptr<Conn>& conn : conns) {
+      const int64_t since = conn->idle_since.load(std::memory_order_relaxed);
+      if (since != 0 && (oldest == 0 || since < oldest)) {
+        oldest = since;
+        idlest = conn;
+      }
+    }
+    if (idlest == nullptr) return false;
+    // Not shed twice: its session leaves the set only once it has seen the close.
+    idlest->idle_since.store(0, std::memory_order_relaxed);
+  }
+  // The socket belongs to its strand: close it there. The session ends on the error and
+  // releases its slot.
+  asio::post(idlest->socket.get_executor(), [idlest] { idlest->Close(); });
+  c.shed.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+awaitable<bool> DataServer::Impl::Auth(Conn& conn, const Header& h, bool* authed) {
+  if (h.op != static_cast<uint8_t>(Op::kAuth)) {
+    c.unauthenticated.fetch_add(1, std::memory_order_relaxed);
+    co_await Fail(conn, h,
+                  absl::UnauthenticatedError(fmt::format(
+                      "{} refused: this node requires the cluster's token first (an AUTH frame; "
+                      "--auth-token-file or MYRIAD_KVSTORE_TOKEN)",
+                      wire::OpName(h.op))),
+                  false);
+    co_return false;
+  }
+  if (h.body_bytes == 0 || h.body_bytes > kMaxAuthTokenBytes) {
+    co_await Fail(conn, h,
+                  absl::InvalidArgumentError(fmt::format(
+                      "bad auth: field 'body_bytes' is {}, a token has 1 to {} bytes",
+                      h.body_bytes, kMaxAuthTokenBytes)),
+                  false);
+    co_return false;
+  }
+  std::string token(h.body_bytes, '\0');
+  auto [ec, n] = co_await asio::async_read(conn.socket, asio::buffer(token), kTuple);
+  if (ec) {
+    c.truncated.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  // A node without a secret accepts any: clients configured with one still talk to it.
+  if (!options.auth_token.empty() && !TokensEqual(options.auth_token, token)) {
+    c.unauthenticated.fetch_add(1, std::memory_order_relaxed);
+    co_await Fail(conn, h, absl::UnauthenticatedError("auth: wrong token"), false);
+    co_return false;
+  }
+  *authed = true;
+  co_return co_await Reply(conn, h, {});
 }
 
 awaitable<bool> DataServer::Impl::Fail(Conn& conn, const Header& req, const absl::Status& st,
@@ -338,6 +435,15 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
   }
   const std::string address(reinterpret_cast<const char*>(body.data()) + sizeof head,
                             head.address_bytes);
+  if (copy_allowed && !copy_allowed(address)) {
+    c.copy_failures.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await Fail(conn, h,
+                            absl::PermissionDeniedError(fmt::format(
+                                "copy_to: '{}' is not the address of a storage node registered "
+                                "with the master",
+                                address)),
+                            false);
+  }
   std::optional<Extent> pinned = store->Pin({head.object.ns, head.object.key});
   if (!pinned) {
     c.copy_failures.fetch_add(1, std::memory_order_relaxed);
@@ -352,6 +458,7 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
   asio::co_spawn(out->socket.get_executor(), Watchdog(out, nullptr), asio::detached);
   out->SetDeadline(options.copy_timeout);
   absl::Status st = co_await ConnectTo(*out, address);
+  if (st.ok()) st = co_await Authenticate(*out, options.auth_token, h.request_id);
   if (st.ok()) {
     Header put;
     put.op = static_cast<uint8_t>(Op::kPut);
@@ -427,6 +534,9 @@ void DataServer::Stop() {
 uint16_t DataServer::port() const { return impl_->port; }
 int DataServer::connections() const { return impl_->open.load(); }
 void DataServer::set_on_no_room(std::function<void()> f) { impl_->on_no_room = std::move(f); }
+void DataServer::set_copy_destinations(std::function<bool(std::string_view)> allowed) {
+  impl_->copy_allowed = std::move(allowed);
+}
 void DataServer::set_shm_socket(std::string path, uint64_t token) {
   impl_->shm_path = std::move(path);
   impl_->shm_token = token;
@@ -437,6 +547,7 @@ DataServerStats DataServer::stats() const {
   DataServerStats s;
   s.connections_accepted = c.accepted.load();
   s.connections_refused = c.refused.load();
+  s.connections_shed = c.shed.load();
   s.puts = c.puts.load();
   s.gets = c.gets.load();
   s.get_objects = c.get_objects.load();
@@ -450,6 +561,7 @@ DataServerStats DataServer::stats() const {
   s.timeouts = c.timeouts.load();
   s.truncated = c.truncated.load();
   s.copy_failures = c.copy_failures.load();
+  s.unauthenticated = c.unauthenticated.load();
   return s;
 }
 

@@ -29,15 +29,22 @@ struct DataServerOptions {
   Nanos idle_timeout = 5 * kMinute;  // waiting for the next frame
   Nanos frame_timeout = 10 * kSecond;  // reading the rest of a frame, writing a reply
   Nanos copy_timeout = 30 * kSecond;   // a COPY_TO's push to the other node
+  // At the cap, a new connection closes the connection idle the longest (one waiting for its
+  // next frame), so idle peers cannot lock real clients out; only when every connection is
+  // busy mid-frame is the new one refused.
   int max_connections = 1024;
   // SO_SNDBUF / SO_RCVBUF of each connection (0: the kernel's autotuning); capped by the
   // kernel's net.core.wmem_max / rmem_max.
   int socket_buffer_bytes = 4 << 20;
+  // The cluster's shared secret (kvstore/auth.h): a connection must present it (an AUTH frame)
+  // before any other request, and the node presents it when it pushes a COPY_TO. Empty: open.
+  std::string auth_token = {};
 };
 
 struct DataServerStats {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;
+  uint64_t connections_shed = 0;  // idle connections closed to admit a new one at the cap
   uint64_t puts = 0, gets = 0, get_objects = 0, get_misses = 0, deletes = 0, copies = 0;
   uint64_t bytes_in = 0;   // payload bytes written into the store
   uint64_t bytes_out = 0;  // payload bytes sent (GET, COPY_TO)
@@ -46,6 +53,7 @@ struct DataServerStats {
   uint64_t timeouts = 0;    // connections cut for a stall
   uint64_t truncated = 0;   // peers gone mid-frame
   uint64_t copy_failures = 0;
+  uint64_t unauthenticated = 0;  // connections refused for a missing or wrong secret
 };
 
 class DataServer {
@@ -63,6 +71,10 @@ class DataServer {
   // Called (outside locks, on an I/O thread) when a put found no room: the node then asks the
   // master which of its objects it may free (kvstore/storage_node.h).
   void set_on_no_room(std::function<void()> f);
+  // Whether a COPY_TO may push to `address` (called on an I/O thread, before connecting; it
+  // must not block). A refused destination gets PermissionDenied, so a node cannot be made to
+  // connect to any host:port. Unset: every destination is allowed. Before Start.
+  void set_copy_destinations(std::function<bool(std::string_view address)> allowed);
   // The same-host shared-memory socket (kvstore/shm_server.h) that kShmInfo advertises, and the
   // token a client's hello must carry. Before Start.
   void set_shm_socket(std::string path, uint64_t token);

@@ -15,6 +15,7 @@ std::string_view OpName(uint8_t op) {
     case Op::kCopyTo: return "copy_to";
     case Op::kStats: return "stats";
     case Op::kShmInfo: return "shm_info";
+    case Op::kAuth: return "auth";
     case Op::kError: return "error";
   }
   return "unknown";

@@ -46,6 +46,10 @@ enum class Op : uint8_t {
   // body: empty. Reply: u64 token, u32 path length, u32 0, path: the node's same-host
   // shared-memory socket (kvstore/shm_wire.h), length 0 when it has none.
   kShmInfo = 7,
+  // body: the cluster's shared secret (kvstore/auth.h), 1 to kMaxAuthTokenBytes bytes. Reply:
+  // empty. A node given a secret answers any other request before a good AUTH with
+  // Unauthenticated and closes the connection; a wrong secret gets the same.
+  kAuth = 8,
   // Reply only, to a frame whose header is invalid (the connection is closed after it).
   kError = 0x7f,
 };
@@ -113,7 +117,7 @@ T Load(const void* p) {
 }
 
 inline bool KnownRequestOp(uint8_t op) {
-  return op >= static_cast<uint8_t>(Op::kPut) && op <= static_cast<uint8_t>(Op::kShmInfo);
+  return op >= static_cast<uint8_t>(Op::kPut) && op <= static_cast<uint8_t>(Op::kAuth);
 }
 
 // Why a request header cannot be served (naming the field), or OK. `max_body` bounds every

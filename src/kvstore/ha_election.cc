@@ -8,6 +8,7 @@
 #include <thread>
 #include <tuple>
 
+#include "kvstore/auth.h"
 #include "kvstore/ha_server.h"
 #include "net/etcd_client.h"
 #include "net/etcd_watch.h"
@@ -170,7 +171,7 @@ void HaServer::BecomeLeader(uint64_t term, const std::vector<std::string>& peers
   for (const std::string& url : peers) {
     auto c = net::HttpClient::FromUrl(url, net::HttpClientOptions{.timeout = options_.etcd_timeout});
     if (!c.ok()) continue;
-    auto r = (*c)->Get("/v1/ha");
+    auto r = (*c)->Request("GET", "/v1/ha", {}, {}, AuthHeaders(options_.master.auth_token));
     if (!r.ok() || r->status != 200) continue;  // dead or unreachable: nothing to get from it
     const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
     if (!j.is_object()) continue;
@@ -237,7 +238,7 @@ absl::StatusOr<uint64_t> HaServer::PullOnce(const std::string& url, Nanos wait, 
   std::string target = fmt::format("/v1/log?from={}&term={}&wait_ms={}", from, log_.last_term(),
                                    wait / kMillisecond);
   if (ack) target += "&standby=" + advertise_;
-  auto r = client->Get(target);
+  auto r = client->Request("GET", target, {}, {}, AuthHeaders(options_.master.auth_token));
   if (!r.ok()) return r.status();
   if (r->status == 410) {
     return absl::FailedPreconditionError(fmt::format("{}: {}", url, r->body.substr(0, 300)));
@@ -279,7 +280,7 @@ absl::Status HaServer::InstallSnapshot(const std::string& url, bool catching_up)
   auto c = net::HttpClient::FromUrl(url, net::HttpClientOptions{.timeout = 60 * kSecond,
                                                                  .max_response_bytes = size_t{16} << 30});
   if (!c.ok()) return c.status();
-  auto r = (*c)->Get("/v1/snapshot");
+  auto r = (*c)->Request("GET", "/v1/snapshot", {}, {}, AuthHeaders(options_.master.auth_token));
   if (!r.ok()) return r.status();
   if (r->status != 200) return absl::UnavailableError(fmt::format("{}/v1/snapshot: HTTP {}", url, r->status));
   auto frames = DecodeFrames(r->body, 0);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvstore/api_json.h"
+#include "kvstore/auth.h"
 #include "net/prometheus.h"
 
 namespace myriad::kvstore {
@@ -173,6 +174,10 @@ net::HttpResponse HaServer::Handle(const net::HttpRequest& request) {
     return api::Error(503, api::ErrorType::kUnavailable, "the master is starting");
   }
   const std::string_view path = request.path();
+  if (path != "/health" && path != "/metrics" &&
+      !HttpAuthorized(request, options_.master.auth_token)) {
+    return Unauthorized();
+  }
   if (path == "/v1/log") return Log(request);
   if (path == "/v1/snapshot") return Snapshot();
   if (path == "/v1/ha") return State();
@@ -195,7 +200,10 @@ bool HaServer::IsWrite(const net::HttpRequest& request) const {
 }
 
 void HaServer::HandleAsync(net::HttpRequest request, std::shared_ptr<net::HttpResponder> r) {
-  if (!IsWrite(request)) return r->Respond(Handle(request));
+  // Handle refuses a request without the token before anything else.
+  if (!IsWrite(request) || !HttpAuthorized(request, options_.master.auth_token)) {
+    return r->Respond(Handle(request));
+  }
   net::HttpResponse response;
   const uint64_t seq = ApplyWrite(request, &response);
   if (seq == 0 || options_.sync_standbys <= 0) return r->Respond(Confirmed(seq, true, std::move(response)));

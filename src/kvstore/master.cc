@@ -248,6 +248,11 @@ absl::Status KvMaster::ValidatePut(Namespace& ns, NamespaceId id, const PutReque
         "PutStart: {} blocks in one put exceed the maximum {}", q.blocks, internal::kMaxRunBlocks));
   }
   if (q.size == 0) return absl::InvalidArgumentError("PutStart: size must be > 0 bytes");
+  if (q.size > kMaxObjectBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "PutStart: size {} bytes exceeds the maximum object size {} (4 GiB)", q.size,
+        kMaxObjectBytes));
+  }
   if (q.replicas < 1 || q.replicas > kMaxReplicas) {
     return absl::InvalidArgumentError(fmt::format(
         "PutStart: replica target {} is outside [1, {}]", q.replicas, kMaxReplicas));

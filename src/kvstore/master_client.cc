@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kvstore/api_json.h"
+#include "kvstore/auth.h"
 #include "net/etcd_client.h"
 
 namespace myriad::kvstore {
@@ -63,6 +64,7 @@ absl::Status StatusFromHttp(int http_status, std::string_view body) {
   }
   switch (http_status) {
     case 400: return absl::InvalidArgumentError(message);
+    case 401: return absl::UnauthenticatedError(message);
     case 404: return absl::NotFoundError(message);
     case 409: return absl::FailedPreconditionError(message);
     case 413: return absl::ResourceExhaustedError(message);
@@ -72,7 +74,8 @@ absl::Status StatusFromHttp(int http_status, std::string_view body) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Connect(std::string_view url, Nanos timeout) {
+absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Connect(std::string_view url, Nanos timeout,
+                                                                    std::string auth_token) {
   // Several masters of one group, comma-separated: the leader is followed (ConnectAny), with
   // time to find it after a failover; one master: each call bounded by the timeout alone.
   std::vector<std::string> urls;
@@ -85,7 +88,9 @@ absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Connect(std::string_
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
   const Nanos failover = urls.size() > 1 ? std::max(timeout, MasterClientOptions{}.failover_timeout) : timeout;
-  return ConnectAny(std::move(urls), MasterClientOptions{.timeout = timeout, .failover_timeout = failover});
+  return ConnectAny(std::move(urls), MasterClientOptions{.timeout = timeout,
+                                                         .failover_timeout = failover,
+                                                         .auth_token = std::move(auth_token)});
 }
 
 absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::ConnectAny(std::vector<std::string> urls,
@@ -135,9 +140,10 @@ absl::StatusOr<json> MasterClient::Call(std::string_view method, std::string_vie
   const auto give_up = start + std::chrono::nanoseconds(options_.failover_timeout);
   std::chrono::milliseconds backoff(20);
   bool moved = false;
+  const net::Headers auth_headers = AuthHeaders(options_.auth_token);
   while (true) {
     absl::StatusOr<net::HttpResponse> r =
-        http_->Request(method, target, payload, body ? "application/json" : "");
+        http_->Request(method, target, payload, body ? "application/json" : "", auth_headers);
     absl::Status failure;
     if (r.ok() && r->status != 421) {
       if (moved) ++failovers_;
@@ -327,6 +333,21 @@ absl::StatusOr<std::vector<RepairOrder>> MasterClient::PlanRepairOrders(size_t m
     order.source_address = t.value("source_address", std::string());
     order.destination_address = t.value("destination_address", std::string());
     out.push_back(std::move(order));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> MasterClient::NodeAddresses() {
+  auto j = Call("GET", "/v1/nodes", nullptr);
+  if (!j.ok()) return j.status();
+  if (!j->contains("nodes") || !(*j)["nodes"].is_array()) {
+    return absl::InternalError("the master's node list has no 'nodes' array");
+  }
+  std::vector<std::string> out;
+  for (const json& n : (*j)["nodes"]) {
+    if (!n.is_object()) continue;
+    std::string address = n.value("address", std::string());
+    if (!address.empty()) out.push_back(std::move(address));
   }
   return out;
 }

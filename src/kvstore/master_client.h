@@ -3,7 +3,7 @@
 // for engines' connectors, tools and tests. Each call is one request on a kept-alive connection;
 // the master's HTTP errors come back as absl statuses with its message: 400 InvalidArgument,
 // 404 NotFound, 409 FailedPrecondition (exists already, pending, leased), 413 ResourceExhausted,
-// 503 Unavailable (no placement possible); a master that cannot be reached is Unavailable or
+// 503 Unavailable (no placement possible), 401 Unauthenticated (no or a wrong token); a master that cannot be reached is Unavailable or
 // DeadlineExceeded. Not thread-safe: one client per thread.
 #include <cstdint>
 #include <memory>
@@ -53,6 +53,8 @@ struct MasterClientOptions {
   Nanos timeout = 10 * kSecond;  // one request
   // How long a call keeps looking for the leader before it gives up with the last error.
   Nanos failover_timeout = 15 * kSecond;
+  // The cluster's shared secret (kvstore/auth.h), sent with every request; empty: none.
+  std::string auth_token = {};
 };
 
 // A put's placement: the storage nodes name objects by (namespace id, object).
@@ -74,7 +76,8 @@ class MasterClient {
   // "http://host:port", or several masters of one group comma-separated (as ConnectAny):
   // storage nodes, repair agents and store clients given a list follow the leader.
   static absl::StatusOr<std::unique_ptr<MasterClient>> Connect(std::string_view url,
-                                                               Nanos timeout = 10 * kSecond);
+                                                               Nanos timeout = 10 * kSecond,
+                                                               std::string auth_token = {});
   // Several masters of one group: "http://a:7700", "http://b:7700"...; starts with the first.
   static absl::StatusOr<std::unique_ptr<MasterClient>> ConnectAny(std::vector<std::string> urls,
                                                                   MasterClientOptions options = {});
@@ -118,6 +121,8 @@ class MasterClient {
   absl::Status RepairFailed(const RepairTask& task);
 
   absl::StatusOr<nlohmann::json> Stats();
+  // The data addresses of the registered nodes (those that gave one).
+  absl::StatusOr<std::vector<std::string>> NodeAddresses();
 
   // Storage nodes: the indices of `held` that the master no longer places on `node` (free
   // them). NotFound when the node is not registered (register again first).

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kvstore/api_json.h"
+#include "kvstore/auth.h"
 #include "net/prometheus.h"
 
 namespace myriad::kvstore {
@@ -49,6 +50,7 @@ std::string_view OpName(MasterOp op) {
     case MasterOp::kRepairPlan: return "repair_plan";
     case MasterOp::kRepairReport: return "repair_report";
     case MasterOp::kReconcile: return "reconcile";
+    case MasterOp::kListNodes: return "list_nodes";
     case MasterOp::kUnknown:
     case MasterOp::kCount: break;
   }
@@ -142,9 +144,13 @@ net::HttpResponse MasterServer::Route(const net::HttpRequest& request, MasterOp*
     return only(get, MasterOp::kHealth, "GET", [] { return api::Json(200, {{"status", "ok"}}); });
   }
   if (path == "/metrics") return only(get, MasterOp::kMetrics, "GET", [&] { return Metrics(); });
+  if (!HttpAuthorized(request, options_.auth_token)) return Unauthorized();
   if (path == "/v1/stats") return only(get, MasterOp::kStats, "GET", [&] { return Stats(); });
+  if (path == "/v1/nodes" && get) {
+    return only(true, MasterOp::kListNodes, "GET, POST", [&] { return ListNodes(); });
+  }
   if (path == "/v1/nodes") {
-    return only(post, MasterOp::kRegisterNode, "POST", [&] { return RegisterNode(request); });
+    return only(post, MasterOp::kRegisterNode, "GET, POST", [&] { return RegisterNode(request); });
   }
   if (StartsWith(path, "/v1/nodes/") && path.size() > 20 &&
       path.substr(path.size() - 10) == "/heartbeat") {
@@ -199,7 +205,7 @@ net::HttpResponse MasterServer::RegisterNode(const net::HttpRequest& request) {
   uint64_t id = 0, capacity = 0;
   std::string domain, address;
   if (!f.Parse(request.body) || !f.Uint("id", kNoNode - 1, &id) ||
-      !f.String("fault_domain", &domain) || !f.Uint("capacity_bytes", UINT64_MAX, &capacity) ||
+      !f.String("fault_domain", &domain) || !f.Uint("capacity_bytes", kMaxNodeCapacityBytes, &capacity) ||
       !f.OptionalString("address", &address)) {
     return f.error();
   }
@@ -290,7 +296,7 @@ net::HttpResponse MasterServer::PutStart(const net::HttpRequest& request) {
   uint64_t size = 0, replicas = 1;
   bool pinned = false;
   if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
-      !f.Keys("keys", kMaxBatchKeys, &keys) || !f.Uint("size", UINT64_MAX, &size) ||
+      !f.Keys("keys", kMaxBatchKeys, &keys) || !f.Uint("size", kMaxObjectBytes, &size) ||
       !f.OptionalUint("replicas", kMaxReplicas, &replicas) ||
       !f.OptionalBool("pinned", &pinned)) {
     return f.error();
@@ -458,6 +464,18 @@ net::HttpResponse MasterServer::Remove(const net::HttpRequest& request) {
 }
 
 // --- observability ---
+
+net::HttpResponse MasterServer::ListNodes() {
+  json nodes = json::array();
+  {
+    std::lock_guard lock(mu_);
+    for (const NodeInfo& n : master_.nodes().nodes()) {
+      auto it = addresses_.find(n.id);
+      nodes.push_back({{"id", n.id}, {"address", it == addresses_.end() ? "" : it->second}});
+    }
+  }
+  return api::Json(200, {{"nodes", std::move(nodes)}});
+}
 
 net::HttpResponse MasterServer::Stats() {
   const Nanos now = clock_();

@@ -7,6 +7,7 @@
 // API (bodies are JSON; keys are 64-bit block keys, as decimal or "0x"-prefixed hex strings or
 // as JSON integers; answers write them as "0x" + 16 hex digits):
 //   POST   /v1/nodes                  {id, fault_domain, capacity_bytes[, address]}   -> 201
+//   GET    /v1/nodes                  -> {nodes: [{id, address}]} (the registered nodes)
 //   POST   /v1/nodes/{id}/heartbeat                                                  -> 200
 //   POST   /v1/nodes/{id}/reconcile   {namespaces: [ids], objects: [keys]} -> {drop: [indices]}
 //   POST   /v1/namespaces             {name}                                          -> 201
@@ -47,6 +48,9 @@ struct MasterServerOptions {
   // The master's clock (an Env's NowNanos); a monotonic real clock when empty. Leases, heartbeat
   // deadlines and put timeouts are all read from it.
   std::function<Nanos()> clock;
+  // The cluster's shared secret (kvstore/auth.h): every route but /health and /metrics answers
+  // 401 without it. Empty: open to anyone who reaches the port.
+  std::string auth_token = {};
 };
 
 // The operations the API counts in its metrics: a fixed set, so label cardinality is bounded.
@@ -64,6 +68,7 @@ enum class MasterOp : int {
   kRepairPlan,
   kRepairReport,
   kReconcile,
+  kListNodes,
   kStats,
   kMetrics,
   kHealth,
@@ -123,6 +128,8 @@ class MasterServer {
   // Storage nodes: which of the objects they hold to free (master_server_reconcile.cc).
   net::HttpResponse Reconcile(std::string_view id, const net::HttpRequest& request);
   net::HttpResponse Stats();
+  // The live nodes' ids and data addresses: a node pushes a COPY_TO only to one of these.
+  net::HttpResponse ListNodes();
   net::HttpResponse Metrics();
   // The replica list as JSON (id, fault_domain, address when known). Needs mu_.
   std::string ReplicasJson(const ReplicaList& replicas) const;
@@ -145,7 +152,7 @@ class MasterServer {
 
   // Request counters, outside the lock.
   static constexpr int kOps = static_cast<int>(MasterOp::kCount);
-  static constexpr int kErrorTypes = 6;
+  static constexpr int kErrorTypes = 7;
   std::atomic<uint64_t> requests_[kOps] = {};
   std::atomic<uint64_t> errors_[kOps][kErrorTypes] = {};
   std::atomic<uint64_t> keys_[kOps] = {};

@@ -16,6 +16,15 @@ absl::Status NodeRegistry::Add(NodeId id, std::string_view domain, uint64_t capa
   if (capacity == 0) {
     return absl::InvalidArgumentError(fmt::format("node {}: capacity must be > 0 bytes", id));
   }
+  if (capacity > kMaxNodeCapacityBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "node {}: capacity {} bytes exceeds the maximum {} (1 PiB)", id, capacity,
+        kMaxNodeCapacityBytes));
+  }
+  if (total_capacity_ > UINT64_MAX - capacity) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "node {}: the cluster's capacity would exceed 2^64-1 bytes", id));
+  }
   if (domain.empty()) {
     return absl::InvalidArgumentError(fmt::format("node {}: fault domain must be named", id));
   }

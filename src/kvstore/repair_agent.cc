@@ -15,7 +15,7 @@ RepairAgent::~RepairAgent() { Stop(); }
 
 absl::Status RepairAgent::Start() {
   // Fail early on a bad URL; the workers connect on their own.
-  auto probe = MasterClient::Connect(options_.master_url, options_.master_timeout);
+  auto probe = MasterClient::Connect(options_.master_url, options_.master_timeout, options_.auth_token);
   if (!probe.ok()) return probe.status();
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     workers_.emplace_back([this] { Worker(); });
@@ -44,7 +44,7 @@ void RepairAgent::Worker() {
   for (;;) {
     bool idle = true;
     if (!master) {
-      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout);
+      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout, options_.auth_token);
       if (c.ok()) master = std::move(*c);
     }
     if (master) {
@@ -62,7 +62,7 @@ void RepairAgent::Worker() {
             auto& client = sources[o.source_address];
             if (!client) {
               client = std::make_unique<DataClient>(
-                  o.source_address, DataClientOptions{.timeout = options_.copy_timeout});
+                  o.source_address, DataClientOptions{.timeout = options_.copy_timeout, .auth_token = options_.auth_token});
             }
             st = client->CopyTo({o.task.ns, o.task.object}, o.destination_address);
           }

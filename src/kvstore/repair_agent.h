@@ -28,6 +28,8 @@ struct RepairAgentOptions {
   Nanos poll_interval = 200 * kMillisecond;  // when there is nothing to repair
   Nanos copy_timeout = 60 * kSecond;
   Nanos master_timeout = 5 * kSecond;
+  // The cluster's shared secret (kvstore/auth.h), for the master and the source nodes.
+  std::string auth_token = {};
 };
 
 struct RepairAgentStats {

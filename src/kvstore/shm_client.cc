@@ -93,11 +93,12 @@ class ShmHangupWatcher {
 
 absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Connect(const std::string& path,
                                                                 uint64_t token, Nanos timeout,
-                                                                Nanos spin) {
+                                                                Nanos spin,
+                                                                std::string_view auth_token) {
   absl::StatusOr<int> fd = shm::ConnectUnix(path);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<ShmChannel> c(new ShmChannel(*fd, timeout, spin));
-  if (absl::Status st = c->Hello(token); !st.ok()) return st;
+  if (absl::Status st = c->Hello(token, auth_token); !st.ok()) return st;
   ShmHangupWatcher::Get().Add(*fd, c.get());
   return c;
 }
@@ -139,12 +140,14 @@ ShmChannel::Reap ShmChannel::ReapIfHungUp(int fd) {
   return Reap::kReaped;
 }
 
-absl::Status ShmChannel::Hello(uint64_t token) {
+absl::Status ShmChannel::Hello(uint64_t token, std::string_view auth_token) {
   Header h;
   h.op = static_cast<uint8_t>(shm::Op::kHello);
   h.request_id = ++next_id_;
-  h.body_bytes = 8;
-  iovec iov[2] = {{&h, sizeof h}, {&token, 8}};
+  h.body_bytes = 8 + auth_token.size();
+  iovec iov[3] = {{&h, sizeof h},
+                  {&token, 8},
+                  {const_cast<char*>(auth_token.data()), auth_token.size()}};
   const auto deadline = DeadlineIn(timeout_, spin_);
   if (absl::Status st = shm::SendAll(fd_, iov, deadline); !st.ok()) return Broken(st);
   std::vector<int> fds;

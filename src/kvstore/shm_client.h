@@ -37,11 +37,13 @@ namespace myriad::kvstore {
 class ShmChannel {
  public:
   // `token` as the node's TCP path told it (DataClient asks with kShmInfo). NotFound when no
-  // socket is at `path`; PermissionDenied when the socket is another node's. `spin`: how long a
-  // wait for the node's answer polls before it sleeps (kvstore/shm_io.h).
+  // socket is at `path`; PermissionDenied when the socket is another node's; Unauthenticated
+  // when the node wants the cluster's `auth_token` (kvstore/auth.h) and it is wrong. `spin`:
+  // how long a wait for the node's answer polls before it sleeps (kvstore/shm_io.h).
   static absl::StatusOr<std::unique_ptr<ShmChannel>> Connect(const std::string& path,
                                                              uint64_t token, Nanos timeout,
-                                                             Nanos spin = shm::kDefaultSpin);
+                                                             Nanos spin = shm::kDefaultSpin,
+                                                             std::string_view auth_token = {});
   ~ShmChannel();
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;
@@ -79,7 +81,7 @@ class ShmChannel {
     uint64_t bytes = 0;
   };
   ShmChannel(int fd, Nanos timeout, Nanos spin) : fd_(fd), timeout_(timeout), spin_(spin) {}
-  absl::Status Hello(uint64_t token);
+  absl::Status Hello(uint64_t token, std::string_view auth_token);
   // Sends a request with a CountHead and `items`, reads the reply's header and body into
   // reply_ (error replies become the status); breaks the channel on transport failures.
   absl::Status Call(shm::Op op, uint32_t count, const void* items, size_t item_bytes,

@@ -1,5 +1,6 @@
 // ShmServer: an accept thread and one thread per connection, all blocking on poll with the
 // connection's deadline and an eventfd that Stop makes readable (which wakes every wait).
+#include "kvstore/auth.h"
 #include "kvstore/shm_server.h"
 
 #include <fmt/format.h>
@@ -111,7 +112,7 @@ struct ShmServer::Impl {
 uint64_t ShmServer::Impl::MaxBody(uint8_t op) const {
   const uint64_t n = options.max_batch;
   switch (static_cast<shm::Op>(op)) {
-    case shm::Op::kHello: return 8;
+    case shm::Op::kHello: return 8 + kMaxAuthTokenBytes;
     case shm::Op::kGet: return shm::BodyBytes(n, sizeof(wire::ObjectRef));
     case shm::Op::kRelease: return shm::BodyBytes(n, 4);
     case shm::Op::kPutStart: return shm::BodyBytes(n, sizeof(wire::PutHead));
@@ -223,9 +224,15 @@ void ShmServer::Impl::Fail(Session& s, const Header& req, const absl::Status& st
 }
 
 bool ShmServer::Impl::Hello(Session& s, const Header& h, const std::vector<uint8_t>& body) {
-  if (body.size() != 8 || wire::Load<uint64_t>(body.data()) != options.token) {
+  if (body.size() < 8 || wire::Load<uint64_t>(body.data()) != options.token) {
     Fail(s, h, absl::PermissionDeniedError(
                    "shm hello: wrong token (this socket belongs to another node)"), false);
+    return false;
+  }
+  const std::string_view secret(reinterpret_cast<const char*>(body.data()) + 8, body.size() - 8);
+  if (!options.auth_token.empty() && !TokensEqual(options.auth_token, secret)) {
+    Fail(s, h, absl::UnauthenticatedError(
+                   "shm hello: wrong or missing cluster token (--auth-token-file)"), false);
     return false;
   }
   const std::vector<SegmentInfo> segments = store->Segments();

@@ -26,6 +26,9 @@ namespace myriad::kvstore {
 struct ShmServerOptions {
   std::string path;    // the Unix socket's path (at most 107 bytes)
   uint64_t token = 0;  // a client's hello must carry it (the TCP path's kShmInfo tells it)
+  // The cluster's shared secret (kvstore/auth.h): a hello must carry it after the token.
+  // Empty: the token alone.
+  std::string auth_token = {};
   uint32_t max_batch = 4096;     // objects per GET / PUT_START / PUT_END / RELEASE
   uint32_t max_handles = 65536;  // pins and reservations one connection may hold at once
   // A connection idle this long between frames is closed (its pins and reservations given back).

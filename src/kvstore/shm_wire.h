@@ -6,7 +6,8 @@
 // between its buffers and the node's segments, which it maps from memfds passed at the hello.
 //
 //   kHello: body: u64 token (from the TCP path's kShmInfo reply: proves the socket belongs to
-//     the node the client asked). Reply: CountHead, count x u64 segment bytes, and the count
+//     the node the client asked), then the cluster's shared secret when the node has one
+//     (kvstore/auth.h; at most 256 bytes). Reply: CountHead, count x u64 segment bytes, and the count
 //     segment fds attached (SCM_RIGHTS) to the reply's header.
 //   kGet: body: CountHead, count x ObjectRef. Reply: CountHead, count x Location. A found
 //     object is pinned (its bytes cannot be freed or reused) until kRelease of its handle or the

@@ -19,6 +19,7 @@ namespace {
 // A frame never needs to be larger than a put of a whole segment.
 StorageNodeOptions Clamped(StorageNodeOptions o) {
   o.data.max_body_bytes = std::min<uint64_t>(o.data.max_body_bytes, o.segment_bytes + 64);
+  o.data.auth_token = o.auth_token;
   return o;
 }
 
@@ -29,6 +30,7 @@ StorageNode::StorageNode(StorageNodeOptions options)
       store_(options_.capacity_bytes, options_.segment_bytes, !options_.shm_socket.empty()),
       data_(&store_, options_.data) {
   data_.set_on_no_room([this] { RequestReconcile(); });
+  data_.set_copy_destinations([this](std::string_view address) { return KnownPeer(address); });
 }
 
 StorageNode::~StorageNode() { Stop(); }
@@ -52,6 +54,7 @@ absl::Status StorageNode::Start() {
     so.token = Rng(seed).Next();
     so.max_batch = options_.data.max_batch;
     so.spin = options_.shm_spin;
+    so.auth_token = options_.auth_token;
     shm_ = std::make_unique<ShmServer>(&store_, so);
     shm_->set_on_no_room([this] { RequestReconcile(); });
     if (absl::Status st = shm_->Start(); !st.ok()) {
@@ -118,6 +121,25 @@ void StorageNode::RequestReconcile() {
   cv_.notify_all();
 }
 
+bool StorageNode::KnownPeer(std::string_view address) {
+  {
+    std::lock_guard lock(mu_);
+    if (peers_.contains(std::string(address))) return true;
+    peers_now_ = true;
+  }
+  cv_.notify_all();
+  return false;
+}
+
+bool StorageNode::RefreshPeers(MasterClient& master) {
+  absl::StatusOr<std::vector<std::string>> addresses = master.NodeAddresses();
+  if (!addresses.ok()) return false;
+  absl::flat_hash_set<std::string> peers(addresses->begin(), addresses->end());
+  std::lock_guard lock(mu_);
+  peers_ = std::move(peers);
+  return true;
+}
+
 void StorageNode::ControlLoop() {
   using Clock = std::chrono::steady_clock;
   const auto heartbeat = std::chrono::nanoseconds(options_.heartbeat_interval);
@@ -131,9 +153,15 @@ void StorageNode::ControlLoop() {
   auto next_reconcile = Clock::now();
   auto last_sweep = Clock::now() - forced_gap;
   bool forced = false;
+  // The peer list: asked again when a COPY_TO names an address not on it (a node registered
+  // since), at most every 200 ms, and every minute so that departed nodes leave it.
+  const auto peers_gap = std::chrono::milliseconds(200);
+  const auto peers_every = std::chrono::seconds(60);
+  auto last_peers = Clock::now() - peers_every;
+  bool peers_wanted = false;
   for (;;) {
     if (!master) {
-      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout);
+      auto c = MasterClient::Connect(options_.master_url, options_.master_timeout, options_.auth_token);
       if (c.ok()) master = std::move(*c);
     }
     if (master && !registered_) {
@@ -165,8 +193,16 @@ void StorageNode::ControlLoop() {
       std::lock_guard lock(mu_);
       forced = forced || reconcile_now_;
       reconcile_now_ = false;
+      peers_wanted = peers_wanted || peers_now_;
+      peers_now_ = false;
     }
     const auto t = Clock::now();
+    if (master && registered_ &&
+        (t - last_peers >= peers_every || (peers_wanted && t - last_peers >= peers_gap))) {
+      if (!RefreshPeers(*master)) ++master_errors_;
+      peers_wanted = false;
+      last_peers = Clock::now();
+    }
     if (master && registered_ &&
         (t >= next_reconcile || (forced && t - last_sweep >= forced_gap))) {
       if (!Reconcile(*master)) ++master_errors_;
@@ -176,8 +212,9 @@ void StorageNode::ControlLoop() {
     }
     auto wake = registered_ ? std::min(next_heartbeat, next_reconcile) : Clock::now() + retry;
     if (forced) wake = std::min(wake, last_sweep + forced_gap);
+    if (registered_) wake = std::min(wake, last_peers + (peers_wanted ? peers_gap : peers_every));
     std::unique_lock lock(mu_);
-    cv_.wait_until(lock, wake, [this] { return stop_ || reconcile_now_; });
+    cv_.wait_until(lock, wake, [this] { return stop_ || reconcile_now_ || peers_now_; });
     if (stop_) return;
   }
 }

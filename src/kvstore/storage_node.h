@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "core/time.h"
 #include "kvstore/data_server.h"
@@ -58,6 +59,9 @@ struct StorageNodeOptions {
   uint64_t shm_seed = 0;
   // How long the shm path's connection threads poll before they sleep (ShmServerOptions::spin).
   Nanos shm_spin = shm::kDefaultSpin;
+  // The cluster's shared secret (kvstore/auth.h): sent to the master, required on the data path
+  // and the shm hello, presented when pushing a COPY_TO. Overrides data.auth_token. Empty: open.
+  std::string auth_token = {};
 };
 
 struct StorageNodeStats {
@@ -91,6 +95,9 @@ class StorageNode {
   bool registered() const { return registered_.load(); }
   // Runs a reconcile sweep now (the control thread does it at its next wake-up).
   void RequestReconcile();
+  // Whether `address` is a node the master has registered, as last asked (COPY_TO pushes only
+  // there); a miss asks the master again at the control thread's next wake-up.
+  bool KnownPeer(std::string_view address);
   // Prometheus text of the node's store, data path and control loop.
   std::string MetricsText();
 
@@ -98,6 +105,8 @@ class StorageNode {
   void ControlLoop();
   // One sweep over every object held; false when the master could not be asked.
   bool Reconcile(class MasterClient& master);
+  // Asks the master for the registered nodes' addresses; false when it could not.
+  bool RefreshPeers(class MasterClient& master);
 
   StorageNodeOptions options_;
   NodeStore store_;
@@ -110,6 +119,8 @@ class StorageNode {
   std::condition_variable cv_;
   bool stop_ = false;
   bool reconcile_now_ = false;
+  bool peers_now_ = true;
+  absl::flat_hash_set<std::string> peers_;  // guarded by mu_
   std::thread control_;
   std::atomic<bool> registered_{false};
   std::atomic<bool> started_{false};

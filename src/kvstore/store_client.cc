@@ -12,7 +12,7 @@ constexpr size_t kParallelPutBytes = 256 << 10;
 
 absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(std::string_view master_url,
                                                                  StoreClientOptions options) {
-  auto master = MasterClient::Connect(master_url, options.master_timeout);
+  auto master = MasterClient::Connect(master_url, options.master_timeout, options.auth_token);
   if (!master.ok()) return master.status();
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(*master), options));
 }
@@ -21,7 +21,8 @@ DataClient& StoreClient::Node(const std::string& address) {
   auto& c = nodes_[address];
   if (!c) c = std::make_unique<DataClient>(address, DataClientOptions{.timeout = options_.node_timeout,
                                                        .shared_memory = options_.shared_memory,
-                                                       .shm_spin = options_.shm_spin});
+                                                       .shm_spin = options_.shm_spin,
+                                                       .auth_token = options_.auth_token});
   return *c;
 }
 

@@ -31,6 +31,8 @@ struct StoreClientOptions {
   // Same-host nodes through their shared-memory path when they offer one (kvstore/data_client.h).
   bool shared_memory = true;
   Nanos shm_spin = shm::kDefaultSpin;  // DataClientOptions::shm_spin
+  // The cluster's shared secret (kvstore/auth.h), for the master and every node.
+  std::string auth_token = {};
 };
 
 struct StoreClientStats {

@@ -21,6 +21,11 @@ inline constexpr NodeId kNoNode = UINT32_MAX;
 // size known (memory budget), and more than four copies of a KV block is never worth the bytes.
 inline constexpr int kMaxReplicas = 4;
 inline constexpr int kShardCount = 1024;
+// Bounds on sizes that arrive from the network or the command line (docs/kvstore.md, "Security
+// and bounds"). With them no sum of sizes the master keeps can wrap: a node's used bytes stay
+// below 2^51 and the cluster's capacity is summed with an overflow check.
+inline constexpr uint64_t kMaxNodeCapacityBytes = uint64_t{1} << 50;  // 1 PiB per node
+inline constexpr uint64_t kMaxObjectBytes = uint64_t{1} << 32;        // 4 GiB per object
 
 struct KvMasterOptions {
   // A Get keeps the object from eviction and removal for this long (Mooncake's default).

@@ -294,6 +294,42 @@ TEST_F(DataPathTest, SilentConnectionIsClosedAfterTheIdleTimeout) {
   EXPECT_LT(waited, 2.9);
 }
 
+// Idle connections up to the cap (1,024 by default) made every get fail until the 5-minute
+// idle timeout; now a new connection at the cap closes the one idle the longest.
+TEST(DataServerCapTest, IdleConnectionsAtTheCapAreShedForANewClient) {
+  NodeStore store(8 << 20, 8 << 20);
+  DataServerOptions o;
+  o.threads = 1;
+  o.max_connections = 16;
+  DataServer server(&store, o);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string address = "127.0.0.1:" + std::to_string(server.port());
+  {
+    DataClient writer(address);
+    ASSERT_TRUE(writer.Put({1, 1}, "bytes").ok());
+  }
+  ASSERT_TRUE(WaitFor([&] { return server.connections() == 0; }));
+  asio::io_context io;
+  std::vector<tcp::socket> idle;
+  for (int i = 0; i < o.max_connections; ++i) {
+    idle.emplace_back(io);
+    idle.back().connect({asio::ip::make_address("127.0.0.1"), server.port()});
+  }
+  ASSERT_TRUE(WaitFor([&] { return server.connections() == o.max_connections; }));
+  const auto start = std::chrono::steady_clock::now();
+  DataClient reader(address, {.timeout = 2 * kSecond});
+  std::vector<std::string> values;
+  std::vector<absl::StatusCode> codes;
+  absl::Status st = reader.Get(std::vector<ObjectName>{{1, 1}}, &values, &codes);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(values[0], "bytes");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_GE(server.stats().connections_shed, 1u);
+  EXPECT_EQ(server.stats().connections_refused, 0u);
+  EXPECT_LE(server.connections(), o.max_connections);
+  server.Stop();
+}
+
 TEST(DataClientTest, KeptAliveConnectionToARestartedNodeIsRetriedOnce) {
   NodeStore store(8 << 20, 8 << 20);
   auto server = std::make_unique<DataServer>(&store, DataServerOptions{});

@@ -28,9 +28,12 @@ inline bool WaitFor(const std::function<bool()>& done, Nanos limit = 5 * kSecond
 
 class KvCluster {
  public:
-  explicit KvCluster(KvMasterOptions master = Defaults()) {
+  // `auth_token`: the cluster's shared secret, given to the master and every node.
+  explicit KvCluster(KvMasterOptions master = Defaults(), std::string auth_token = "")
+      : auth_token_(std::move(auth_token)) {
     MasterServerOptions options;
     options.master = master;
+    options.auth_token = auth_token_;
     options.tick_interval = 50 * kMillisecond;
     master_ = std::make_unique<MasterServer>(std::move(options));
     EXPECT_TRUE(master_->Start().ok());
@@ -65,6 +68,7 @@ class KvCluster {
     o.data.frame_timeout = 500 * kMillisecond;
     o.data.threads = 1;
     o.shm_socket = std::move(shm_socket);
+    o.auth_token = auth_token_;
     if (nodes_.size() <= id) nodes_.resize(id + 1);
     nodes_[id] = std::make_unique<StorageNode>(std::move(o));
     EXPECT_TRUE(nodes_[id]->Start().ok());
@@ -74,6 +78,7 @@ class KvCluster {
   StorageNode& node(NodeId id) { return *nodes_[id]; }
 
  private:
+  std::string auth_token_;
   std::unique_ptr<MasterServer> master_;
   std::vector<std::unique_ptr<StorageNode>> nodes_;
 };

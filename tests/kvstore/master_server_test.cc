@@ -245,6 +245,25 @@ TEST_F(MasterServerTest, BadRequestsNameTheField) {
       << keys_answer;
 }
 
+// An unauthenticated registration of capacity 2^64-1 wrapped the cluster's capacity and a
+// PutStart of 2^64-1 bytes was accepted; both are 400s naming the field and its bound.
+TEST_F(MasterServerTest, SizesAboveTheirBoundsAreRefusedNamingTheField) {
+  StartServer(LongLivedNodes());
+  GivenCluster();
+  auto [status, body] = Post("/v1/nodes", {{"id", 40},
+                                           {"fault_domain", "rack-9"},
+                                           {"capacity_bytes", UINT64_MAX}});
+  EXPECT_EQ(status, 400) << body;
+  EXPECT_EQ(body["error"]["param"], "capacity_bytes") << body;
+  EXPECT_NE(body.dump().find(std::to_string(kMaxNodeCapacityBytes)), std::string::npos) << body;
+  auto [put_status, put_body] =
+      Post("/v1/put/start", {{"namespace", "m"}, {"keys", {"0x1"}}, {"size", UINT64_MAX}});
+  EXPECT_EQ(put_status, 400) << put_body;
+  EXPECT_EQ(put_body["error"]["param"], "size") << put_body;
+  auto [stats_status, stats] = Call("GET", "/v1/stats");
+  EXPECT_EQ(stats["capacity_bytes"], uint64_t{6} << 30) << stats;
+}
+
 TEST_F(MasterServerTest, DeeplyNestedBodyIsRefusedAndServerGoesOn) {
   StartServer(LongLivedNodes());
   const std::string deep = R"({"namespace":"m","keys":)" + std::string(200'000, '[') +

@@ -145,6 +145,35 @@ TEST_F(KvMasterTest, BadInputsReturnErrorsNeverCrash) {
   EXPECT_EQ(master_.nodes().total_used(), 0u);
 }
 
+// Sizes from the network are bounded, so no sum the master keeps can wrap: before the bounds a
+// node of capacity 2^64-1 wrapped the cluster's capacity and a put of 2^64-1 bytes was placed.
+TEST_F(KvMasterTest, SizesAboveTheirBoundsAreRefused) {
+  GivenNodes(2, 1, 1 << 20);
+  const auto keys = Chain(9, 3);
+  EXPECT_EQ(master_.PutStart(ns_, Req(keys, UINT64_MAX), 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(master_.PutStart(ns_, Req(keys, kMaxObjectBytes + 1), 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(master_.AddNode(60, "rack-9", UINT64_MAX, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(master_.AddNode(61, "rack-9", kMaxNodeCapacityBytes + 1, 0).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(master_.stats().objects, 0u);
+  EXPECT_EQ(master_.nodes().total_capacity(), 2u << 20);
+}
+
+TEST(NodeRegistryTest, TheClusterCapacitySumNeverWraps) {
+  NodeRegistry nodes;
+  // 2^14 nodes of the largest capacity would make 2^64: the last one is refused.
+  const NodeId last = (NodeId{1} << 14) - 1;
+  for (NodeId id = 0; id < last; ++id) {
+    ASSERT_TRUE(nodes.Add(id, "rack", kMaxNodeCapacityBytes, 0).ok()) << id;
+  }
+  const absl::Status st = nodes.Add(last, "rack", kMaxNodeCapacityBytes, 0);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st;
+  EXPECT_EQ(nodes.total_capacity(), UINT64_MAX - kMaxNodeCapacityBytes + 1);
+  EXPECT_EQ(nodes.nodes().size(), last);
+}
+
 TEST_F(KvMasterTest, BatchFormsAnswerPerItemInOrder) {
   GivenNodes(2, 2, 1 << 20);
   const auto a = Chain(1, 2), b = Chain(2, 2), c = Chain(3, 2);

@@ -147,5 +147,36 @@ TEST(StorageCliTest, NodeWithShmSocketServesTheCliThroughSharedMemory) {
   EXPECT_FALSE(std::filesystem::exists(sock));  // removed at stop
 }
 
+// `kvstore node --capacity 2^64-1` tried to map 2^64 bytes; `kvstore put --file DIR` threw
+// out of the read. Both are bad input: exit 2 with the flag and the bound named.
+TEST(StorageCliTest, OutOfBoundSizesAndADirectoryAreBadInput) {
+  auto node = myriad::testing::RunMyriad(
+      "kvstore node --master http://127.0.0.1:1 --id 1 --fault-domain a --capacity "
+      "18446744073709551615 --listen 127.0.0.1:0");
+  EXPECT_EQ(node.code, 2) << node.out;
+  EXPECT_NE(node.out.find("--capacity 18446744073709551615 is outside [1, 1125899906842624]"),
+            std::string::npos)
+      << node.out;
+  auto segment = myriad::testing::RunMyriad(
+      "kvstore node --master http://127.0.0.1:1 --id 1 --fault-domain a --segment-bytes "
+      "18446744073709551615 --listen 127.0.0.1:0");
+  EXPECT_EQ(segment.code, 2) << segment.out;
+  EXPECT_NE(segment.out.find("--segment-bytes"), std::string::npos) << segment.out;
+
+  char tmpl[] = "/tmp/myriad_kvsec_XXXXXX";
+  const std::string dir = mkdtemp(tmpl) ? tmpl : "";
+  ASSERT_FALSE(dir.empty());
+  auto put = myriad::testing::RunMyriad(
+      fmt::format("kvstore put --master http://127.0.0.1:1 --namespace n --keys 0x1 --file {}", dir));
+  EXPECT_EQ(put.code, 2) << put.out;
+  EXPECT_NE(put.out.find("--file: '" + dir + "' is a directory"), std::string::npos) << put.out;
+  auto size = myriad::testing::RunMyriad(
+      "kvstore put --master http://127.0.0.1:1 --namespace n --keys 0x1 --size 18446744073709551615");
+  EXPECT_EQ(size.code, 2) << size.out;
+  EXPECT_NE(size.out.find("exceeds the maximum object size 4294967296"), std::string::npos)
+      << size.out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace myriad::kvstore

@@ -9,6 +9,7 @@
 #include "kv_cluster.h"
 #include "kv_scenario.h"
 #include "kvstore/data_client.h"
+#include "kvstore/data_server.h"
 #include "kvstore/repair_agent.h"
 #include "kvstore/store_client.h"
 #include <chrono>
@@ -149,6 +150,34 @@ TEST(StorageNodeTest, RemovalDropAndEvictionFreeTheNodesBytes) {
            node.store().stats().used_bytes <= (900u << 10);
   })) << node.store().stats().used_bytes << " held, the master counts " << master_used();
   EXPECT_GE(node.stats().objects_freed, 4u);  // removed, dropped, two evicted or more
+}
+
+// COPY_TO made a node connect to any host:port and push an object there; now only to a node
+// registered with the master (one registered after the node last asked included).
+TEST(StorageNodeTest, CopyToGoesOnlyToRegisteredNodes) {
+  KvCluster c;
+  c.AddNode(1, "a");
+  auto client = Client(c);
+  ASSERT_TRUE(client->master().CreateNamespace("ns").ok());
+  const std::vector<BlockKey> run = Chain(5, 1);
+  ASSERT_TRUE(client->Put("ns", run, "replica bytes", 1).ok());  // on node 1, the only one
+  const ObjectName name{(*client->master().Get("ns", run))[0].namespace_id, run.back()};
+  c.AddNode(2, "b");
+  NodeStore outside_store(8 << 20, 8 << 20);
+  DataServer outside(&outside_store, {});
+  ASSERT_TRUE(outside.Start().ok());
+  DataClient source(c.node(1).address());
+  absl::Status st = source.CopyTo(name, "127.0.0.1:" + std::to_string(outside.port()));
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
+  EXPECT_NE(st.message().find("not the address of a storage node registered"), std::string::npos) << st;
+  EXPECT_EQ(outside_store.stats().objects, 0u);
+  EXPECT_TRUE(WaitFor([&] { return source.CopyTo(name, c.node(2).address()).ok(); }))
+      << source.CopyTo(name, c.node(2).address());
+  c.AddNode(3, "c");
+  EXPECT_TRUE(WaitFor([&] { return source.CopyTo(name, c.node(3).address()).ok(); }))
+      << source.CopyTo(name, c.node(3).address());
+  EXPECT_EQ(outside_store.stats().objects, 0u);
+  outside.Stop();
 }
 
 TEST(StorageNodeTest, NodeLossIsRepairedBackToTheReplicaTarget) {
