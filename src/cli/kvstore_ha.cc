@@ -15,6 +15,7 @@
 #include "kvstore/auth.h"
 #include "kvstore/ha_server.h"
 #include "kvstore/master_client.h"
+#include "net/http.h"
 #include "net/http_client.h"
 
 namespace myriad::cli {
@@ -75,7 +76,15 @@ absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Send(std::string_view met
 
 void KvstoreHaFlags::Add(CLI::App* master) {
   master->add_option("--etcd", etcd, "etcd's client URL: run as one of a group of masters, "
-                                     "the leader elected through etcd");
+                                     "the leader elected through etcd")
+      ->check(CLI::Validator(
+          [](const std::string& url) -> std::string {
+            auto hp = net::ParseHttpUrl(url);
+            return hp.ok() ? std::string()
+                           : "'" + url + "' is not an http://HOST:PORT URL (" +
+                                 std::string(hp.status().message()) + ")";
+          },
+          "URL"));
   master->add_option("--election-key", election_key, "The etcd key the leader holds")
       ->capture_default_str();
   master->add_option("--advertise", advertise,

@@ -87,6 +87,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
   }
   GatewayConfig c;
   if (!root || root.IsNull()) return c;
+  MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "threads", "upstream_threads", "max_body_bytes",
                                           "admin_token", "backends", "routing", "tenants",
                                           "upstream", "health", "access_log", "etcd",

@@ -94,6 +94,8 @@ TEST(GatewayCli, CheckRefusesWhatStartWouldRefuse) {
       {"tok.yaml", std::string("routing: {tokenizer: /nonexistent/tokenizer.json}\n") + kBackend,
        "routing.tokenizer"},
       {"body.yaml", std::string("max_body_bytes: 18446744073709551615\n") + kBackend, "max_body_bytes"},
+      {"dup.yaml", std::string("threads: 2\nthreads: 3\n") + kBackend, "duplicate key"},
+      {"nan.yaml", std::string("routing: {reject_factor: .nan}\n") + kBackend, "reject_factor"},
   };
   for (const Case& c : cases) {
     auto cfg = Config(c.name, c.body);

@@ -46,6 +46,10 @@ TEST(CliExitCodes, ParseErrorsExitTwo) {
   EXPECT_TRUE(Has(r, "--replicas")) << r.out;
   r = RunMyriad("sim " + ok + " --scale -1");
   EXPECT_EQ(r.code, 2) << r.out;
+  // Was accepted, then retried 'zzz' as an etcd address for ever.
+  r = RunMyriad("kvstore master --listen 127.0.0.1:0 --etcd zzz", "", 30);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(Has(r, "--etcd")) << r.out;
 }
 
 TEST(CliExitCodes, HelpAndVersionExitZero) {

@@ -216,7 +216,7 @@ TEST_F(DataAuthTest, CopyToPresentsTheTokenToTheDestination) {
 
 TEST(ShmAuthTest, HelloWithoutTheClusterTokenIsRefused) {
   const std::string path =
-      (std::filesystem::temp_directory_path() / fmt::format("myriad_auth_{}.sock", getpid())).string();
+      (myriad::testing::TestTempDir() / "auth.sock").string();
   NodeStore store(uint64_t{16} << 20, uint64_t{8} << 20, /*shareable=*/true);
   ShmServerOptions so;
   so.path = path;

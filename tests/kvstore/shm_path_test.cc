@@ -24,6 +24,7 @@
 #include "kvstore/shm_server.h"
 #include "kvstore/shm_wire.h"
 #include "kvstore/store_client.h"
+#include "../test_util/temp_dir.h"
 
 namespace myriad::kvstore {
 namespace {
@@ -33,7 +34,7 @@ constexpr uint64_t kToken = 0x5eed5eed12345678;
 
 std::string SocketPath(std::string_view tag) {
   static int n = 0;
-  return fmt::format("/tmp/myriad_shm_test_{}_{}_{}.sock", getpid(), tag, ++n);
+  return (myriad::testing::TestTempDir() / fmt::format("{}_{}.sock", tag, ++n)).string();
 }
 
 std::string Bytes(Rng& rng, size_t n) {

@@ -60,7 +60,7 @@ bool OneNodeAlive(const std::string& url) {
 
 TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
   KvCluster cluster;
-  const std::string log = (std::filesystem::temp_directory_path() / "myriad_test_node.log").string();
+  const std::string log = (myriad::testing::TestTempDir() / "node.log").string();
   const std::string url = cluster.url();
   const pid_t pid = StartNode(log, {"kvstore", "node", "--master", url, "--id", "9", "--fault-domain", "rack-9",
                                     "--capacity", "33554432", "--segment-bytes", "16777216", "--listen",
@@ -71,7 +71,7 @@ TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
   std::string bytes(200'000, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 31 + 7);
   const std::string in = myriad::testing::WriteTempFile("kv_in.bin", bytes);
-  const std::string out = (std::filesystem::temp_directory_path() / "myriad_test_kv_out.bin").string();
+  const std::string out = (myriad::testing::TestTempDir() / "kv_out.bin").string();
   auto put = myriad::testing::RunMyriad(fmt::format(
       "kvstore put --master {} --namespace m/v1 --keys 0x10,0x11 --file {} --create-namespace", url, in));
   EXPECT_EQ(put.code, 0) << put.out;
@@ -98,7 +98,7 @@ TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
 // shared-memory path, which the node's metrics show, and the bytes are the file's.
 TEST(StorageCliTest, NodeWithShmSocketServesTheCliThroughSharedMemory) {
   KvCluster cluster;
-  const auto tmp = std::filesystem::temp_directory_path();
+  const auto tmp = myriad::testing::TestTempDir();
   const std::string log = (tmp / "myriad_test_shm_node.log").string();
   const std::string sock = (tmp / fmt::format("myriad_test_node_{}.sock", getpid())).string();
   const std::string url = cluster.url();
@@ -163,9 +163,8 @@ TEST(StorageCliTest, OutOfBoundSizesAndADirectoryAreBadInput) {
   EXPECT_EQ(segment.code, 2) << segment.out;
   EXPECT_NE(segment.out.find("--segment-bytes"), std::string::npos) << segment.out;
 
-  char tmpl[] = "/tmp/myriad_kvsec_XXXXXX";
-  const std::string dir = mkdtemp(tmpl) ? tmpl : "";
-  ASSERT_FALSE(dir.empty());
+  const std::string dir = (myriad::testing::TestTempDir() / "a_directory").string();
+  ASSERT_TRUE(std::filesystem::create_directories(dir));
   auto put = myriad::testing::RunMyriad(
       fmt::format("kvstore put --master http://127.0.0.1:1 --namespace n --keys 0x1 --file {}", dir));
   EXPECT_EQ(put.code, 2) << put.out;
