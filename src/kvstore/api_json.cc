@@ -204,6 +204,22 @@ bool Fields::OptionalUint(const char* name, uint64_t max, uint64_t* out) {
   return Uint(name, max, out);
 }
 
+bool Fields::OptionalUints(const char* name, size_t max_count, uint64_t max,
+                           std::vector<uint64_t>* out) {
+  const nlohmann::json* v = Find(name, false);
+  if (v == nullptr) return true;
+  if (!v->is_array() || v->size() > max_count) {
+    return Fail(name, fmt::format("field '{}' must be an array of at most {} integers", name, max_count));
+  }
+  for (const nlohmann::json& e : *v) {
+    if (!e.is_number_unsigned() || e.get<uint64_t>() > max) {
+      return Fail(name, fmt::format("field '{}' must hold integers in [0, {}]", name, max));
+    }
+    out->push_back(e.get<uint64_t>());
+  }
+  return true;
+}
+
 bool Fields::OptionalBool(const char* name, bool* out) {
   const nlohmann::json* v = Find(name, false);
   if (v == nullptr) return true;

@@ -57,6 +57,8 @@ class Fields {
   bool OptionalUint(const char* name, uint64_t max, uint64_t* out);
   bool OptionalBool(const char* name, bool* out);
   bool OptionalString(const char* name, std::string* out);
+  // An array of at most `max_count` integers, each in [0, max].
+  bool OptionalUints(const char* name, size_t max_count, uint64_t max, std::vector<uint64_t>* out);
   // A non-empty array of keys, at most `max` of them.
   bool Keys(const char* name, size_t max, std::vector<BlockKey>* out);
   bool Key(const char* name, BlockKey* out);

@@ -248,6 +248,10 @@ absl::Status KvMaster::ValidatePut(Namespace& ns, NamespaceId id, const PutReque
         "PutStart: {} blocks in one put exceed the maximum {}", q.blocks, internal::kMaxRunBlocks));
   }
   if (q.size == 0) return absl::InvalidArgumentError("PutStart: size must be > 0 bytes");
+  if (q.avoid.size() > kMaxAvoidNodes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "PutStart: {} nodes to avoid exceed the maximum {}", q.avoid.size(), kMaxAvoidNodes));
+  }
   if (q.size > kMaxObjectBytes) {
     return absl::InvalidArgumentError(fmt::format(
         "PutStart: size {} bytes exceeds the maximum object size {} (4 GiB)", q.size,
@@ -290,7 +294,7 @@ absl::StatusOr<ReplicaList> KvMaster::PutStart(NamespaceId ns, const PutRequest&
   if (absl::Status st = ValidatePut(*n, ns, request); !st.ok()) return st;
   std::vector<NodeId> placed;
   if (absl::Status st = nodes_.Place(request.size, request.replicas, {}, now, options_, rng_,
-                                     &placed);
+                                     &placed, request.avoid);
       !st.ok()) {
     return absl::ResourceExhaustedError(fmt::format("PutStart of object {:016x}: {}",
                                                     request.keys[request.blocks - 1],
@@ -360,11 +364,13 @@ void KvMaster::ChargeReplica(Namespace& ns, NodeId node, int64_t bytes) {
   if (b == 0) ns.node_bytes.erase(node);
 }
 
-absl::Status KvMaster::PutEnd(NamespaceId ns, BlockKey object) {
+absl::Status KvMaster::PutEnd(NamespaceId ns, BlockKey object, uint64_t size) {
   Namespace* n = LiveNamespace(ns);
   if (n == nullptr) return NamespaceError(ns);
   absl::StatusOr<RunPos> pos = LocateObject(*n, ns, object);
   if (!pos.ok()) return pos.status();
+  // A PutEnd sent again (its answer lost in a failover) finds its own work done.
+  if (pos->run->state == kComplete && size != 0 && pos->run->size == size) return absl::OkStatus();
   if (pos->run->state != kPending) {
     return absl::FailedPreconditionError(
         fmt::format("PutEnd: object {:016x} is already complete", object));

@@ -75,7 +75,9 @@ class KvMaster {
   // Places `request.replicas` replicas on distinct fault domains and records the run as
   // pending; returns the nodes to write to, in order.
   absl::StatusOr<ReplicaList> PutStart(NamespaceId ns, const PutRequest& request, Nanos now);
-  absl::Status PutEnd(NamespaceId ns, BlockKey object);
+  // `size` (nonzero): the writer's object size; a PutEnd of a complete object of that size is
+  // then OK, so a PutEnd retried after a failover that applied the first one succeeds.
+  absl::Status PutEnd(NamespaceId ns, BlockKey object, uint64_t size = 0);
   absl::Status PutRevoke(NamespaceId ns, BlockKey object);
   // Finds the run holding `key` (any of its blocks) and leases it until now + lease_ttl.
   GetResult Get(NamespaceId ns, BlockKey key, Nanos now);

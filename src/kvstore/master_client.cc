@@ -209,9 +209,11 @@ absl::StatusOr<std::vector<ReplicaInfo>> MasterClient::PutStart(std::string_view
 
 absl::StatusOr<Placement> MasterClient::PlacePut(std::string_view ns,
                                                  std::span<const BlockKey> keys, uint64_t size,
-                                                 int replicas, bool pinned) {
-  const json body = {{"namespace", ns}, {"keys", KeyList(keys)}, {"size", size}, {"replicas", replicas},
-                     {"pinned", pinned}};
+                                                 int replicas, bool pinned,
+                                                 std::span<const NodeId> avoid) {
+  json body = {{"namespace", ns}, {"keys", KeyList(keys)}, {"size", size}, {"replicas", replicas},
+               {"pinned", pinned}};
+  if (!avoid.empty()) body["avoid"] = std::vector<NodeId>(avoid.begin(), avoid.end());
   auto j = Call("POST", "/v1/put/start", &body);
   if (!j.ok()) return j.status();
   auto object = KeyOf(*j, "object");
@@ -222,8 +224,9 @@ absl::StatusOr<Placement> MasterClient::PlacePut(std::string_view ns,
   return Placement{(*j)["namespace_id"].get<NamespaceId>(), *object, Replicas((*j)["replicas"])};
 }
 
-absl::Status MasterClient::PutEnd(std::string_view ns, BlockKey object) {
-  const json body = {{"namespace", ns}, {"object", api::FormatKey(object)}};
+absl::Status MasterClient::PutEnd(std::string_view ns, BlockKey object, uint64_t size) {
+  json body = {{"namespace", ns}, {"object", api::FormatKey(object)}};
+  if (size != 0) body["size"] = size;
   return Call("POST", "/v1/put/end", &body).status();
 }
 

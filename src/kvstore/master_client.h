@@ -102,9 +102,13 @@ class MasterClient {
   absl::StatusOr<std::vector<ReplicaInfo>> PutStart(std::string_view ns, std::span<const BlockKey> keys,
                                                     uint64_t size, int replicas = 1, bool pinned = false);
   // PutStart with the namespace id that the storage nodes key objects by.
+  // `avoid`: nodes not to place on (they failed an earlier attempt of this put).
   absl::StatusOr<Placement> PlacePut(std::string_view ns, std::span<const BlockKey> keys,
-                                     uint64_t size, int replicas = 1, bool pinned = false);
-  absl::Status PutEnd(std::string_view ns, BlockKey object);
+                                     uint64_t size, int replicas = 1, bool pinned = false,
+                                     std::span<const NodeId> avoid = {});
+  // `size` (nonzero): the put's size; an end resent after a failover that finds the object
+  // complete with that size is then OK rather than "already complete".
+  absl::Status PutEnd(std::string_view ns, BlockKey object, uint64_t size = 0);
   absl::Status PutRevoke(std::string_view ns, BlockKey object);
 
   // One result per key, in order; a found key's run is leased to the caller.

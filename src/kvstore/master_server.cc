@@ -294,15 +294,18 @@ net::HttpResponse MasterServer::PutStart(const net::HttpRequest& request) {
   std::string ns;
   std::vector<BlockKey> keys;
   uint64_t size = 0, replicas = 1;
+  std::vector<uint64_t> avoid_ids;
   bool pinned = false;
   if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
       !f.Keys("keys", kMaxBatchKeys, &keys) || !f.Uint("size", kMaxObjectBytes, &size) ||
       !f.OptionalUint("replicas", kMaxReplicas, &replicas) ||
-      !f.OptionalBool("pinned", &pinned)) {
+      !f.OptionalBool("pinned", &pinned) ||
+      !f.OptionalUints("avoid", kMaxAvoidNodes, kNoNode - 1, &avoid_ids)) {
     return f.error();
   }
+  const std::vector<NodeId> avoid(avoid_ids.begin(), avoid_ids.end());
   const PutRequest put{keys.data(), static_cast<uint32_t>(keys.size()), size,
-                       static_cast<int>(replicas), pinned};
+                       static_cast<int>(replicas), pinned, avoid};
   const Nanos now = clock_();
   std::string replicas_json;
   NamespaceId ns_id = 0;
@@ -326,13 +329,15 @@ net::HttpResponse MasterServer::PutEndOrRevoke(const net::HttpRequest& request, 
   Fields f;
   std::string ns;
   BlockKey object = 0;
-  if (!f.Parse(request.body) || !f.String("namespace", &ns) || !f.Key("object", &object)) {
+  uint64_t size = 0;  // put end: the writer's size, so a resent end of its own put succeeds
+  if (!f.Parse(request.body) || !f.String("namespace", &ns) || !f.Key("object", &object) ||
+      !f.OptionalUint("size", kMaxObjectBytes, &size)) {
     return f.error();
   }
   std::lock_guard lock(mu_);
   absl::StatusOr<NamespaceId> id = master_.FindNamespace(ns);
   if (!id.ok()) return api::StatusError(id.status(), "namespace");
-  absl::Status st = end ? master_.PutEnd(*id, object) : master_.PutRevoke(*id, object);
+  absl::Status st = end ? master_.PutEnd(*id, object, size) : master_.PutRevoke(*id, object);
   if (!st.ok()) return api::StatusError(st, "object");
   return api::Json(200, {{"object", FormatKey(object)}, {end ? "completed" : "revoked", true}});
 }

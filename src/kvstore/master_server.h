@@ -12,8 +12,8 @@
 //   POST   /v1/nodes/{id}/reconcile   {namespaces: [ids], objects: [keys]} -> {drop: [indices]}
 //   POST   /v1/namespaces             {name}                                          -> 201
 //   DELETE /v1/namespaces/{name}      (name percent-encoded or raw, '/' allowed)      -> 200
-//   POST   /v1/put/start              {namespace, keys, size[, replicas, pinned]}     -> replicas
-//   POST   /v1/put/end | /v1/put/revoke  {namespace, object}
+//   POST   /v1/put/start              {namespace, keys, size[, replicas, pinned, avoid]} -> replicas
+//   POST   /v1/put/end | /v1/put/revoke  {namespace, object[, size]}
 //   POST   /v1/get                    {namespace, keys} -> per key: found, replicas, lease
 //   POST   /v1/exists                 {namespace, keys} -> per key: bool
 //   POST   /v1/remove                 {namespace, keys} -> per key: removed or its error

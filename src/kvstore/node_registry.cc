@@ -110,13 +110,17 @@ double NodeRegistry::Weight(const NodeInfo& n, uint64_t size, Nanos now,
 
 absl::Status NodeRegistry::Place(uint64_t size, int count, std::span<const NodeId> exclude,
                                  Nanos now, const KvMasterOptions& options, Rng& rng,
-                                 std::vector<NodeId>* out) const {
+                                 std::vector<NodeId>* out, std::span<const NodeId> avoid) const {
+  auto weight = [&](const NodeInfo& n) {
+    if (std::find(avoid.begin(), avoid.end(), n.id) != avoid.end()) return 0.0;
+    return Weight(n, size, now, options);
+  };
   absl::flat_hash_set<uint32_t> taken;
   for (NodeId id : exclude) taken.insert(DomainOf(id));
   // Domains that could take a replica at all, for the error message and the early check.
   std::vector<uint32_t> qualified;
   for (const NodeInfo& n : nodes_) {
-    if (taken.contains(n.domain) || Weight(n, size, now, options) <= 0) continue;
+    if (taken.contains(n.domain) || weight(n) <= 0) continue;
     if (std::find(qualified.begin(), qualified.end(), n.domain) == qualified.end()) {
       qualified.push_back(n.domain);
     }
@@ -136,13 +140,13 @@ absl::Status NodeRegistry::Place(uint64_t size, int count, std::span<const NodeI
   for (int r = 0; r < count; ++r) {
     double total = 0;
     for (const NodeInfo& n : nodes_) {
-      if (!taken.contains(n.domain)) total += Weight(n, size, now, options);
+      if (!taken.contains(n.domain)) total += weight(n);
     }
     double u = rng.Uniform() * total;
     const NodeInfo* pick = nullptr;
     for (const NodeInfo& n : nodes_) {
       if (taken.contains(n.domain)) continue;
-      const double w = Weight(n, size, now, options);
+      const double w = weight(n);
       if (w <= 0) continue;
       pick = &n;  // the last eligible one absorbs rounding at the top of the range
       if (u < w) break;

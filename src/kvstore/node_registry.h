@@ -54,8 +54,10 @@ class NodeRegistry {
   // Picks `count` nodes in distinct fault domains, none in a domain of `exclude` (nodes already
   // holding the object), each with `size` free bytes, and appends them to `out`. The error
   // names how many domains qualified and which.
+  // Nodes in `avoid` are not picked, but their domains stay open to the others.
   absl::Status Place(uint64_t size, int count, std::span<const NodeId> exclude, Nanos now,
-                     const KvMasterOptions& options, Rng& rng, std::vector<NodeId>* out) const;
+                     const KvMasterOptions& options, Rng& rng, std::vector<NodeId>* out,
+                     std::span<const NodeId> avoid = {}) const;
 
   size_t memory_bytes() const;
 

@@ -29,7 +29,24 @@ DataClient& StoreClient::Node(const std::string& address) {
 absl::Status StoreClient::Put(std::string_view ns, std::span<const BlockKey> keys,
                               std::string_view bytes, int replicas, bool pinned) {
   if (keys.empty()) return absl::InvalidArgumentError("Put: no keys");
-  absl::StatusOr<Placement> placed = master_->PlacePut(ns, keys, bytes.size(), replicas, pinned);
+  std::vector<NodeId> avoid;
+  absl::Status st;
+  for (int attempt = 0; attempt < kPutAttempts; ++attempt) {
+    const size_t avoided = avoid.size();
+    st = PutOnce(ns, keys, bytes, replicas, pinned, avoid, &avoid);
+    // Only a failed node write is worth another placement; the master's refusals are final.
+    if (st.ok() || avoid.size() == avoided || avoid.size() > kMaxAvoidNodes) return st;
+    ++stats_.put_retries;
+  }
+  return st;
+}
+
+absl::Status StoreClient::PutOnce(std::string_view ns, std::span<const BlockKey> keys,
+                                  std::string_view bytes, int replicas, bool pinned,
+                                  std::span<const NodeId> avoid, std::vector<NodeId>* failed_nodes) {
+  const size_t failed_before = failed_nodes->size();
+  absl::StatusOr<Placement> placed =
+      master_->PlacePut(ns, keys, bytes.size(), replicas, pinned, avoid);
   if (!placed.ok()) return placed.status();
   ++stats_.puts;
   const ObjectName name{placed->namespace_id, placed->object};
@@ -62,13 +79,15 @@ absl::Status StoreClient::Put(std::string_view ns, std::span<const BlockKey> key
     }
   }
   absl::Status failed;
-  for (size_t r = 0; r < nodes.size() && failed.ok(); ++r) {
+  for (size_t r = 0; r < nodes.size(); ++r) {
     if (!attempted[r] || results[r].ok()) continue;
+    failed_nodes->push_back(nodes[r].node);
+    if (!failed.ok()) continue;
     failed = absl::Status(results[r].code(),
                           fmt::format("writing replica {} on node {} ({}): {}", r, nodes[r].node,
                                       nodes[r].address, std::string(results[r].message())));
   }
-  if (failed.ok()) return master_->PutEnd(ns, placed->object);
+  if (failed.ok()) return master_->PutEnd(ns, placed->object, bytes.size());
   ++stats_.revoked;
   // Best effort: the nodes' reconciliation frees these anyway once the put is revoked.
   for (size_t r = 0; r < nodes.size(); ++r) {
@@ -77,6 +96,7 @@ absl::Status StoreClient::Put(std::string_view ns, std::span<const BlockKey> key
     }
   }
   if (absl::Status st = master_->PutRevoke(ns, placed->object); !st.ok()) {
+    failed_nodes->resize(failed_before);  // still pending: placing it again would be refused
     return absl::Status(failed.code(), fmt::format("{}; revoking the put failed too: {}",
                                                    std::string(failed.message()),
                                                    std::string(st.message())));

@@ -39,6 +39,7 @@ struct StoreClientStats {
   uint64_t puts = 0, gets = 0;
   uint64_t fallbacks = 0;     // reads served by a later replica after an earlier one failed
   uint64_t revoked = 0;       // puts revoked after a failed replica write
+  uint64_t put_retries = 0;   // puts placed again, avoiding the nodes that failed them
 };
 
 // One object of a batched put: a run of blocks (chain order) and its bytes.
@@ -52,6 +53,9 @@ class StoreClient {
   static absl::StatusOr<std::unique_ptr<StoreClient>> Connect(std::string_view master_url,
                                                               StoreClientOptions options = {});
 
+  // A put whose replica write fails is revoked and placed again without the nodes that
+  // failed it, up to kPutAttempts times in all.
+  static constexpr int kPutAttempts = 3;
   absl::Status Put(std::string_view ns, std::span<const BlockKey> keys, std::string_view bytes,
                    int replicas = 1, bool pinned = false);
   // One status per item, in order.
@@ -69,6 +73,11 @@ class StoreClient {
   const StoreClientStats& stats() const { return stats_; }
 
  private:
+  // One attempt of Put: place (avoiding `avoid`), write every replica, end or revoke. The
+  // nodes whose write failed are added to *failed_nodes.
+  absl::Status PutOnce(std::string_view ns, std::span<const BlockKey> keys, std::string_view bytes,
+                       int replicas, bool pinned, std::span<const NodeId> avoid,
+                       std::vector<NodeId>* failed_nodes);
   StoreClient(std::unique_ptr<MasterClient> master, StoreClientOptions options)
       : master_(std::move(master)), options_(options) {}
   DataClient& Node(const std::string& address);

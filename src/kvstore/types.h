@@ -3,6 +3,7 @@
 // its API hands out. See kvstore/master.h for the model and the contract.
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "absl/status/status.h"
@@ -78,7 +79,10 @@ struct PutRequest {
   uint64_t size = 0;  // bytes of the whole run, per replica
   int replicas = 1;
   bool pinned = false;
+  // Nodes not to place on (a writer retrying after these failed it); at most kMaxAvoidNodes.
+  std::span<const NodeId> avoid = {};
 };
+inline constexpr size_t kMaxAvoidNodes = 64;
 
 // Copy one replica of `object` from `source` to `destination` (a fault domain the object has
 // no replica in), then report RepairDone or RepairFailed.

@@ -220,6 +220,44 @@ TEST_F(HaTest, StandbysMirrorTheLeaderAfterABurstOfWrites) {
   EXPECT_NE(stat.out.find("\"objects\""), std::string::npos) << stat.out;
 }
 
+// A group with the cluster's token: the standbys' log pulls and a new leader's catch-up carry
+// it (a write is acknowledged only once a standby pulled it), a client without it gets 401,
+// and the log is not served to anyone without it.
+TEST_F(HaTest, GroupWithATokenReplicatesAndRefusesOthers) {
+  for (int i = 0; i < 3; ++i) {
+    HaOptions o = Options(etcd_->endpoint(), key_);
+    o.master.auth_token = "group-secret";
+    Add(std::move(o));
+  }
+  HaServer* leader = WaitLeader();
+  ASSERT_NE(leader, nullptr);
+  MasterClientOptions with;
+  with.auth_token = "group-secret";
+  auto admin = MasterClient::ConnectAny(Urls(), with);
+  ASSERT_TRUE(admin.ok());
+  Populate(**admin);
+  const BlockKey key = HashContentBlock(kRootBlockKey, 4242);
+  ASSERT_TRUE((*admin)->PutStart("ns", std::span(&key, 1), 100, 1).ok());
+  ASSERT_TRUE((*admin)->PutEnd("ns", key).ok());
+  auto stranger = MasterClient::ConnectAny(Urls());
+  ASSERT_TRUE(stranger.ok());
+  EXPECT_EQ((*stranger)->Exists("ns", std::span(&key, 1)).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto http = net::HttpClient::FromUrl(leader->url());
+  ASSERT_TRUE(http.ok());
+  EXPECT_EQ((*http)->Get("/v1/log?from=1&term=0")->status, 401);
+  EXPECT_EQ((*http)->Get("/v1/snapshot")->status, 401);
+  EXPECT_EQ((*http)->Get("/health")->status, 200);
+
+  leader->Kill();
+  dead_.insert(leader);
+  HaServer* next = WaitLeader(8000ms);
+  ASSERT_NE(next, nullptr);
+  auto exists = (*admin)->Exists("ns", std::span(&key, 1));
+  ASSERT_TRUE(exists.ok()) << exists.status();
+  EXPECT_TRUE((*exists)[0]);
+}
+
 TEST_F(HaTest, KilledLeaderIsReplacedAndNoAcknowledgedWriteIsLost) {
   StartGroup(3);
   HaServer* leader = WaitLeader();

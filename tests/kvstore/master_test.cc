@@ -161,6 +161,34 @@ TEST_F(KvMasterTest, SizesAboveTheirBoundsAreRefused) {
   EXPECT_EQ(master_.nodes().total_capacity(), 2u << 20);
 }
 
+// A PutEnd resent after a failover (the new leader had applied the first) reported "already
+// complete" as a failure; with the writer's size it is the success it was.
+TEST_F(KvMasterTest, PutEndSentAgainWithItsSizeSucceeds) {
+  GivenNodes(2, 1, 1 << 20);
+  const auto keys = Chain(21, 2);
+  ASSERT_TRUE(master_.PutStart(ns_, Req(keys, 100), 0).ok());
+  ASSERT_TRUE(master_.PutEnd(ns_, keys.back(), 100).ok());
+  EXPECT_TRUE(master_.PutEnd(ns_, keys.back(), 100).ok());
+  EXPECT_EQ(master_.PutEnd(ns_, keys.back(), 99).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(master_.PutEnd(ns_, keys.back()).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(KvMasterTest, PlacementAvoidsTheNodesAskedTo) {
+  GivenNodes(3, 2, 1 << 20);
+  const std::vector<NodeId> all = {master_.nodes().nodes()[0].id, master_.nodes().nodes()[1].id,
+                                   master_.nodes().nodes()[2].id};
+  for (int i = 0; i < 20; ++i) {
+    const auto run = Chain(500 + i, 1);
+    PutRequest q = Req(run, 10, 2);
+    q.avoid = all;
+    absl::StatusOr<ReplicaList> placed = master_.PutStart(ns_, q, 0);
+    ASSERT_TRUE(placed.ok()) << placed.status();
+    for (int r = 0; r < placed->count; ++r) {
+      EXPECT_EQ(std::find(all.begin(), all.end(), placed->nodes[r]), all.end());
+    }
+  }
+}
+
 TEST(NodeRegistryTest, TheClusterCapacitySumNeverWraps) {
   NodeRegistry nodes;
   // 2^14 nodes of the largest capacity would make 2^64: the last one is refused.

@@ -109,6 +109,30 @@ TEST(StorageNodeTest, FailedReplicaWriteRevokesThePut) {
   EXPECT_TRUE(WaitFor([&] { return c.node(1).store().stats().used_bytes == 0; }));
 }
 
+// During the seconds before a dead node is declared, half the puts failed with no retry; now a
+// put whose replica write fails is placed again without that node.
+TEST(StorageNodeTest, FailedReplicaWriteIsRetriedOnAnotherNode) {
+  KvMasterOptions o = KvCluster::Defaults();
+  o.dead_after = kHour;  // node 2 stays placed on while it is down
+  KvCluster c(o);
+  c.AddNode(1, "a");
+  c.AddNode(2, "b");
+  c.AddNode(3, "c");
+  c.node(2).Stop();
+  auto client = Client(c);
+  ASSERT_TRUE(client->master().CreateNamespace("ns").ok());
+  for (uint64_t i = 0; i < 12; ++i) {
+    const std::vector<BlockKey> run = Chain(300 + i, 1);
+    absl::Status st = client->Put("ns", run, Bytes(i, 5000), 2);
+    ASSERT_TRUE(st.ok()) << "put " << i << ": " << st;
+    auto got = client->Get("ns", run.back());
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, Bytes(i, 5000));
+  }
+  EXPECT_GT(client->stats().put_retries, 0u);
+  EXPECT_EQ(client->stats().put_retries, client->stats().revoked);
+}
+
 TEST(StorageNodeTest, RemovalDropAndEvictionFreeTheNodesBytes) {
   KvMasterOptions o = KvCluster::Defaults();
   o.lease_ttl = 50 * kMillisecond;
