@@ -19,7 +19,8 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
 fi
-cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+# -O1 with line tables: the compile is what a short run in the test command mostly costs.
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Fuzz "-DCMAKE_CXX_FLAGS=-O1 -g1" -DCMAKE_CXX_COMPILER=clang++ \
   -DMYRIAD_BUILD_FUZZ=ON -DMYRIAD_BUILD_TESTS=OFF -DMYRIAD_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
 targets=()
 for src in fuzz/*_fuzz.cc; do

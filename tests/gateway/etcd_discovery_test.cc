@@ -108,6 +108,17 @@ absl::Status PutRaw(const std::string& endpoint, const std::string& key, const s
   return r->status == 200 ? absl::OkStatus() : absl::UnavailableError(r->body);
 }
 
+// An emulated engine serving "emu-model", started; null (and a test failure) if it cannot start.
+std::unique_ptr<emu::EmuServer> StartEmu() {
+  emu::EmuOptions eo;
+  eo.engine.speed = 50;
+  eo.served_model_name = "emu-model";
+  auto emu = emu::EmuServer::Create(eo);
+  EXPECT_TRUE(emu.ok()) << emu.status();
+  if (!emu.ok() || !(*emu)->Start().ok()) return nullptr;
+  return *std::move(emu);
+}
+
 EtcdDiscoveryOptions Options(const std::string& endpoint, const std::string& prefix) {
   EtcdDiscoveryOptions o;
   o.endpoint = endpoint;
@@ -408,12 +419,8 @@ TEST(EtcdDiscoveryRestartTest, RecoversAfterEtcdRestartAndSeesChangesMadeMeanwhi
 // The gateway with no static backends, fed by discovery: an engine registered in etcd serves
 // completions; deregistered, it no longer does.
 TEST_F(EtcdDiscoveryTest, GatewayServesBackendsRegisteredInEtcd) {
-  emu::EmuOptions eo;
-  eo.engine.speed = 50;
-  eo.served_model_name = "emu-model";
-  auto emu = emu::EmuServer::Create(eo);
-  ASSERT_TRUE(emu.ok()) << emu.status();
-  ASSERT_TRUE((*emu)->Start().ok());
+  auto emu = StartEmu();
+  ASSERT_NE(emu, nullptr);
 
   GatewayConfig c;
   c.listen = "127.0.0.1:0";
@@ -440,7 +447,7 @@ TEST_F(EtcdDiscoveryTest, GatewayServesBackendsRegisteredInEtcd) {
   ASSERT_TRUE(d.Start(Options(endpoint(), prefix_), cb).ok());
   ASSERT_TRUE(d.WaitSynced(5 * kSecond));
 
-  BackendConfig b = Reg("emu0", (*emu)->port(), "emu-model");
+  BackendConfig b = Reg("emu0", emu->port(), "emu-model");
   auto lease = EtcdRegister(endpoint(), prefix_, b, 30);
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_TRUE(WaitUntil([&] { return g->BackendNames() == std::vector<std::string>{"emu0"}; }));
@@ -463,7 +470,7 @@ TEST_F(EtcdDiscoveryTest, GatewayServesBackendsRegisteredInEtcd) {
   EXPECT_TRUE(gone->status == 404 || gone->status == 503) << gone->status << " " << gone->body;
   d.Stop();
   g->Stop();
-  (*emu)->Stop();
+  emu->Stop();
   std::lock_guard l(mu);
   EXPECT_TRUE(errors.empty()) << errors.front();
 }
@@ -471,13 +478,9 @@ TEST_F(EtcdDiscoveryTest, GatewayServesBackendsRegisteredInEtcd) {
 // One bad key under the prefix used to abort every gateway watching it (and again on each
 // restart): the registration is refused and logged, the gateway serves the good ones.
 TEST_F(EtcdDiscoveryTest, GatewaySurvivesAKeyThatIsNotUtf8) {
-  emu::EmuOptions eo;
-  eo.engine.speed = 50;
-  eo.served_model_name = "emu-model";
-  auto emu = emu::EmuServer::Create(eo);
-  ASSERT_TRUE(emu.ok()) << emu.status();
-  ASSERT_TRUE((*emu)->Start().ok());
-  const std::string url = fmt::format("http://127.0.0.1:{}", (*emu)->port());
+  auto emu = StartEmu();
+  ASSERT_NE(emu, nullptr);
+  const std::string url = fmt::format("http://127.0.0.1:{}", emu->port());
   ASSERT_TRUE(PutRaw(endpoint(), prefix_ + std::string("bad\xff\xfe", 5),
                      json({{"url", url}, {"model", "emu-model"}}).dump())
                   .ok());
@@ -517,7 +520,7 @@ TEST_F(EtcdDiscoveryTest, GatewaySurvivesAKeyThatIsNotUtf8) {
     EXPECT_TRUE(refused);
   }
   g->Stop();
-  (*emu)->Stop();
+  emu->Stop();
 }
 
 }  // namespace
