@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "../cli/run_myriad.h"
 #include "kv_cluster.h"
 #include "kv_scenario.h"
 #include "kvstore/checksum.h"
@@ -101,6 +103,29 @@ TEST(KvChecksumTest, EveryReplicaCorruptedIsDataLossNeverTheWrongBytes) {
       << got.status();
 }
 
+// `kvstore get` of an object whose only replica was overwritten: exit 1 naming the mismatch,
+// and no --out file written with the wrong bytes.
+TEST(KvChecksumTest, CliGetOfACorruptedObjectExitsOneAndWritesNothing) {
+  KvCluster c;
+  c.AddNode(1, "a");
+  const std::string in = myriad::testing::WriteTempFile("kv_in.bin", Bytes(3, 3000));
+  const std::string out = (myriad::testing::TestTempDir() / "kv_out.bin").string();
+  auto put = myriad::testing::RunMyriad(fmt::format(
+      "kvstore put --master {} --namespace ns --keys 0x21 --file {} --create-namespace", c.url(),
+      in));
+  ASSERT_EQ(put.code, 0) << put.out;
+  auto client = Client(c);
+  const Lookup l = (*client->master().Get("ns", std::vector<BlockKey>{0x21}))[0];
+  ASSERT_NE(l.checksum, 0u) << "kvstore put gave no checksum";
+  Overwrite(c.node(1).address(), {l.namespace_id, l.object}, Bytes(4, 3000));
+  auto get = myriad::testing::RunMyriad(
+      fmt::format("kvstore get --master {} --namespace ns --keys 0x21 --out {}", c.url(), out));
+  EXPECT_EQ(get.code, 1) << get.out;
+  EXPECT_NE(get.out.find("no replica's bytes match the object's checksum"), std::string::npos)
+      << get.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 TEST(KvChecksumTest, CopyToFromACorruptedSourceIsRefusedAndPushesNothing) {
   KvCluster c;
   c.AddNode(1, "a");
@@ -175,6 +200,26 @@ TEST(KvChecksumTest, RepairDoesNotSpreadACorruptedReplica) {
   for (size_t i = 0; i < objects.size(); ++i) {
     EXPECT_TRUE(Held(c.node(4).address(), names[i]) == Bytes(i, 6000))
         << "object " << i << ": the repaired replica does not hold the object's bytes";
+  }
+}
+
+class KvChecksumRepairPlanTest : public testing::KvScenario {};
+
+// A copy refused by its source (its bytes do not match) is planned again from the other
+// readable replica, not from the same source at random.
+TEST_F(KvChecksumRepairPlanTest, AFailedCopyIsPlannedAgainFromAnotherSource) {
+  GivenNodes(4, 1, 1 << 30);
+  for (uint64_t i = 0; i < 12; ++i) Put(Chain(100 + i, 1), 1000, 3, 0);
+  HeartbeatAll(20 * kSecond, /*except=*/1);
+  ASSERT_EQ(master_.Tick(20 * kSecond).nodes_declared_dead, 1);
+  const std::vector<RepairTask> first = master_.PlanRepairs(21 * kSecond, 1000);
+  ASSERT_GE(first.size(), 3u);
+  for (const RepairTask& t : first) ASSERT_TRUE(master_.RepairFailed(t).ok());
+  const std::vector<RepairTask> again = master_.PlanRepairs(22 * kSecond, 1000);
+  ASSERT_EQ(again.size(), first.size());
+  for (size_t i = 0; i < first.size(); ++i) {
+    ASSERT_EQ(again[i].object, first[i].object);
+    EXPECT_NE(again[i].source, first[i].source) << "object " << i << " copied again from the source that failed";
   }
 }
 
