@@ -148,10 +148,11 @@ TEST(KvChecksumTest, CopyToFromACorruptedSourceIsRefusedAndPushesNothing) {
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
   EXPECT_NE(st.message().find("do not match its checksum"), std::string::npos) << st;
   EXPECT_EQ(c.node(2).store().stats().objects, 0u);
-  // The right bytes pass.
+  // The right bytes pass. (Node 2 may free the copy at its next reconciliation, the master
+  // placing no replica there, so its bytes are checked in RepairDoesNotSpreadACorruptedReplica.)
   Overwrite(c.node(1).address(), name, value);
-  EXPECT_TRUE(source.CopyTo(name, c.node(2).address(), l.checksum).ok());
-  EXPECT_TRUE(Held(c.node(2).address(), name) == value);
+  st = source.CopyTo(name, c.node(2).address(), l.checksum);
+  EXPECT_TRUE(st.ok()) << st;
 }
 
 // Objects with three replicas lose one node; a second holds corrupted bytes. The repair agent
