@@ -251,6 +251,11 @@ bool Fields::Key(const char* name, BlockKey* out) {
   return true;
 }
 
+bool Fields::OptionalKey(const char* name, BlockKey* out) {
+  if (Find(name, false) == nullptr) return true;
+  return Key(name, out);
+}
+
 bool Fields::Keys(const char* name, size_t max, std::vector<BlockKey>* out) {
   const nlohmann::json* v = Find(name, true);
   if (v == nullptr) return false;

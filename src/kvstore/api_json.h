@@ -62,6 +62,7 @@ class Fields {
   // A non-empty array of keys, at most `max` of them.
   bool Keys(const char* name, size_t max, std::vector<BlockKey>* out);
   bool Key(const char* name, BlockKey* out);
+  bool OptionalKey(const char* name, BlockKey* out);
 
   const net::HttpResponse& error() const { return error_; }
 

@@ -255,15 +255,20 @@ absl::StatusOr<uint64_t> DataClient::DropNamespace(NamespaceId ns) {
   return wire::Load<uint64_t>(body.data());
 }
 
-absl::Status DataClient::CopyTo(ObjectName name, std::string_view destination) {
+absl::Status DataClient::CopyTo(ObjectName name, std::string_view destination,
+                               uint64_t checksum) {
   if (destination.empty() || destination.size() > wire::kMaxAddressBytes) {
     return absl::InvalidArgumentError(fmt::format("CopyTo: bad destination address '{}'", destination));
   }
   return impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
-    const wire::CopyHead head{{name.ns, 0, name.key}, static_cast<uint32_t>(destination.size()), 0};
-    const Header h = impl_->Request(Op::kCopyTo, sizeof head + destination.size());
-    const std::array<asio::const_buffer, 3> frame{asio::buffer(&h, sizeof h), asio::buffer(&head, sizeof head),
-                                                  asio::buffer(destination.data(), destination.size())};
+    const wire::CopyHead head{{name.ns, 0, name.key}, static_cast<uint32_t>(destination.size()),
+                              checksum != 0 ? wire::kCopyChecksum : 0};
+    const size_t checksum_bytes = checksum != 0 ? sizeof checksum : 0;
+    const Header h =
+        impl_->Request(Op::kCopyTo, sizeof head + destination.size() + checksum_bytes);
+    const std::array<asio::const_buffer, 4> frame{asio::buffer(&h, sizeof h), asio::buffer(&head, sizeof head),
+                                                  asio::buffer(destination.data(), destination.size()),
+                                                  asio::buffer(&checksum, checksum_bytes)};
     std::string body;
     co_return co_await Exchange(conn, h, frame, 0, &body);
   });

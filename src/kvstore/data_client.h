@@ -59,7 +59,9 @@ class DataClient {
   // Objects freed.
   absl::StatusOr<uint64_t> DropNamespace(NamespaceId ns);
   // Makes this node push its copy of `name` to the node at `destination` ("host:port").
-  absl::Status CopyTo(ObjectName name, std::string_view destination);
+  // `checksum` (nonzero): the object's ObjectChecksum; a node whose bytes differ refuses with
+  // DataLoss and pushes nothing.
+  absl::Status CopyTo(ObjectName name, std::string_view destination, uint64_t checksum = 0);
   // The node's statistics (JSON text).
   absl::StatusOr<std::string> Stats();
 

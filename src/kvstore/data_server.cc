@@ -25,6 +25,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "kvstore/auth.h"
+#include "kvstore/checksum.h"
 #include "kvstore/data_conn.h"
 #include "kvstore/data_wire.h"
 
@@ -245,7 +246,7 @@ awaitable<bool> DataServer::Impl::Serve(Conn& conn, const Header& h) {
     case Op::kGet:
     case Op::kDelete: max = sizeof(wire::CountHead) + uint64_t{options.max_batch} * 16; break;
     case Op::kDropNamespace: max = 8; break;
-    case Op::kCopyTo: max = sizeof(wire::CopyHead) + wire::kMaxAddressBytes; break;
+    case Op::kCopyTo: max = sizeof(wire::CopyHead) + wire::kMaxAddressBytes + 8; break;
     default: max = 0; break;
   }
   if (h.body_bytes > max) {
@@ -423,16 +424,21 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
   const auto head = body.size() >= sizeof(wire::CopyHead)
                         ? wire::Load<wire::CopyHead>(body.data())
                         : wire::CopyHead{};
+  const size_t checksum_bytes = (head.flags & wire::kCopyChecksum) ? sizeof(uint64_t) : 0;
   if (body.size() < sizeof head || head.address_bytes == 0 ||
-      body.size() != sizeof head + head.address_bytes || head.reserved != 0 ||
-      head.object.reserved != 0) {
+      body.size() != sizeof head + head.address_bytes + checksum_bytes ||
+      (head.flags & ~wire::kCopyChecksum) != 0 || head.object.reserved != 0) {
     co_await Fail(conn, h,
                   absl::InvalidArgumentError(
-                      "bad copy_to body: a 24-byte head ('reserved' fields 0) and "
-                      "'address_bytes' of address"),
+                      "bad copy_to body: a 24-byte head ('reserved' 0, 'flags' 0 or 1), "
+                      "'address_bytes' of address, and with flag 1 an 8-byte checksum"),
                   false);
     co_return false;
   }
+  const uint64_t checksum =
+      checksum_bytes != 0
+          ? wire::Load<uint64_t>(body.data() + sizeof head + head.address_bytes)
+          : 0;
   const std::string address(reinterpret_cast<const char*>(body.data()) + sizeof head,
                             head.address_bytes);
   if (copy_allowed && !copy_allowed(address)) {
@@ -451,6 +457,17 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
                             absl::NotFoundError(fmt::format(
                                 "copy_to: this node holds no object {:016x} in namespace {}",
                                 head.object.key, head.object.ns)),
+                            false);
+  }
+  if (checksum != 0 &&
+      ObjectChecksum({reinterpret_cast<const char*>(pinned->data), pinned->size}) != checksum) {
+    store->Unpin(*pinned);
+    c.copy_failures.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await Fail(conn, h,
+                            absl::DataLossError(fmt::format(
+                                "copy_to: this node's bytes of object {:016x} in namespace {} do "
+                                "not match its checksum {:016x}; nothing was pushed",
+                                head.object.key, head.object.ns, checksum)),
                             false);
   }
   // Push: a PUT frame gathered from the pinned segment bytes, on a connection of its own.

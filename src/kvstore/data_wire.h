@@ -103,9 +103,12 @@ static_assert(sizeof(CountHead) == 8);
 struct CopyHead {
   ObjectRef object;
   uint32_t address_bytes = 0;
-  uint32_t reserved = 0;
+  uint32_t flags = 0;  // kCopyChecksum or 0
 };
 static_assert(sizeof(CopyHead) == 24);
+// COPY_TO flag: the object's checksum (u64) follows the address; the source pushes only bytes
+// that match it, so a repair never spreads a corrupted copy.
+inline constexpr uint32_t kCopyChecksum = 1;
 
 inline constexpr uint32_t kMaxAddressBytes = 255;
 

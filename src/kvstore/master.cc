@@ -166,6 +166,7 @@ GetResult KvMaster::Read(Namespace& ns, const RunPos& pos, Nanos now) {
   r.block = pos.offset;
   r.blocks = run.blocks;
   r.size = run.size;
+  r.checksum = run.checksum;
   r.lease_until = std::max(run.deadline, lease_floor_);
   for (int i = 0; i < kMaxReplicas && run.replicas[i] != kNoNode; ++i) {
     if ((run.pending_mask >> i) & 1) continue;
@@ -301,7 +302,8 @@ absl::StatusOr<ReplicaList> KvMaster::PutStart(NamespaceId ns, const PutRequest&
                                                     std::string(st.message())));
   }
   DoPutStart(ns, std::span<const BlockKey>(request.keys, request.blocks), request.size,
-             request.replicas, request.pinned, now + options_.put_timeout, placed);
+             request.replicas, request.pinned, now + options_.put_timeout, placed,
+             request.checksum);
   ReplicaList out;
   for (NodeId id : placed) out.nodes[out.count++] = id;
   return out;
@@ -309,7 +311,7 @@ absl::StatusOr<ReplicaList> KvMaster::PutStart(NamespaceId ns, const PutRequest&
 
 void KvMaster::DoPutStart(NamespaceId id, std::span<const BlockKey> keys, uint64_t size,
                           int target, bool pinned, Nanos deadline,
-                          std::span<const NodeId> replicas) {
+                          std::span<const NodeId> replicas, uint64_t checksum) {
   Namespace& ns = *namespaces_[id];
   const auto blocks = static_cast<uint32_t>(keys.size());
   const BlockKey last = keys.back();
@@ -324,6 +326,7 @@ void KvMaster::DoPutStart(NamespaceId id, std::span<const BlockKey> keys, uint64
   }
   run.last_key = last;
   run.size = size;
+  run.checksum = checksum;
   run.deadline = deadline;
   run.blocks = blocks;
   run.state = kPending;
@@ -344,17 +347,7 @@ void KvMaster::DoPutStart(NamespaceId id, std::span<const BlockKey> keys, uint64
   pending_objects_++;
   pending_.push_back({deadline, id, last});
   if (!Logging()) return;
-  log_.Type(LogType::kPutStart);
-  log_.U64(id);
-  log_.U64(blocks);
-  for (BlockKey k : keys) log_.Key(k);
-  log_.U64(size);
-  log_.U64(static_cast<uint64_t>(target));
-  log_.U64(pinned ? 1 : 0);
-  log_.I64(deadline);
-  log_.U64(replicas.size());
-  for (NodeId r : replicas) log_.U64(r);
-  log_.EndRecord();
+  WritePutStart(log_, id, run);
 }
 
 void KvMaster::ChargeReplica(Namespace& ns, NodeId node, int64_t bytes) {

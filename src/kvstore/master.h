@@ -150,6 +150,9 @@ class KvMaster {
   struct RepairEntry {
     NamespaceId ns;
     BlockKey object;
+    // The source of a copy that failed (e.g. its bytes did not match the checksum): not
+    // chosen again while another readable replica exists.
+    NodeId failed_source = kNoNode;
   };
 
   Namespace* LiveNamespace(NamespaceId ns);
@@ -175,7 +178,8 @@ class KvMaster {
   void DoDropNamespace(NamespaceId id);
   void DoReclaimNamespace(NamespaceId id);
   void DoPutStart(NamespaceId id, std::span<const BlockKey> keys, uint64_t size, int target,
-                  bool pinned, Nanos deadline, std::span<const NodeId> replicas);
+                  bool pinned, Nanos deadline, std::span<const NodeId> replicas,
+                  uint64_t checksum);
   void DoPutEnd(NamespaceId id, const RunPos& pos);
   void DoRemove(NamespaceId id, const RunPos& pos, RemoveReason reason);
   void DoPin(NamespaceId id, const RunPos& pos, bool pinned);
@@ -192,6 +196,9 @@ class KvMaster {
   absl::Status ApplyOne(LogReader& in);
   // The snapshot-only records (kSnapshotCounters, kSnapshotRepairing).
   absl::Status ApplySnapshotRecord(LogType type, LogReader& in);
+  // A run's PutStart record (kPutStartChecked when it has a checksum), for the log and
+  // snapshots alike.
+  static void WritePutStart(LogWriter& w, NamespaceId id, const Run& run);
   // RepairDone (ok) or RepairFailed: the copy to task.destination is over.
   absl::Status EndRepair(const RepairTask& task, bool ok);
 

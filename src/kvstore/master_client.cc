@@ -32,6 +32,12 @@ absl::StatusOr<BlockKey> KeyOf(const json& j, const char* field) {
   return *k;
 }
 
+// 0 when the field is absent (an object written without a checksum).
+absl::StatusOr<uint64_t> OptionalKeyOf(const json& j, const char* field) {
+  if (!j.contains(field)) return uint64_t{0};
+  return KeyOf(j, field);
+}
+
 std::vector<ReplicaInfo> Replicas(const json& list) {
   std::vector<ReplicaInfo> out;
   if (!list.is_array()) return out;
@@ -210,10 +216,12 @@ absl::StatusOr<std::vector<ReplicaInfo>> MasterClient::PutStart(std::string_view
 absl::StatusOr<Placement> MasterClient::PlacePut(std::string_view ns,
                                                  std::span<const BlockKey> keys, uint64_t size,
                                                  int replicas, bool pinned,
-                                                 std::span<const NodeId> avoid) {
+                                                 std::span<const NodeId> avoid,
+                                                 uint64_t checksum) {
   json body = {{"namespace", ns}, {"keys", KeyList(keys)}, {"size", size}, {"replicas", replicas},
                {"pinned", pinned}};
   if (!avoid.empty()) body["avoid"] = std::vector<NodeId>(avoid.begin(), avoid.end());
+  if (checksum != 0) body["checksum"] = api::FormatKey(checksum);
   auto j = Call("POST", "/v1/put/start", &body);
   if (!j.ok()) return j.status();
   auto object = KeyOf(*j, "object");
@@ -260,6 +268,9 @@ absl::StatusOr<std::vector<Lookup>> MasterClient::Get(std::string_view ns, std::
       l.blocks = r.value("blocks", 0u);
       l.size = r.value("size", uint64_t{0});
       l.lease_until = r.value("lease_until_ns", Nanos{0});
+      auto checksum = OptionalKeyOf(r, "checksum");
+      if (!checksum.ok()) return checksum.status();
+      l.checksum = *checksum;
       l.replicas = Replicas(r["replicas"]);
     }
     out.push_back(std::move(l));
@@ -314,6 +325,9 @@ absl::StatusOr<std::vector<RepairTask>> MasterClient::PlanRepairs(size_t max_tas
     task.bytes = t.value("bytes", uint64_t{0});
     task.source = t.value("source", kNoNode);
     task.destination = t.value("destination", kNoNode);
+    auto checksum = OptionalKeyOf(t, "checksum");
+    if (!checksum.ok()) return checksum.status();
+    task.checksum = *checksum;
     out.push_back(task);
   }
   return out;
@@ -333,6 +347,9 @@ absl::StatusOr<std::vector<RepairOrder>> MasterClient::PlanRepairOrders(size_t m
     order.task.bytes = t.value("bytes", uint64_t{0});
     order.task.source = t.value("source", kNoNode);
     order.task.destination = t.value("destination", kNoNode);
+    auto checksum = OptionalKeyOf(t, "checksum");
+    if (!checksum.ok()) return checksum.status();
+    order.task.checksum = *checksum;
     order.source_address = t.value("source_address", std::string());
     order.destination_address = t.value("destination_address", std::string());
     out.push_back(std::move(order));

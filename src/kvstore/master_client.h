@@ -39,6 +39,7 @@ struct Lookup {
   uint32_t blocks = 0;
   uint64_t size = 0;
   Nanos lease_until = 0;  // on the master's clock
+  uint64_t checksum = 0;  // the writer's ObjectChecksum of the bytes; 0: none was given
   std::vector<ReplicaInfo> replicas;
 };
 
@@ -105,7 +106,8 @@ class MasterClient {
   // `avoid`: nodes not to place on (they failed an earlier attempt of this put).
   absl::StatusOr<Placement> PlacePut(std::string_view ns, std::span<const BlockKey> keys,
                                      uint64_t size, int replicas = 1, bool pinned = false,
-                                     std::span<const NodeId> avoid = {});
+                                     std::span<const NodeId> avoid = {},
+                                     uint64_t checksum = 0);
   // `size` (nonzero): the put's size; an end resent after a failover that finds the object
   // complete with that size is then OK rather than "already complete".
   absl::Status PutEnd(std::string_view ns, BlockKey object, uint64_t size = 0);

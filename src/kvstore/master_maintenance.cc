@@ -267,13 +267,19 @@ std::vector<RepairTask> KvMaster::PlanRepairs(Nanos now, size_t max_tasks) {
     for (int r = 0; r < count; ++r) {
       if (((run.pending_mask >> r) & 1) == 0) sources[n_sources++] = run.replicas[r];
     }
+    if (n_sources > 1) {
+      // A source whose copy failed (its bytes may not match the checksum) is tried last.
+      for (int k = 0; k < n_sources; ++k) {
+        if (sources[k] == e.failed_source) sources[k] = sources[--n_sources];
+      }
+    }
     const NodeId source = sources[rng_.Below(static_cast<uint64_t>(n_sources))];
     DoRepairStart(e.ns, pos, dst[0]);
     repair_tokens_ -= static_cast<double>(run.size);
     repair_bytes_issued_ += run.size;
     repairs_in_flight_++;
-    tasks.push_back(RepairTask{e.ns, run.last_key, run.size, source, dst[0]});
-    if (count + 1 < run.target) later.push_back(e);
+    tasks.push_back(RepairTask{e.ns, run.last_key, run.size, source, dst[0], run.checksum});
+    if (count + 1 < run.target) later.push_back({e.ns, e.object});
   }
   repair_queue_.insert(repair_queue_.end(), later.begin(), later.end());
   return tasks;
@@ -331,7 +337,7 @@ absl::Status KvMaster::EndRepair(const RepairTask& task, bool ok) {
   DoRepairEnd(task.ns, *pos, task.destination, ok);
   repairs_in_flight_ -= repairs_in_flight_ > 0 ? 1 : 0;
   // A failed copy goes back in the queue to be planned again.
-  if (!ok) repair_queue_.push_back({task.ns, task.object});
+  if (!ok) repair_queue_.push_back({task.ns, task.object, task.source});
   return absl::OkStatus();
 }
 

@@ -93,7 +93,8 @@ absl::Status KvMaster::ApplyOne(LogReader& in) {
       }
       return absl::OkStatus();
     }
-    case LogType::kPutStart: {
+    case LogType::kPutStart:
+    case LogType::kPutStartChecked: {
       const auto id = static_cast<NamespaceId>(in.U64());
       const uint64_t blocks = in.U64();
       if (in.failed() || blocks == 0 || blocks > internal::kMaxRunBlocks) {
@@ -109,6 +110,7 @@ absl::Status KvMaster::ApplyOne(LogReader& in) {
       if (in.failed() || count > kMaxReplicas) return absl::DataLossError("bad PutStart");
       std::vector<NodeId> replicas(count);
       for (NodeId& r : replicas) r = static_cast<NodeId>(in.U64());
+      const uint64_t checksum = type == LogType::kPutStartChecked ? in.Key() : 0;
       if (in.failed()) return absl::DataLossError("truncated PutStart");
       Namespace* ns = LiveNamespace(id);
       if (ns == nullptr) return NamespaceError(id);
@@ -119,7 +121,7 @@ absl::Status KvMaster::ApplyOne(LogReader& in) {
           return absl::NotFoundError(fmt::format("PutStart places a replica on unknown node {}", r));
         }
       }
-      DoPutStart(id, keys, size, target, pinned, deadline, replicas);
+      DoPutStart(id, keys, size, target, pinned, deadline, replicas, checksum);
       return absl::OkStatus();
     }
     case LogType::kPutEnd: {
@@ -225,6 +227,7 @@ std::string KvMaster::CanonicalDump() const {
                            ((r->pending_mask >> k) & 1) ? "(repairing)" : "");
       }
       if (r->state == kPending) out += fmt::format(" deadline={}", r->deadline);
+      if (r->checksum != 0) out += fmt::format(" checksum={:016x}", r->checksum);
       out += " keys=";
       for (uint32_t b = 0; b < r->blocks; ++b) out += fmt::format("{:x}.", r->KeyAt(b));
       out += '\n';

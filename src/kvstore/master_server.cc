@@ -294,18 +294,20 @@ net::HttpResponse MasterServer::PutStart(const net::HttpRequest& request) {
   std::string ns;
   std::vector<BlockKey> keys;
   uint64_t size = 0, replicas = 1;
+  BlockKey checksum = 0;
   std::vector<uint64_t> avoid_ids;
   bool pinned = false;
   if (!f.Parse(request.body) || !f.String("namespace", &ns) ||
       !f.Keys("keys", kMaxBatchKeys, &keys) || !f.Uint("size", kMaxObjectBytes, &size) ||
       !f.OptionalUint("replicas", kMaxReplicas, &replicas) ||
       !f.OptionalBool("pinned", &pinned) ||
-      !f.OptionalUints("avoid", kMaxAvoidNodes, kNoNode - 1, &avoid_ids)) {
+      !f.OptionalUints("avoid", kMaxAvoidNodes, kNoNode - 1, &avoid_ids) ||
+      !f.OptionalKey("checksum", &checksum)) {
     return f.error();
   }
   const std::vector<NodeId> avoid(avoid_ids.begin(), avoid_ids.end());
   const PutRequest put{keys.data(), static_cast<uint32_t>(keys.size()), size,
-                       static_cast<int>(replicas), pinned, avoid};
+                       static_cast<int>(replicas), pinned, avoid, checksum};
   const Nanos now = clock_();
   std::string replicas_json;
   NamespaceId ns_id = 0;
@@ -392,9 +394,12 @@ net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
       ++hits;
       fmt::format_to(std::back_inserter(body),
                      R"({{"key":"{}","found":true,"object":"{}","block":{},"blocks":{},)"
-                     R"("size":{},"lease_until_ns":{},"lease_ms":{},"replicas":{}}})",
+                     R"("size":{},"lease_until_ns":{},"lease_ms":{},"replicas":{}{}}})",
                      FormatKey(keys[i]), FormatKey(g.object), g.block, g.blocks, g.size,
-                     g.lease_until, (g.lease_until - now) / kMillisecond, replicas[i]);
+                     g.lease_until, (g.lease_until - now) / kMillisecond, replicas[i],
+                     g.checksum != 0
+                         ? fmt::format(R"(,"checksum":"{}")", FormatKey(g.checksum))
+                         : std::string());
     } else {
       fmt::format_to(std::back_inserter(body), R"({{"key":"{}","found":false{}}})",
                      FormatKey(keys[i]),
@@ -639,6 +644,7 @@ net::HttpResponse MasterServer::RepairPlan(const net::HttpRequest& request) {
     nlohmann::json task = {{"namespace_id", t.ns}, {"object", FormatKey(t.object)},
                            {"bytes", t.bytes}, {"source", t.source},
                            {"destination", t.destination}};
+    if (t.checksum != 0) task["checksum"] = FormatKey(t.checksum);
     // Where the agent sends the copy order and where the bytes go (data path addresses).
     if (auto it = addresses_.find(t.source); it != addresses_.end()) {
       task["source_address"] = it->second;

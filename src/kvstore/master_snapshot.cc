@@ -15,6 +15,22 @@ using internal::kPending;
 using internal::kPinned;
 using internal::NamespaceState;
 
+void KvMaster::WritePutStart(LogWriter& w, NamespaceId id, const Run& run) {
+  w.Type(run.checksum != 0 ? LogType::kPutStartChecked : LogType::kPutStart);
+  w.U64(id);
+  w.U64(run.blocks);
+  for (uint32_t b = 0; b < run.blocks; ++b) w.Key(run.KeyAt(b));
+  w.U64(run.size);
+  w.U64(run.target);
+  w.U64((run.flags & kPinned) ? 1 : 0);
+  w.I64(run.deadline);
+  const int count = run.ReplicaCount();
+  w.U64(static_cast<uint64_t>(count));
+  for (int k = 0; k < count; ++k) w.U64(run.replicas[k]);
+  if (run.checksum != 0) w.Key(run.checksum);
+  w.EndRecord();
+}
+
 std::string KvMaster::SnapshotLog() const {
   LogWriter w;
   for (const NodeInfo& n : nodes_.nodes()) {
@@ -36,18 +52,7 @@ std::string KvMaster::SnapshotLog() const {
         if (t == nullptr) continue;
         for (const Run& r : t->runs) {
           if (r.state == kFree) continue;
-          w.Type(LogType::kPutStart);
-          w.U64(i);
-          w.U64(r.blocks);
-          for (uint32_t b = 0; b < r.blocks; ++b) w.Key(r.KeyAt(b));
-          w.U64(r.size);
-          w.U64(r.target);
-          w.U64((r.flags & kPinned) ? 1 : 0);
-          w.I64(r.deadline);
-          const int count = r.ReplicaCount();
-          w.U64(static_cast<uint64_t>(count));
-          for (int k = 0; k < count; ++k) w.U64(r.replicas[k]);
-          w.EndRecord();
+          WritePutStart(w, static_cast<NamespaceId>(i), r);
           if (r.state == kComplete) {
             w.Type(LogType::kPutEnd);
             w.U64(i);

@@ -5,7 +5,7 @@
 //   - `index`: every block key of the namespace that hashes to s -> where its run lives
 //     (shard, slot) and the block's position in the run. 16 bytes per slot of the hash table.
 //   - `runs`: a slab of the runs whose *last* key hashes to s; free slots are chained. A run's
-//     record is 56 bytes; its other keys (needed to erase them from the index) sit in one
+//     record is 64 bytes; its other keys (needed to erase them from the index) sit in one
 //     out-of-line array, none for a one-block run.
 // The slab is also the CLOCK ring of the shard's eviction hand (approximate LRU per shard).
 #include <algorithm>
@@ -49,6 +49,8 @@ struct Run {
   // The object's name; the next free slot while the slot is free.
   BlockKey last_key = 0;
   uint64_t size = 0;
+  // The writer's ObjectChecksum of the bytes (0: none, e.g. an object from an older log).
+  uint64_t checksum = 0;
   // Complete: leased until. Pending: revoked at this time unless PutEnd comes first.
   Nanos deadline = 0;
   std::array<NodeId, kMaxReplicas> replicas{kNoNode, kNoNode, kNoNode, kNoNode};
@@ -67,7 +69,7 @@ struct Run {
   }
   int CompleteCount() const { return ReplicaCount() - __builtin_popcount(pending_mask); }
 };
-static_assert(sizeof(Run) == 56, "the per-object memory budget counts on a 56-byte record");
+static_assert(sizeof(Run) == 64, "the per-object memory budget counts on a 64-byte record");
 
 struct ObjectTable {
   absl::flat_hash_map<BlockKey, uint64_t> index;

@@ -34,6 +34,9 @@ enum class LogType : uint8_t {
   // Only in snapshots (KvMaster::SnapshotLog), which rebuild a state rather than replay history:
   kSnapshotCounters = 12,  // objects lost, objects evicted
   kSnapshotRepairing = 13, // ns, object, mask of replicas whose repair copy is in flight
+  // kPutStart's fields, then the object's checksum (8 bytes). A put without a checksum is
+  // still logged as kPutStart, so logs and snapshots written before checksums replay as-is.
+  kPutStartChecked = 14,
 };
 
 // Why an object went away; kept so a standby's counters match the leader's.

@@ -64,7 +64,8 @@ void RepairAgent::Worker() {
               client = std::make_unique<DataClient>(
                   o.source_address, DataClientOptions{.timeout = options_.copy_timeout, .auth_token = options_.auth_token});
             }
-            st = client->CopyTo({o.task.ns, o.task.object}, o.destination_address);
+            st = client->CopyTo({o.task.ns, o.task.object}, o.destination_address,
+                                o.task.checksum);
           }
           const absl::Status report = st.ok() ? master->RepairDone(o.task) : master->RepairFailed(o.task);
           if (!report.ok()) ++master_errors_;

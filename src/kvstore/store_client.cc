@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "kvstore/checksum.h"
+
 namespace myriad::kvstore {
 
 namespace {
@@ -30,10 +32,11 @@ absl::Status StoreClient::Put(std::string_view ns, std::span<const BlockKey> key
                               std::string_view bytes, int replicas, bool pinned) {
   if (keys.empty()) return absl::InvalidArgumentError("Put: no keys");
   std::vector<NodeId> avoid;
+  const uint64_t checksum = ObjectChecksum(bytes);
   absl::Status st;
   for (int attempt = 0; attempt < kPutAttempts; ++attempt) {
     const size_t avoided = avoid.size();
-    st = PutOnce(ns, keys, bytes, replicas, pinned, avoid, &avoid);
+    st = PutOnce(ns, keys, bytes, checksum, replicas, pinned, avoid, &avoid);
     // Only a failed node write is worth another placement; the master's refusals are final.
     if (st.ok() || avoid.size() == avoided || avoid.size() > kMaxAvoidNodes) return st;
     ++stats_.put_retries;
@@ -42,11 +45,12 @@ absl::Status StoreClient::Put(std::string_view ns, std::span<const BlockKey> key
 }
 
 absl::Status StoreClient::PutOnce(std::string_view ns, std::span<const BlockKey> keys,
-                                  std::string_view bytes, int replicas, bool pinned,
-                                  std::span<const NodeId> avoid, std::vector<NodeId>* failed_nodes) {
+                                  std::string_view bytes, uint64_t checksum, int replicas,
+                                  bool pinned, std::span<const NodeId> avoid,
+                                  std::vector<NodeId>* failed_nodes) {
   const size_t failed_before = failed_nodes->size();
   absl::StatusOr<Placement> placed =
-      master_->PlacePut(ns, keys, bytes.size(), replicas, pinned, avoid);
+      master_->PlacePut(ns, keys, bytes.size(), replicas, pinned, avoid, checksum);
   if (!placed.ok()) return placed.status();
   ++stats_.puts;
   const ObjectName name{placed->namespace_id, placed->object};
@@ -132,6 +136,19 @@ absl::Status StoreClient::BatchGet(std::string_view ns, std::span<const BlockKey
   values->assign(keys.size(), std::string());
   statuses->assign(keys.size(), absl::OkStatus());
   std::vector<std::string> errors(keys.size());
+  std::vector<uint8_t> mismatches(keys.size(), 0);
+  // Every replica failed: DataLoss when each returned bytes that are not the object's.
+  auto all_failed = [&](size_t i) {
+    const Lookup& l = (*found)[i];
+    const std::string message = fmt::format("key {:016x} (object {:016x} in namespace '{}'): {}:{}",
+                                            keys[i], l.object, ns,
+                                            mismatches[i] == l.replicas.size()
+                                                ? "no replica's bytes match the object's checksum"
+                                                : "every replica failed",
+                                            errors[i]);
+    (*statuses)[i] = mismatches[i] == l.replicas.size() ? absl::DataLossError(message)
+                                                         : absl::UnavailableError(message);
+  };
   std::vector<size_t> open;  // keys still to read
   for (size_t i = 0; i < keys.size(); ++i) {
     const Lookup& l = (*found)[i];
@@ -152,8 +169,7 @@ absl::Status StoreClient::BatchGet(std::string_view ns, std::span<const BlockKey
     for (size_t i : open) {
       const Lookup& l = (*found)[i];
       if (round >= l.replicas.size()) {
-        (*statuses)[i] = absl::UnavailableError(
-            fmt::format("key {:016x}: every replica failed:{}", keys[i], errors[i]));
+        all_failed(i);
         continue;
       }
       by_node[l.replicas[round].address].push_back(i);
@@ -168,23 +184,28 @@ absl::Status StoreClient::BatchGet(std::string_view ns, std::span<const BlockKey
                             : Node(address).Get(names, &got, &codes);
       for (size_t j = 0; j < indices.size(); ++j) {
         const size_t i = indices[j];
-        if (st.ok() && codes[j] == absl::StatusCode::kOk) {
+        const uint64_t want = (*found)[i].checksum;
+        const bool read = st.ok() && codes[j] == absl::StatusCode::kOk;
+        const bool matches = read && (want == 0 || ObjectChecksum(got[j]) == want);
+        if (matches) {
           (*values)[i] = std::move(got[j]);
           if (round > 0) ++stats_.fallbacks;
           continue;
         }
-        errors[i] += fmt::format(" [{} {}: {}]", (*found)[i].replicas[round].node, address,
-                                 st.ok() ? std::string("does not hold the object")
-                                         : std::string(st.message()));
+        std::string why = !st.ok() ? std::string(st.message())
+                          : !read  ? std::string("does not hold the object")
+                                   : fmt::format("its bytes do not match the checksum {:016x}", want);
+        if (read) {
+          ++mismatches[i];
+          ++stats_.checksum_mismatches;
+        }
+        errors[i] += fmt::format(" [{} {}: {}]", (*found)[i].replicas[round].node, address, why);
         next.push_back(i);
       }
     }
     open = std::move(next);
   }
-  for (size_t i : open) {
-    (*statuses)[i] = absl::UnavailableError(
-        fmt::format("key {:016x}: every replica failed:{}", keys[i], errors[i]));
-  }
+  for (size_t i : open) all_failed(i);
   return absl::OkStatus();
 }
 

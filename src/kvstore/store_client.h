@@ -7,6 +7,9 @@
 //        (and deletes the replicas already written).
 //   Get: the master's replica list (and a read lease) -> read from the first replica, falling
 //        back to the next on failure. Batched forms send one request per node.
+// Checksums: Put hands the master the bytes' ObjectChecksum (kvstore/checksum.h); Get checks
+// what it read against it and treats a mismatch (bytes changed on that node) as a failed read,
+// so it returns another replica's bytes, or DataLoss when no replica's bytes match.
 // Not thread-safe: one client per thread.
 #include <cstdint>
 #include <memory>
@@ -40,6 +43,7 @@ struct StoreClientStats {
   uint64_t fallbacks = 0;     // reads served by a later replica after an earlier one failed
   uint64_t revoked = 0;       // puts revoked after a failed replica write
   uint64_t put_retries = 0;   // puts placed again, avoiding the nodes that failed them
+  uint64_t checksum_mismatches = 0;  // replicas read whose bytes did not match the checksum
 };
 
 // One object of a batched put: a run of blocks (chain order) and its bytes.
@@ -62,7 +66,8 @@ class StoreClient {
   std::vector<absl::Status> BatchPut(std::string_view ns, std::span<const PutItem> items,
                                      int replicas = 1);
   // The bytes of the object (the whole run) holding `key`. NotFound when the master knows no
-  // such key; Unavailable when no replica could be read (each failure in the message).
+  // such key; DataLoss when every replica's bytes differ from the object's checksum;
+  // Unavailable when no replica could be read otherwise (each failure in the message).
   absl::StatusOr<std::string> Get(std::string_view ns, BlockKey key);
   // One status per key; values[i] holds the bytes when statuses[i] is OK. The returned status
   // is the master call's.
@@ -76,8 +81,8 @@ class StoreClient {
   // One attempt of Put: place (avoiding `avoid`), write every replica, end or revoke. The
   // nodes whose write failed are added to *failed_nodes.
   absl::Status PutOnce(std::string_view ns, std::span<const BlockKey> keys, std::string_view bytes,
-                       int replicas, bool pinned, std::span<const NodeId> avoid,
-                       std::vector<NodeId>* failed_nodes);
+                       uint64_t checksum, int replicas, bool pinned,
+                       std::span<const NodeId> avoid, std::vector<NodeId>* failed_nodes);
   StoreClient(std::unique_ptr<MasterClient> master, StoreClientOptions options)
       : master_(std::move(master)), options_(options) {}
   DataClient& Node(const std::string& address);

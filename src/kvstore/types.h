@@ -68,6 +68,7 @@ struct GetResult {
   uint32_t blocks = 0;     // blocks in the run
   uint64_t size = 0;       // bytes of the whole run, per replica
   Nanos lease_until = 0;   // not evicted nor removed before this
+  uint64_t checksum = 0;   // the writer's XXH3-64 of the bytes (ObjectChecksum); 0: none
   ReplicaList replicas;
 };
 
@@ -81,6 +82,8 @@ struct PutRequest {
   bool pinned = false;
   // Nodes not to place on (a writer retrying after these failed it); at most kMaxAvoidNodes.
   std::span<const NodeId> avoid = {};
+  // The writer's ObjectChecksum of the bytes, handed to readers and repairs; 0: none given.
+  uint64_t checksum = 0;
 };
 inline constexpr size_t kMaxAvoidNodes = 64;
 
@@ -92,6 +95,7 @@ struct RepairTask {
   uint64_t bytes = 0;
   NodeId source = kNoNode;
   NodeId destination = kNoNode;
+  uint64_t checksum = 0;  // the object's (0: none); the source refuses to push other bytes
 };
 
 // An object a storage node holds, as the node names it: reconciliation (KvMaster::HeldBy).

@@ -229,6 +229,27 @@ TEST_F(DataPathTest, BadBodiesGetErrorReplies) {
   EXPECT_TRUE(client.Put({1, 1}, "ok").ok());
 }
 
+// COPY_TO's flags: only kCopyChecksum, and with it the 8 checksum bytes after the address.
+TEST_F(DataPathTest, CopyToWithUnknownFlagsOrAMissingChecksumIsRefused) {
+  const std::string to = "127.0.0.1:1";
+  for (const uint32_t flags : {uint32_t{2}, wire::kCopyChecksum}) {
+    tcp::socket s = Raw();
+    const wire::CopyHead head{{3, 0, 7}, static_cast<uint32_t>(to.size()), flags};
+    wire::Header h;
+    h.op = static_cast<uint8_t>(wire::Op::kCopyTo);
+    h.body_bytes = sizeof head + to.size();  // never the checksum
+    Send(s, &h, sizeof h);
+    Send(s, &head, sizeof head);
+    Send(s, to.data(), to.size());
+    wire::Header reply;
+    std::string message;
+    ASSERT_TRUE(ReadReply(s, &reply, &message)) << "flags " << flags;
+    EXPECT_EQ(reply.status, static_cast<uint16_t>(absl::StatusCode::kInvalidArgument));
+    EXPECT_NE(message.find("'flags' 0 or 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("8-byte checksum"), std::string::npos) << message;
+  }
+}
+
 TEST_F(DataPathTest, TruncatedAndStalledFramesAreCutOffWithoutLeaking) {
   // Half a header, then gone.
   {

@@ -235,6 +235,10 @@ TEST_F(MasterServerTest, BadRequestsNameTheField) {
              "replicas");
   expect_400("/v1/put/start", R"({"namespace":"m","keys":["1"],"size":1,"pinned":"yes"})",
              "pinned");
+  expect_400("/v1/put/start", R"({"namespace":"m","keys":["1"],"size":1,"checksum":"zz"})",
+             "checksum");
+  expect_400("/v1/put/start", R"({"namespace":"m","keys":["1"],"size":1,"checksum":-1})",
+             "checksum");
   expect_400("/v1/put/end", R"({"namespace":"m"})", "object");
   expect_400("/v1/get", R"({"namespace":7,"keys":["1"]})", "namespace");
   expect_400("/v1/nodes", R"({"id":9,"capacity_bytes":5})", "fault_domain");
@@ -243,6 +247,25 @@ TEST_F(MasterServerTest, BadRequestsNameTheField) {
   auto [s, keys_answer] = Call("POST", "/v1/exists", R"({"namespace":"m","keys":["1",{"a":1}]})");
   EXPECT_NE(keys_answer["error"]["message"].get<std::string>().find("keys[1]"), std::string::npos)
       << keys_answer;
+}
+
+// A put's checksum is kept with the object and answered with each get (absent when none).
+TEST_F(MasterServerTest, PutChecksumIsAnsweredByGet) {
+  StartServer(LongLivedNodes());
+  GivenCluster();
+  for (const auto& [key, checksum] : {std::pair<std::string, std::string>{"0x31", "0xfeedbeef"},
+                                      std::pair<std::string, std::string>{"0x32", ""}}) {
+    json put = {{"namespace", "m"}, {"keys", {key}}, {"size", 10}, {"replicas", 2}};
+    if (!checksum.empty()) put["checksum"] = checksum;
+    auto [s1, started] = Post("/v1/put/start", put);
+    ASSERT_EQ(s1, 200) << started;
+    auto [s2, ended] = Post("/v1/put/end", {{"namespace", "m"}, {"object", key}});
+    ASSERT_EQ(s2, 200) << ended;
+  }
+  auto [s3, got] = Post("/v1/get", {{"namespace", "m"}, {"keys", {"0x31", "0x32"}}});
+  ASSERT_EQ(s3, 200) << got;
+  EXPECT_EQ(got["results"][0]["checksum"], Hex(0xfeedbeef)) << got;
+  EXPECT_FALSE(got["results"][1].contains("checksum")) << got;
 }
 
 // An unauthenticated registration of capacity 2^64-1 wrapped the cluster's capacity and a
