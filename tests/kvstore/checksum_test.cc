@@ -22,6 +22,7 @@ namespace {
 
 using testing::Chain;
 using testing::KvCluster;
+using testing::ReplicatedWithout;
 using testing::Req;
 using testing::WaitFor;
 
@@ -185,17 +186,7 @@ TEST(KvChecksumTest, RepairDoesNotSpreadACorruptedReplica) {
   ao.poll_interval = 20 * kMillisecond;
   RepairAgent agent(ao);
   ASSERT_TRUE(agent.Start().ok());
-  auto repaired = [&] {
-    auto got = client->master().Get("ns", objects);
-    if (!got.ok()) return false;
-    for (const Lookup& l : *got) {
-      if (l.replicas.size() != 3) return false;
-      for (const ReplicaInfo& r : l.replicas) {
-        if (r.node == 2) return false;  // not yet declared dead
-      }
-    }
-    return true;
-  };
+  auto repaired = [&] { return ReplicatedWithout(client->master(), "ns", objects, 3, 2); };
   ASSERT_TRUE(WaitFor(repaired, 10 * kSecond));
   agent.Stop();
   for (size_t i = 0; i < objects.size(); ++i) {

@@ -8,9 +8,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "kvstore/master_client.h"
 #include "kvstore/master_server.h"
 #include "kvstore/storage_node.h"
 
@@ -24,6 +26,21 @@ inline bool WaitFor(const std::function<bool()>& done, Nanos limit = 5 * kSecond
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return done();
+}
+
+// True when every one of `objects` in `ns` has `replicas` replicas, none on node `gone`: what a
+// repair of a lost node ends with.
+inline bool ReplicatedWithout(MasterClient& master, std::string_view ns,
+                              const std::vector<BlockKey>& objects, size_t replicas, NodeId gone) {
+  auto got = master.Get(ns, objects);
+  if (!got.ok()) return false;
+  for (const Lookup& l : *got) {
+    if (l.replicas.size() != replicas) return false;
+    for (const ReplicaInfo& r : l.replicas) {
+      if (r.node == gone) return false;  // not yet declared dead
+    }
+  }
+  return true;
 }
 
 class KvCluster {

@@ -20,6 +20,7 @@ namespace {
 
 using testing::Chain;
 using testing::KvCluster;
+using testing::ReplicatedWithout;
 using testing::WaitFor;
 
 std::string Bytes(uint64_t seed, size_t n) {
@@ -224,17 +225,7 @@ TEST(StorageNodeTest, NodeLossIsRepairedBackToTheReplicaTarget) {
   ao.poll_interval = 50 * kMillisecond;
   RepairAgent agent(ao);
   ASSERT_TRUE(agent.Start().ok());
-  auto at_target = [&] {
-    auto got = client->master().Get("ns", objects);
-    if (!got.ok()) return false;
-    for (const Lookup& l : *got) {
-      if (l.replicas.size() != 2) return false;
-      for (const ReplicaInfo& r : l.replicas) {
-        if (r.node == 2) return false;
-      }
-    }
-    return true;
-  };
+  auto at_target = [&] { return ReplicatedWithout(client->master(), "ns", objects, 2, 2); };
   ASSERT_TRUE(WaitFor(at_target, 8 * kSecond));
   agent.Stop();
   EXPECT_EQ(agent.stats().done, on_lost);
