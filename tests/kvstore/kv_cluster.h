@@ -28,6 +28,13 @@ inline bool WaitFor(const std::function<bool()>& done, Nanos limit = 5 * kSecond
   return done();
 }
 
+// `n` bytes that depend on `seed` and their position, for values a test can tell apart.
+inline std::string Bytes(uint64_t seed, size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((seed * 131 + i * 7) & 0xff);
+  return s;
+}
+
 // True when every one of `objects` in `ns` has `replicas` replicas, none on node `gone`: what a
 // repair of a lost node ends with.
 inline bool ReplicatedWithout(MasterClient& master, std::string_view ns,

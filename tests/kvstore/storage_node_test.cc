@@ -18,16 +18,11 @@
 namespace myriad::kvstore {
 namespace {
 
+using testing::Bytes;
 using testing::Chain;
 using testing::KvCluster;
 using testing::ReplicatedWithout;
 using testing::WaitFor;
-
-std::string Bytes(uint64_t seed, size_t n) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((seed * 131 + i * 7) & 0xff);
-  return s;
-}
 
 std::unique_ptr<StoreClient> Client(KvCluster& c) {
   auto client = StoreClient::Connect(c.url(), {.master_timeout = 2 * kSecond, .node_timeout = 2 * kSecond});
