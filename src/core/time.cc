@@ -1,15 +1,23 @@
 #include "core/time.h"
 
 #include <cctype>
+#include <chrono>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "core/steady_now.h"
 #include "core/strings.h"
 
 namespace myriad {
+
+Nanos SteadyNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 absl::StatusOr<Nanos> ParseDuration(std::string_view text) {
   std::string_view s = StripWhitespace(text);

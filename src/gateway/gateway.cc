@@ -7,6 +7,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "core/steady_now.h"
 #include "core/block_hash.h"
 #include "gateway/exchange.h"
 #include "gateway/openai_request.h"
@@ -372,11 +373,7 @@ GatewayStats Gateway::stats() const {
   return stats_;
 }
 
-int64_t Gateway::NowNanos() const {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t Gateway::NowNanos() const { return SteadyNow(); }
 
 bool Gateway::SpendRetry() {
   std::lock_guard l(mu_);

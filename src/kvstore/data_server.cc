@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/steady_now.h"
 #include "absl/container/flat_hash_set.h"
 #include "kvstore/auth.h"
 #include "kvstore/checksum.h"
@@ -33,16 +34,6 @@ namespace myriad::kvstore {
 
 namespace asio = boost::asio;
 using asio::awaitable;
-
-namespace {
-
-int64_t SteadyNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 using asio::ip::tcp;
 using wire::Header;
@@ -127,7 +118,7 @@ awaitable<void> DataServer::Impl::Session(std::shared_ptr<Conn> conn) {
   bool authed = options.auth_token.empty();
   for (;;) {
     conn->SetDeadline(options.idle_timeout);
-    conn->idle_since.store(std::max<int64_t>(1, SteadyNanos()), std::memory_order_relaxed);
+    conn->idle_since.store(std::max<int64_t>(1, SteadyNow()), std::memory_order_relaxed);
     auto [ec, n] = co_await conn->socket.async_read_some(asio::buffer(hb), kTuple);
     conn->idle_since.store(0, std::memory_order_relaxed);
     if (ec) break;

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "kvstore/auth.h"
+#include "core/steady_now.h"
 #include "kvstore/ha_server.h"
 #include "net/etcd_client.h"
 #include "net/etcd_watch.h"
@@ -17,12 +18,6 @@
 namespace myriad::kvstore {
 
 namespace {
-
-Nanos SteadyNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 void Sleep(Nanos d) { std::this_thread::sleep_for(std::chrono::nanoseconds(d)); }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "core/steady_now.h"
 #include "kvstore/api_json.h"
 #include "kvstore/auth.h"
 #include "net/prometheus.h"
@@ -18,12 +19,6 @@ namespace myriad::kvstore {
 using nlohmann::json;
 
 namespace {
-
-Nanos SteadyNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The value of `name` in a query string ("a=1&b=2"); empty when absent. No percent-decoding:
 // the parameters here are numbers and URLs sent without reserved characters.

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/steady_now.h"
 #include "kvstore/api_json.h"
 #include "kvstore/auth.h"
 #include "net/prometheus.h"
@@ -25,12 +26,6 @@ namespace {
 
 // Per request; the body limit of the HTTP layer bounds it too.
 constexpr size_t kMaxBatchKeys = size_t{1} << 16;
-
-Nanos SteadyNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string_view OpName(MasterOp op) {
   switch (op) {

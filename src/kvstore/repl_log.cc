@@ -1,3 +1,4 @@
+#include "core/steady_now.h"
 #include "kvstore/repl_log.h"
 
 #include <fmt/format.h>
@@ -36,12 +37,6 @@ uint64_t Checksum(uint64_t term, uint64_t seq, uint32_t length, std::string_view
   XXH64_update(&state, head, sizeof(head));
   XXH64_update(&state, records.data(), records.size());
   return XXH64_digest(&state);
-}
-
-Nanos SteadyNow() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
