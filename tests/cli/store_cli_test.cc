@@ -28,6 +28,11 @@ TEST(StoreCli, NodeLossScenarioReportsTheStoreAndRepeatsByteForByte) {
   EXPECT_GT(s["repair"]["time_s"].get<double>(), 0);
   EXPECT_FALSE(s["recompute_tokens_per_s"]["after_first_loss"].is_null());
   EXPECT_GT(s["recompute_limiter"]["shed_after_first_loss"].get<int64_t>(), 0);
+  // The terminal summary carries the store's lines too.
+  const auto text = RunMyriad(std::string("sim ") + MYRIAD_SOURCE_DIR + "/scenarios/store_node_loss.yaml", "", 300);
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("store      4 nodes, 2 replicas: hit rate"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("2 node losses"), std::string::npos) << text.out;
 }
 
 TEST(StoreCli, BadStoreSectionIsAnInputError) {
