@@ -10,10 +10,10 @@
 #include "core/steady_now.h"
 #include "core/block_hash.h"
 #include "gateway/exchange.h"
-#include "gateway/openai_request.h"
 #include "net/http_client.h"
 #include "net/kv_event_publisher.h"
 #include "net/kv_events.h"
+#include "net/openai_request.h"
 #include "perf/step_model.h"
 #include "net/json_text.h"
 
@@ -500,7 +500,7 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   }
   ex->trace = TraceContext::FromHeader(net::FindHeader(req.headers, "traceparent"), entropy);
   // Tenant.
-  const std::string key = BearerToken(req.headers);
+  const std::string key = net::BearerToken(req.headers);
   if (!key.empty()) {
     auto it = tenant_by_key_.find(key);
     if (it == tenant_by_key_.end()) {
@@ -514,8 +514,8 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   } else {
     ex->tenant_name = "anonymous";
   }
-  RequestError error;
-  if (!ParseGenerateRequest(req.body, chat, &ex->req, &error)) return r->Respond(error.Response());
+  net::RequestError error;
+  if (!net::ParseGenerateRequest(req.body, chat, &ex->req, &error)) return r->Respond(error.Response());
   ex->raw_body = std::move(req.body);  // forwarded as sent, not re-serialized
   {
     std::lock_guard l(mu_);

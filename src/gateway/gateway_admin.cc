@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/gateway.h"
-#include "gateway/openai_request.h"
 #include "net/http_client.h"
 #include "net/json_text.h"
+#include "net/openai_request.h"
 
 namespace myriad::gateway {
 
@@ -40,7 +40,7 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
   if (config_.admin_token.empty()) {
     return net::JsonError(403, "forbidden", "admin endpoints are disabled (no admin_token set)");
   }
-  if (BearerToken(req.headers) != config_.admin_token) {
+  if (net::BearerToken(req.headers) != config_.admin_token) {
     return net::JsonError(401, "unauthorized", "admin endpoints need Authorization: Bearer <admin_token>");
   }
   const std::string_view path = req.path();
@@ -100,7 +100,7 @@ net::HttpResponse Gateway::Metrics() const {
   for (const auto& [k, v] : responses_) {
     const std::string code = std::to_string(k.second);
     w.Sample("myriad_gateway_responses_total",
-             {{"route", RouteName(k.first)}, {"code", code}}, v);
+             {{"route", net::RouteName(k.first)}, {"code", code}}, v);
   }
   w.Counter("myriad_gateway_retries_total", "Upstream attempts after the first.", stats_.retries);
   w.Counter("myriad_gateway_rejections_total", "Requests refused by tenant policy, SLO or lack of backends.",
