@@ -10,6 +10,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "core/block_hash.h"
 #include "core/rng.h"
 #include "net/json_text.h"
 #include "net/openai_request.h"
@@ -112,13 +113,13 @@ EmuServer::~EmuServer() { Stop(); }
 namespace {
 
 // The engine's cache events as vLLM publishes them.
-net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
-  net::KvEventBatch b;
+KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
+  KvEventBatch b;
   b.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& e : events) {
     switch (e.kind) {
       case CacheEvent::Kind::kStored: {
-        net::BlockStored s;
+        BlockStored s;
         s.block_hashes = e.hashes;
         s.parent_block_hash = e.parent;
         s.token_ids = e.tokens;
@@ -127,20 +128,20 @@ net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size)
         if (!e.salt.empty()) {
           // vLLM's extra keys: the salt on the request's first block only.
           s.extra_keys.emplace(e.hashes.size());
-          (*s.extra_keys)[0] = std::vector<net::ExtraKey>{{.kind = net::ExtraKey::Kind::kString, .str = e.salt}};
+          (*s.extra_keys)[0] = CacheSaltExtraKeys(e.salt);
         }
         b.events.emplace_back(std::move(s));
         break;
       }
       case CacheEvent::Kind::kRemoved: {
-        net::BlockRemoved r;
+        BlockRemoved r;
         r.block_hashes = e.hashes;
         r.medium = "GPU";
         b.events.emplace_back(std::move(r));
         break;
       }
       case CacheEvent::Kind::kCleared:
-        b.events.emplace_back(net::AllBlocksCleared{});
+        b.events.emplace_back(AllBlocksCleared{});
         break;
     }
   }
@@ -206,7 +207,7 @@ absl::Status EmuServer::StartPublishers() {
   for (int rank = 0; rank < ranks; ++rank) {
     net::KvEventPublisher* pub = publishers_[static_cast<size_t>(rank)].get();
     engines_[static_cast<size_t>(rank)]->set_event_sink([pub, bs, rank](std::vector<CacheEvent> events) {
-      net::KvEventBatch batch = ToBatch(events, bs);
+      KvEventBatch batch = ToBatch(events, bs);
       batch.dp_rank = rank;
       (void)pub->Publish(batch);
     });

@@ -121,7 +121,7 @@ net::HttpResponse Gateway::Metrics() const {
   }
   w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
           static_cast<double>(index_.entries()));
-  const KvEventIndexerStats& ks = indexer_->stats();
+  const policy::KvEventIndexerStats& ks = indexer_->stats();
   w.Counter("myriad_gateway_kv_event_batches_total", "KV-event batches applied to the index.", ks.batches);
   w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
   w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
