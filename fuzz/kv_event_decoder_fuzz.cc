@@ -15,12 +15,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // An extra key that is neither a string nor an integer is kept as its digest, and written
   // back as that integer.
   for (auto& event : batch->events) {
-    auto* stored = std::get_if<myriad::net::BlockStored>(&event);
+    auto* stored = std::get_if<myriad::BlockStored>(&event);
     if (stored == nullptr || !stored->extra_keys) continue;
     for (auto& keys : *stored->extra_keys) {
       if (!keys) continue;
       for (auto& k : *keys) {
-        if (k.kind == myriad::net::ExtraKey::Kind::kOther) k.kind = myriad::net::ExtraKey::Kind::kInt;
+        if (k.kind == myriad::ExtraKey::Kind::kOther) k.kind = myriad::ExtraKey::Kind::kInt;
       }
     }
   }

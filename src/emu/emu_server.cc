@@ -10,8 +10,10 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "core/block_hash.h"
 #include "core/rng.h"
 #include "net/json_text.h"
+#include "net/openai_request.h"
 
 namespace myriad::emu {
 
@@ -41,7 +43,7 @@ int64_t UnixNow() {
 }
 
 net::HttpResponse BadRequest(std::string_view message, std::string_view param = {}) {
-  return net::JsonError(400, "BadRequestError", message, param);
+  return net::JsonError(400, "invalid_request_error", message, param);  // the parser's vocabulary
 }
 
 }  // namespace
@@ -111,13 +113,13 @@ EmuServer::~EmuServer() { Stop(); }
 namespace {
 
 // The engine's cache events as vLLM publishes them.
-net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
-  net::KvEventBatch b;
+KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
+  KvEventBatch b;
   b.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& e : events) {
     switch (e.kind) {
       case CacheEvent::Kind::kStored: {
-        net::BlockStored s;
+        BlockStored s;
         s.block_hashes = e.hashes;
         s.parent_block_hash = e.parent;
         s.token_ids = e.tokens;
@@ -126,20 +128,20 @@ net::KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size)
         if (!e.salt.empty()) {
           // vLLM's extra keys: the salt on the request's first block only.
           s.extra_keys.emplace(e.hashes.size());
-          (*s.extra_keys)[0] = std::vector<net::ExtraKey>{{.kind = net::ExtraKey::Kind::kString, .str = e.salt}};
+          (*s.extra_keys)[0] = CacheSaltExtraKeys(e.salt);
         }
         b.events.emplace_back(std::move(s));
         break;
       }
       case CacheEvent::Kind::kRemoved: {
-        net::BlockRemoved r;
+        BlockRemoved r;
         r.block_hashes = e.hashes;
         r.medium = "GPU";
         b.events.emplace_back(std::move(r));
         break;
       }
       case CacheEvent::Kind::kCleared:
-        b.events.emplace_back(net::AllBlocksCleared{});
+        b.events.emplace_back(AllBlocksCleared{});
         break;
     }
   }
@@ -205,7 +207,7 @@ absl::Status EmuServer::StartPublishers() {
   for (int rank = 0; rank < ranks; ++rank) {
     net::KvEventPublisher* pub = publishers_[static_cast<size_t>(rank)].get();
     engines_[static_cast<size_t>(rank)]->set_event_sink([pub, bs, rank](std::vector<CacheEvent> events) {
-      net::KvEventBatch batch = ToBatch(events, bs);
+      KvEventBatch batch = ToBatch(events, bs);
       batch.dp_rank = rank;
       (void)pub->Publish(batch);
     });
@@ -353,17 +355,27 @@ std::string EmuServer::Detokenize(const std::vector<uint32_t>& ids) const {
   return out;
 }
 
+absl::StatusOr<std::vector<uint32_t>> EmuServer::PromptIds(std::string_view body,
+                                                          const net::GenerateRequest& req) const {
+  if (!req.chat) return req.token_ids.empty() ? Encode(req.text) : req.token_ids;
+  if (options_.encoder) return options_.encoder->Chat(body);
+  std::string text;
+  for (const net::ChatMessage& m : req.messages) text += "<|" + m.role + "|>\n" + m.content + "\n";
+  text += "<|assistant|>\n";
+  return options_.codec.encode(text);
+}
+
 void EmuServer::Generate(const net::HttpRequest& req, bool chat,
                          std::shared_ptr<net::HttpResponder> r) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return r->Respond(BadRequest("the body is not a JSON object"));
-  }
-  if (body.contains("model") && body["model"].is_string() &&
-      body["model"].get<std::string>() != options_.served_model_name) {
-    return r->Respond(net::JsonError(
-        404, "NotFoundError",
-        fmt::format("The model `{}` does not exist.", body["model"].get<std::string>()), "model"));
+  // The gateway's own parser: a body is refused here exactly as the gateway refuses it. As
+  // vLLM, a request naming no model gets the served one; one choice per request.
+  net::GenerateRequest parsed;
+  net::RequestError error;
+  const net::ParseOptions po{.require_model = false, .default_max_tokens = options_.default_max_tokens, .max_n = 1};
+  if (!net::ParseGenerateRequest(req.body, chat, &parsed, &error, po)) return r->Respond(error.Response());
+  if (!parsed.model.empty() && parsed.model != options_.served_model_name) {
+    return r->Respond(net::JsonError(404, "NotFoundError", fmt::format("The model `{}` does not exist.", parsed.model),
+                                     "model"));
   }
   auto live = std::make_shared<Live>();
   live->chat = chat;
@@ -372,89 +384,24 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     return r->Respond(BadRequest(fmt::format("X-data-parallel-rank must be a rank in [0, {})", dp_ranks()),
                                  "X-data-parallel-rank"));
   }
-  // The prompt's token ids.
-  if (chat && options_.encoder) {
-    auto ids = options_.encoder->Chat(req.body);
-    if (!ids.ok()) return r->Respond(BadRequest(std::string(ids.status().message()), "messages"));
-    live->prompt = *std::move(ids);
-  } else if (chat) {
-    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-      return r->Respond(BadRequest("'messages' must be a non-empty array", "messages"));
-    }
-    std::string text;
-    for (const auto& m : body["messages"]) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-        return r->Respond(BadRequest("each message needs a string 'role'", "messages"));
-      }
-      text += "<|" + m["role"].get<std::string>() + "|>\n";
-      if (m.contains("content") && m["content"].is_string()) {
-        text += m["content"].get<std::string>();
-      } else if (m.contains("content") && m["content"].is_array()) {
-        for (const auto& part : m["content"]) {
-          if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-              part["text"].is_string()) {
-            text += part["text"].get<std::string>();
-          }
-        }
-      }
-      text += "\n";
-    }
-    text += "<|assistant|>\n";
-    live->prompt = options_.codec.encode(text);
-  } else {
-    if (!body.contains("prompt")) return r->Respond(BadRequest("'prompt' is required", "prompt"));
-    const json& p = body["prompt"];
-    if (p.is_string()) {
-      live->prompt = Encode(p.get<std::string>());
-    } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
-      for (const auto& t : p) {
-        if (!t.is_number_unsigned()) return r->Respond(BadRequest("'prompt' token ids must be >= 0", "prompt"));
-        live->prompt.push_back(t.get<uint32_t>());
-      }
-    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-      live->prompt = Encode(p[0].get<std::string>());
-    } else {
-      return r->Respond(BadRequest("'prompt' must be a string, one string in an array, or token ids", "prompt"));
-    }
-  }
-  if (live->prompt.empty()) return r->Respond(BadRequest("the prompt is empty", "prompt"));
-  int max_tokens = options_.default_max_tokens;
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (body.contains(key) && !body[key].is_null()) {
-      if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
-        return r->Respond(BadRequest(fmt::format("'{}' must be an integer >= 1", key), key));
-      }
-      max_tokens = static_cast<int>(std::min<int64_t>(body[key].get<int64_t>(), 1 << 20));
-    }
-  }
+  absl::StatusOr<std::vector<uint32_t>> prompt = PromptIds(req.body, parsed);
+  if (!prompt.ok()) return r->Respond(BadRequest(std::string(prompt.status().message()), "messages"));
+  if (prompt->empty()) return r->Respond(BadRequest("the prompt is empty", chat ? "messages" : "prompt"));
+  live->prompt = *std::move(prompt);
+  const int64_t max_tokens = parsed.max_tokens;
   if (static_cast<int64_t>(live->prompt.size()) + max_tokens > options_.max_model_len) {
     return r->Respond(BadRequest(
         fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
                     "tokens ({} in the messages, {} in the completion).",
-                    options_.max_model_len, live->prompt.size() + max_tokens, live->prompt.size(),
-                    max_tokens)));
+                    options_.max_model_len, static_cast<int64_t>(live->prompt.size()) + max_tokens,
+                    live->prompt.size(), max_tokens)));
   }
-  live->stream = body.value("stream", false);
-  if (body.contains("stream_options") && body["stream_options"].is_object()) {
-    live->include_usage = body["stream_options"].value("include_usage", false);
-  }
+  live->stream = parsed.stream;
+  live->include_usage = parsed.include_usage;
+  live->remote_decode = parsed.remote_decode;
   GenRequest g;
-  if (body.contains("cache_salt") && !body["cache_salt"].is_null()) {
-    const json& salt = body["cache_salt"];
-    if (!salt.is_string() || salt.get_ref<const std::string&>().empty()) {
-      return r->Respond(BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt"));
-    }
-    g.cache_salt = salt.get<std::string>();
-  }
-  if (body.contains("kv_transfer_params") && body["kv_transfer_params"].is_object()) {
-    const json& kv = body["kv_transfer_params"];
-    live->remote_decode = kv.value("do_remote_decode", false);
-    g.remote_prefill = kv.value("do_remote_prefill", false);
-    if (g.remote_prefill && !kv.contains("remote_block_ids")) {
-      return r->Respond(BadRequest("kv_transfer_params: do_remote_prefill needs remote_block_ids",
-                                   "kv_transfer_params"));
-    }
-  }
+  g.cache_salt = parsed.cache_salt;
+  g.remote_prefill = parsed.remote_prefill;
   {
     std::lock_guard l(mu_);
     if (fault_.kind == Fault::Kind::kDropStream) live->drop_after = fault_.after_tokens;
@@ -465,7 +412,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
   live->start = Clock::now();
   live->r = r;
   g.prompt = live->prompt;
-  g.max_tokens = max_tokens;
+  g.max_tokens = static_cast<int>(max_tokens);  // within max_model_len, an int
   const std::string model = options_.served_model_name;
   auto chunk_json = [model, live](std::string_view text, const char* finish) {
     json c;

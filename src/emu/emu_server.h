@@ -16,6 +16,7 @@
 #include "emu/engine.h"
 #include "net/http_server.h"
 #include "net/kv_event_publisher.h"
+#include "net/openai_request.h"
 #include "net/prometheus.h"
 #include "tokenizer/prompt_encoder.h"
 
@@ -97,6 +98,9 @@ class EmuServer {
   net::HttpResponse Metrics();
   net::HttpResponse AdminFault(const net::HttpRequest& req);
   std::string Detokenize(const std::vector<uint32_t>& ids) const;
+  // The prompt's token ids: as sent, else the text through the model's tokenizer and chat
+  // template (without one, the stand-in codec over a plain role/content rendering).
+  absl::StatusOr<std::vector<uint32_t>> PromptIds(std::string_view body, const net::GenerateRequest& req) const;
   std::vector<uint32_t> Encode(std::string_view text) const;
 
   EmuOptions options_;

@@ -12,8 +12,6 @@ namespace myriad::emu {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // The engine's own block hash chain: salted so that it differs from Myriad's BlockKeys, as
 // vLLM's sha256-over-pickle hashes do; consumers must map it through the token ids.
 constexpr uint64_t kEngineSalt = 0x76'6c'6c'6d'45'6d'75'31ULL;
@@ -26,12 +24,19 @@ struct Engine::Req {
   uint64_t id = 0;
   GenRequest in;
   std::vector<uint64_t> hashes;  // engine hashes of the prompt's full blocks
-  int64_t prefilled = 0;         // prompt tokens computed (or received)
-  int64_t cached = 0;
+  // The context whose KV a prefill computes: the prompt, plus the output so far after a
+  // preemption.
+  int64_t target = 0;
+  int64_t prefilled = 0;  // of target
+  int64_t kv_tokens = 0;  // tokens of KV held while decoding
+  int64_t cached = 0;     // prompt tokens found in the cache at the first admission
   int generated = 0;
-  int held_cached = 0;      // leading blocks referenced in the cache
+  int held_cached = 0;  // leading blocks referenced in the cache
   int64_t private_blocks = 0;
-  bool admitted = false;
+  bool remote = false;    // its KV arrives by P/D (until a preemption drops it)
+  bool admitted = false;  // holds KV
+  bool seen = false;      // admitted once: counted in the prefix-cache stats
+  bool decoding = false;  // in running_
   bool done = false;
   Clock::time_point ready_at{};  // remote prefill: when the KV transfer completes
   uint64_t serial = 0;
@@ -54,7 +59,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions o) {
 }
 
 Engine::Engine(EngineOptions options, perf::StepModel model, int64_t kv_blocks)
-    : options_(std::move(options)), model_(std::move(model)), kv_blocks_(kv_blocks) {
+    : options_(std::move(options)),
+      model_(std::move(model)),
+      kv_blocks_(kv_blocks),
+      planner_({.kv_capacity = kv_blocks,
+                .max_running = options_.max_num_seqs,
+                .step_tokens = options_.max_batched_tokens}) {
   stats_.kv_blocks = kv_blocks_;
   thread_ = std::thread([this] { Loop(); });
 }
@@ -88,8 +98,10 @@ uint64_t Engine::Submit(GenRequest request) {
     std::lock_guard l(mu_);
     r->id = next_id_++;
     r->serial = r->id;
+    r->target = static_cast<int64_t>(r->in.prompt.size());
+    r->remote = r->in.remote_prefill;
     by_id_[r->id] = r;
-    waiting_.push_back(r);
+    (r->remote ? decode_wait_ : prefill_).push_back(r);
   }
   cv_.notify_all();
   return r->id;
@@ -105,12 +117,8 @@ void Engine::Cancel(uint64_t id) {
     r = it->second;
     by_id_.erase(it);
     r->done = true;
-    if (r->admitted) {
-      Release(*r);
-      running_.erase(std::find(running_.begin(), running_.end(), r));
-    } else {
-      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
-    }
+    if (r->admitted) Release(*r);
+    Unlink(r);
     stats_.finished_abort++;
     usage = Usage{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached};
   }
@@ -136,7 +144,7 @@ void Engine::ClearCache() {
     std::lock_guard l(mu_);
     // Referenced blocks stay with their requests as private blocks (a block shared by two
     // requests is then counted twice until they finish: conservative).
-    for (auto& r : running_) {
+    for (auto& [id, r] : by_id_) {
       r->private_blocks += r->held_cached;
       used_blocks_ += r->held_cached;
       r->held_cached = 0;
@@ -153,14 +161,26 @@ void Engine::set_event_sink(std::function<void(std::vector<CacheEvent>)> sink) {
   sink_ = std::move(sink);
 }
 
+void Engine::set_step_observer(std::function<void(const perf::BatchShape&)> observer) {
+  std::lock_guard l(mu_);
+  step_observer_ = std::move(observer);
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard l(mu_);
   EngineStats s = stats_;
-  s.running = static_cast<int>(running_.size());
-  s.waiting = static_cast<int>(waiting_.size());
-  const int64_t in_use = static_cast<int64_t>(cache_.size() - lru_.size()) + used_blocks_;
-  s.kv_usage = static_cast<double>(in_use) / static_cast<double>(kv_blocks_);
+  // As vLLM counts: a request holding KV runs (prefilling or decoding), any other waits.
+  int admitted = static_cast<int>(running_.size());
+  for (const auto& r : prefill_) admitted += r->admitted ? 1 : 0;
+  for (const auto& r : decode_wait_) admitted += r->admitted ? 1 : 0;
+  s.running = admitted;
+  s.waiting = static_cast<int>(prefill_.size() + decode_wait_.size() + running_.size()) - admitted;
+  s.kv_usage = static_cast<double>(HeldBlocks()) / static_cast<double>(kv_blocks_);
   return s;
+}
+
+int64_t Engine::HeldBlocks() const {
+  return static_cast<int64_t>(cache_.size() - lru_.size()) + used_blocks_;
 }
 
 bool Engine::EvictOne(std::vector<CacheEvent>* events) {
@@ -176,49 +196,113 @@ bool Engine::EvictOne(std::vector<CacheEvent>* events) {
   return true;
 }
 
-// Reserves the request's whole footprint up front (prompt and max_tokens), so that admitted
-// requests never need preemption; matched prefix blocks are shared, not reserved again.
-bool Engine::Admit(Req& r, std::vector<CacheEvent>* events) {
-  const int64_t bs = options_.block_size;
-  int hit = 0;
-  if (!r.in.remote_prefill) {
-    while (hit < static_cast<int>(r.hashes.size()) && cache_.count(r.hashes[hit])) ++hit;
+int64_t Engine::GrowthBlocks(const Req& r) const {
+  const int64_t held = r.held_cached + r.private_blocks;
+  return std::max<int64_t>(CeilDiv(r.kv_tokens + 1, options_.block_size) - held, 0);
+}
+
+int64_t Engine::EnsureGrowthRoom(Clock::time_point now) {
+  while (true) {
+    int64_t growth = 0;
+    for (const auto& r : running_) growth += r->ready_at <= now ? GrowthBlocks(*r) : 0;
+    if (!planner_.MustPreempt({HeldBlocks(), growth})) return growth;
+    const std::optional<size_t> victim = policy::BatchPlanner::Victim(running_.size(), [](size_t) { return true; });
+    if (!victim) return growth;
+    Preempt(running_[*victim]);
   }
-  const int64_t total = CeilDiv(static_cast<int64_t>(r.in.prompt.size()) + r.in.max_tokens, bs);
-  const int64_t need = total - hit;
-  // Blocks about to be referenced stop being evictable; count what is free without them.
-  int64_t hit_unref = 0;
-  for (int i = 0; i < hit; ++i) hit_unref += cache_[r.hashes[i]].refs == 0 ? 1 : 0;
-  auto free_blocks = [&] {
-    return kv_blocks_ - static_cast<int64_t>(cache_.size()) - used_blocks_;
-  };
-  if (need > kv_blocks_ - used_blocks_ - static_cast<int64_t>(cache_.size() - lru_.size()) -
-                 hit_unref) {
-    return false;  // would not fit even after evicting every unreferenced block
-  }
+}
+
+// vLLM's recompute preemption: the KV is dropped and the prompt with the output so far is
+// computed again when the request's turn comes; it waits first in line.
+void Engine::Preempt(const ReqPtr& r) {
+  Release(*r);
+  std::erase(running_, r);
+  r->decoding = false;
+  r->admitted = false;
+  r->remote = false;  // the received KV is gone too
+  r->target = static_cast<int64_t>(r->in.prompt.size()) + r->generated;
+  r->prefilled = 0;
+  r->kv_tokens = 0;
+  stats_.preemptions++;
+  prefill_.push_front(r);
+}
+
+void Engine::Reserve(Req& r, int hit, int64_t need, std::vector<CacheEvent>* events) {
   for (int i = 0; i < hit; ++i) {
     Block& b = cache_[r.hashes[i]];
     if (b.refs++ == 0) lru_.erase(b.lru);
   }
-  while (free_blocks() < need) {
-    if (!EvictOne(events)) break;
-  }
   r.held_cached = hit;
   r.private_blocks = need;
   used_blocks_ += need;
-  r.cached = r.in.remote_prefill ? static_cast<int64_t>(r.in.prompt.size()) : hit * bs;
-  r.prefilled = r.cached;
+  while (static_cast<int64_t>(cache_.size()) + used_blocks_ > kv_blocks_) {
+    if (!EvictOne(events)) break;
+  }
   r.admitted = true;
-  stats_.prefix_queries += r.in.prompt.size();
-  if (!r.in.remote_prefill) stats_.prefix_hits += static_cast<uint64_t>(hit * bs);
-  if (r.in.remote_prefill) {
-    // The transfer of the prompt's KV from the prefill engine over one NIC.
-    const double bytes = model_.KvBytesPerToken() * static_cast<double>(r.in.prompt.size());
-    const double seconds = 50e-6 + bytes / (model_.fabric().nic_bytes_per_s() * 0.8);
-    r.ready_at = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(
-                                    seconds * slowdown_ / options_.speed * 1e9));
+}
+
+// The context's blocks are reserved, not max_tokens: decode growth is found block by block
+// and preemption makes room when it runs out. Matched prefix blocks are shared.
+bool Engine::AdmitPrefill(Req& r, int64_t growth, std::vector<CacheEvent>* events) {
+  if (r.admitted) return true;
+  const int64_t bs = options_.block_size;
+  // At least one token is computed: the last position's logits give the next token.
+  const int most = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(r.hashes.size()), (r.target - 1) / bs));
+  int hit = 0;
+  while (hit < most && cache_.count(r.hashes[hit])) ++hit;
+  // Blocks about to be referenced stop being evictable: they leave the free pool as the new
+  // ones do.
+  int64_t hit_unref = 0;
+  for (int i = 0; i < hit; ++i) hit_unref += cache_[r.hashes[i]].refs == 0 ? 1 : 0;
+  const int64_t need = CeilDiv(r.target, bs) - hit;
+  if (!planner_.Admits({HeldBlocks(), growth}, need + hit_unref)) return false;
+  Reserve(r, hit, need, events);
+  r.prefilled = hit * bs;
+  if (!r.seen) {
+    r.seen = true;
+    r.cached = hit * bs;
+    stats_.prefix_queries += r.in.prompt.size();
+    stats_.prefix_hits += static_cast<uint64_t>(hit * bs);
   }
   return true;
+}
+
+void Engine::AdmitDecodes(Clock::time_point now, std::vector<CacheEvent>* events) {
+  while (!decode_wait_.empty() && planner_.HasSeat(static_cast<int64_t>(running_.size()))) {
+    const ReqPtr r = decode_wait_.front();
+    if (!r->admitted) {
+      // A P/D context: its KV is received, not computed, so nothing is shared with the cache.
+      int64_t growth = 0;
+      for (const auto& o : running_) growth += o->ready_at <= now ? GrowthBlocks(*o) : 0;
+      const int64_t need = CeilDiv(static_cast<int64_t>(r->in.prompt.size()), options_.block_size);
+      if (!planner_.Admits({HeldBlocks(), growth}, need)) break;
+      Reserve(*r, 0, need, events);
+      r->prefilled = r->target;
+      r->kv_tokens = r->target;
+      if (!r->seen) {
+        r->seen = true;
+        r->cached = r->target;
+        stats_.prefix_queries += r->in.prompt.size();
+      }
+      // The transfer of the prompt's KV from the prefill engine over one NIC.
+      const double bytes = model_.KvBytesPerToken() * static_cast<double>(r->in.prompt.size());
+      const double seconds = 50e-6 + bytes / (model_.fabric().nic_bytes_per_s() * 0.8);
+      r->ready_at = now + std::chrono::nanoseconds(static_cast<int64_t>(seconds * slowdown_ / options_.speed * 1e9));
+    }
+    decode_wait_.pop_front();
+    JoinDecode(r);
+  }
+}
+
+void Engine::JoinDecode(const ReqPtr& r) {
+  r->decoding = true;
+  running_.push_back(r);
+}
+
+void Engine::Unlink(const ReqPtr& r) {
+  std::erase(running_, r);
+  std::erase(prefill_, r);
+  std::erase(decode_wait_, r);
 }
 
 void Engine::Release(Req& r) {
@@ -230,48 +314,123 @@ void Engine::Release(Req& r) {
   r.held_cached = 0;
   used_blocks_ -= r.private_blocks;
   r.private_blocks = 0;
+  r.admitted = false;
+}
+
+// The prompt's blocks are computed (or received): they enter the prefix cache. One Stored event
+// per run of new blocks, each naming the block before it as parent.
+void Engine::CacheComputedBlocks(Req& r, std::vector<CacheEvent>* events) {
+  const int64_t bs = options_.block_size;
+  for (size_t i = static_cast<size_t>(r.held_cached); i < r.hashes.size(); ++i) {
+    auto [it, fresh] = cache_.try_emplace(r.hashes[i]);
+    if (!fresh && it->second.refs == 0) lru_.erase(it->second.lru);
+    it->second.refs++;
+    r.private_blocks--;
+    used_blocks_--;
+    if (!fresh) continue;
+    const bool extends = !events->empty() && i > 0 && events->back().kind == CacheEvent::Kind::kStored &&
+                         !events->back().hashes.empty() && events->back().hashes.back() == r.hashes[i - 1];
+    if (!extends) {
+      CacheEvent ev{CacheEvent::Kind::kStored, {}, std::nullopt, {}, {}};
+      if (i > 0) ev.parent = r.hashes[i - 1];
+      if (i == 0) ev.salt = r.in.cache_salt;
+      events->push_back(std::move(ev));
+    }
+    events->back().hashes.push_back(r.hashes[i]);
+    events->back().tokens.insert(events->back().tokens.end(),
+                                 r.in.prompt.begin() + static_cast<int64_t>(i) * bs,
+                                 r.in.prompt.begin() + static_cast<int64_t>(i + 1) * bs);
+  }
+  r.held_cached = static_cast<int>(r.hashes.size());
+}
+
+perf::BatchShape Engine::PlanStep(Plan* plan, std::vector<CacheEvent>* events, Clock::time_point* next_ready) {
+  const auto now = Clock::now();
+  AdmitDecodes(now, events);
+  const int64_t growth = EnsureGrowthRoom(now);
+  plan->clear();
+  *next_ready = Clock::time_point::max();
+  int64_t decode_seqs = 0, decode_context = 0;
+  for (const auto& r : running_) {
+    if (r->ready_at > now) {
+      *next_ready = std::min(*next_ready, r->ready_at);
+      continue;
+    }
+    ++decode_seqs;
+    decode_context += r->kv_tokens;
+    plan->emplace_back(r, 0);
+  }
+  policy::BatchPlanner::Step step = planner_.StartStep(decode_seqs, decode_context);
+  step.FillPrefills(
+      prefill_.size(), [&](size_t i) { return AdmitPrefill(*prefill_[i], growth, events); },
+      [&](size_t i) { return std::pair<int64_t, int64_t>(prefill_[i]->prefilled, prefill_[i]->target); },
+      [&](size_t i, int64_t chunk) {
+        if (chunk > 0) plan->emplace_back(prefill_[i], chunk);
+      });
+  return step.shape();
+}
+
+void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
+                        std::vector<std::function<void()>>* calls) {
+  stats_.steps++;
+  for (const auto& [r, chunk] : plan) {
+    if (r->done) continue;  // cancelled meanwhile
+    if (chunk > 0) {
+      r->prefilled += chunk;
+      stats_.prompt_tokens += static_cast<uint64_t>(chunk);
+      if (r->prefilled < r->target) continue;
+      CacheComputedBlocks(*r, events);
+      r->kv_tokens = r->target;
+      std::erase(prefill_, r);
+    } else {
+      if (r->remote && r->generated == 0) CacheComputedBlocks(*r, events);  // the received prompt
+      ++r->kv_tokens;
+      const int64_t grow = CeilDiv(r->kv_tokens, options_.block_size) - r->held_cached - r->private_blocks;
+      if (grow > 0) {
+        r->private_blocks += grow;
+        used_blocks_ += grow;
+        while (static_cast<int64_t>(cache_.size()) + used_blocks_ > kv_blocks_) {
+          if (!EvictOne(events)) break;
+        }
+      }
+    }
+    // A finished prefill yields a token (the first, or the next after a preemption); so does
+    // each decode step.
+    const int index = r->generated++;
+    stats_.generation_tokens++;
+    const uint32_t token = static_cast<uint32_t>(
+        Mix64(options_.seed ^ (r->serial << 20) ^ static_cast<uint64_t>(index)) % 32000);
+    if (r->in.on_token) calls->push_back([r, index, token] { r->in.on_token(index, token); });
+    if (r->generated >= r->in.max_tokens) {
+      r->done = true;
+      Release(*r);
+      Unlink(r);
+      by_id_.erase(r->id);
+      stats_.finished_length++;
+      Usage u{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached};
+      if (r->in.on_finish) calls->push_back([r, u] { r->in.on_finish("length", u); });
+      continue;
+    }
+    if (chunk == 0) continue;
+    if (planner_.HasSeat(static_cast<int64_t>(running_.size()))) {
+      JoinDecode(r);
+    } else {
+      decode_wait_.push_front(r);  // keeps its KV; first to take a seat
+    }
+  }
 }
 
 void Engine::Loop() {
   std::unique_lock l(mu_);
+  Plan plan;
   while (!stop_) {
+    if (hung_) {
+      cv_.wait(l);
+      continue;
+    }
     std::vector<CacheEvent> events;
-    // Admit in arrival order while there is room.
-    while (!hung_ && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_num_seqs) {
-      auto r = waiting_.front();
-      if (!Admit(*r, &events)) break;
-      waiting_.pop_front();
-      running_.push_back(r);
-    }
-    const auto now = Clock::now();
-    std::vector<std::pair<std::shared_ptr<Req>, int64_t>> plan;  // (request, prefill chunk or 0)
-    perf::BatchShape shape;
-    int64_t budget = options_.max_batched_tokens;
-    Clock::time_point next_ready = Clock::time_point::max();
-    for (auto& r : running_) {
-      if (r->ready_at > now) {
-        next_ready = std::min(next_ready, r->ready_at);
-        continue;
-      }
-      const int64_t left = static_cast<int64_t>(r->in.prompt.size()) - r->prefilled;
-      if (left <= 0 || r->in.remote_prefill) {
-        shape.decode_seqs++;
-        shape.decode_context += static_cast<int64_t>(r->in.prompt.size()) + r->generated;
-        plan.emplace_back(r, 0);
-        budget--;
-      }
-    }
-    for (auto& r : running_) {
-      const int64_t left = static_cast<int64_t>(r->in.prompt.size()) - r->prefilled;
-      if (left <= 0 || r->in.remote_prefill || budget <= 0) continue;
-      const int64_t chunk = std::min(left, budget);
-      budget -= chunk;
-      shape.prefill_tokens += chunk;
-      shape.prefill_seqs++;
-      shape.prefill_attended += static_cast<double>(chunk) * (static_cast<double>(r->prefilled) +
-                                                              static_cast<double>(chunk) / 2);
-      plan.emplace_back(r, chunk);
-    }
+    Clock::time_point next_ready;
+    const perf::BatchShape shape = PlanStep(&plan, &events, &next_ready);
     if (!events.empty() && sink_) {
       auto sink = sink_;
       l.unlock();
@@ -279,14 +438,15 @@ void Engine::Loop() {
       l.lock();
       continue;
     }
-    if (hung_ || plan.empty()) {
-      if (next_ready != Clock::time_point::max() && !hung_) {
+    if (plan.empty()) {
+      if (next_ready != Clock::time_point::max()) {
         cv_.wait_until(l, next_ready);
       } else {
         cv_.wait(l);
       }
       continue;
     }
+    if (step_observer_) step_observer_(shape);
     const double seconds = static_cast<double>(model_.StepTime(shape)) / 1e9;
     const auto dt = std::chrono::nanoseconds(
         static_cast<int64_t>(seconds * slowdown_ / options_.speed * 1e9));
@@ -297,59 +457,12 @@ void Engine::Loop() {
     if (stop_) break;
 
     std::vector<std::function<void()>> calls;
-    std::vector<CacheEvent> stored;
-    const int64_t bs = options_.block_size;
-    stats_.steps++;
-    for (auto& [r, chunk] : plan) {
-      if (r->done) continue;  // cancelled meanwhile
-      if (chunk > 0 || (r->in.remote_prefill && r->generated == 0 && r->held_cached == 0 &&
-                        !r->hashes.empty())) {
-        r->prefilled += chunk;
-        stats_.prompt_tokens += static_cast<uint64_t>(chunk);
-        if (r->prefilled < static_cast<int64_t>(r->in.prompt.size())) continue;
-        // The prompt's blocks are computed: they enter the prefix cache. One Stored event per
-        // run of new blocks, each naming the block before it as parent.
-        for (size_t i = static_cast<size_t>(r->held_cached); i < r->hashes.size(); ++i) {
-          auto [it, fresh] = cache_.try_emplace(r->hashes[i]);
-          if (!fresh && it->second.refs == 0) lru_.erase(it->second.lru);
-          it->second.refs++;
-          r->private_blocks--;
-          used_blocks_--;
-          if (!fresh) continue;
-          const bool extends = !stored.empty() && i > 0 && !stored.back().hashes.empty() &&
-                               stored.back().hashes.back() == r->hashes[i - 1];
-          if (!extends) {
-            CacheEvent ev{CacheEvent::Kind::kStored, {}, std::nullopt, {}, {}};
-            if (i > 0) ev.parent = r->hashes[i - 1];
-            if (i == 0) ev.salt = r->in.cache_salt;
-            stored.push_back(std::move(ev));
-          }
-          stored.back().hashes.push_back(r->hashes[i]);
-          stored.back().tokens.insert(stored.back().tokens.end(),
-                                      r->in.prompt.begin() + static_cast<int64_t>(i) * bs,
-                                      r->in.prompt.begin() + static_cast<int64_t>(i + 1) * bs);
-        }
-        r->held_cached = static_cast<int>(r->hashes.size());
-      }
-      // A finished prefill yields the first token; a decode step one more.
-      const int index = r->generated++;
-      stats_.generation_tokens++;
-      const uint32_t token = static_cast<uint32_t>(
-          Mix64(options_.seed ^ (r->serial << 20) ^ static_cast<uint64_t>(index)) % 32000);
-      if (r->in.on_token) calls.push_back([r, index, token] { r->in.on_token(index, token); });
-      if (r->generated >= r->in.max_tokens) {
-        r->done = true;
-        Release(*r);
-        running_.erase(std::find(running_.begin(), running_.end(), r));
-        by_id_.erase(r->id);
-        stats_.finished_length++;
-        Usage u{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached};
-        if (r->in.on_finish) calls.push_back([r, u] { r->in.on_finish("length", u); });
-      }
-    }
+    std::vector<CacheEvent> done_events;
+    FinishStep(plan, &done_events, &calls);
+    plan.clear();
     auto sink = sink_;
     l.unlock();
-    if (sink && !stored.empty()) sink(std::move(stored));
+    if (sink && !done_events.empty()) sink(std::move(done_events));
     for (auto& c : calls) c();
     l.lock();
   }

@@ -2,8 +2,11 @@
 // The emulated engine: a vLLM-style continuous-batching scheduler that runs in real time (scaled
 // by `speed`), with step times from perf::StepModel, a prefix cache of 16-token blocks with LRU
 // eviction, and the KV cache events vLLM would publish. No GPU: tokens are made up, the timing
-// and the cache behaviour are what a router sees of a real engine.
+// and the cache behaviour are what a router sees of a real engine. Its scheduling decisions
+// (KV admission, each step's batch, preemption) are policy::BatchPlanner's, the ones the
+// simulator's units make; this class keeps the queues, the cache and the clock.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -16,11 +19,13 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "perf/step_model.h"
+#include "policy/batch_planner.h"
 
 namespace myriad::emu {
 
@@ -75,6 +80,7 @@ struct EngineStats {
   uint64_t prefix_queries = 0, prefix_hits = 0;  // tokens
   uint64_t finished_length = 0, finished_abort = 0;
   uint64_t steps = 0;
+  uint64_t preemptions = 0;  // running sequences sent back to waiting when KV ran out
 };
 
 class Engine {
@@ -93,6 +99,9 @@ class Engine {
   void ClearCache();
 
   void set_event_sink(std::function<void(std::vector<CacheEvent>)> sink);
+  // Called with every step's batch as it starts, from the engine thread under its lock (it must
+  // not call the engine): what the planner chose, for comparing with the simulator's units.
+  void set_step_observer(std::function<void(const perf::BatchShape&)> observer);
   EngineStats stats() const;
   const EngineOptions& options() const { return options_; }
   const perf::StepModel& step_model() const { return model_; }
@@ -104,29 +113,50 @@ class Engine {
     std::list<uint64_t>::iterator lru;  // valid when refs == 0
   };
 
+  using Clock = std::chrono::steady_clock;
+  using ReqPtr = std::shared_ptr<Req>;
+  using Plan = std::vector<std::pair<ReqPtr, int64_t>>;  // (request, prefill chunk or 0: decode)
+
   Engine(EngineOptions options, perf::StepModel model, int64_t kv_blocks);
   void Loop();
-  bool Admit(Req& r, std::vector<CacheEvent>* events);
+  // Builds the next step (admitting and preempting as the planner says) into `plan`; returns
+  // its shape, and in `next_ready` when the first KV transfer still awaited lands.
+  perf::BatchShape PlanStep(Plan* plan, std::vector<CacheEvent>* events, Clock::time_point* next_ready);
+  void FinishStep(const Plan& plan, std::vector<CacheEvent>* events, std::vector<std::function<void()>>* calls);
+  // Blocks held by admitted requests: their private blocks and the cached ones they reference.
+  int64_t HeldBlocks() const;
+  int64_t GrowthBlocks(const Req& r) const;  // what its next decode step needs
+  int64_t EnsureGrowthRoom(Clock::time_point now);
+  void AdmitDecodes(Clock::time_point now, std::vector<CacheEvent>* events);
+  bool AdmitPrefill(Req& r, int64_t growth, std::vector<CacheEvent>* events);
+  void Reserve(Req& r, int hit, int64_t need, std::vector<CacheEvent>* events);
+  void Preempt(const ReqPtr& r);
+  void JoinDecode(const ReqPtr& r);
+  void CacheComputedBlocks(Req& r, std::vector<CacheEvent>* events);
+  void Unlink(const ReqPtr& r);
   void Release(Req& r);
   bool EvictOne(std::vector<CacheEvent>* events);
 
   EngineOptions options_;
   perf::StepModel model_;
   int64_t kv_blocks_;
+  policy::BatchPlanner planner_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   bool hung_ = false;
   double slowdown_ = 1.0;
   uint64_t next_id_ = 1;
-  std::deque<std::shared_ptr<Req>> waiting_;
-  std::vector<std::shared_ptr<Req>> running_;
-  std::unordered_map<uint64_t, std::shared_ptr<Req>> by_id_;
+  std::deque<ReqPtr> prefill_;      // prompts to compute, arrival order; admitted ones lead
+  std::deque<ReqPtr> decode_wait_;  // P/D contexts to receive, and computed ones awaiting a seat
+  std::vector<ReqPtr> running_;     // the decode batch, oldest first (preemption takes the last)
+  std::unordered_map<uint64_t, ReqPtr> by_id_;
   std::unordered_map<uint64_t, Block> cache_;  // engine hash -> block
   std::list<uint64_t> lru_;                    // unreferenced cached blocks, oldest first
   int64_t used_blocks_ = 0;                    // private (decode) blocks of running requests
   EngineStats stats_;
   std::function<void(std::vector<CacheEvent>)> sink_;
+  std::function<void(const perf::BatchShape&)> step_observer_;
   std::thread thread_;
 };
 

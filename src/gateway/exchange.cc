@@ -312,7 +312,7 @@ void Exchange::Finish(int status) {
     return;
   }
   json line = {{"trace_id", trace.trace_id},
-               {"route", RouteName(req.chat)},
+               {"route", net::RouteName(req.chat)},
                {"model", req.model},
                {"tenant", tenant_name},
                {"stream", req.stream},

@@ -12,9 +12,9 @@
 #include "core/block_hash.h"
 #include "gateway/backends.h"
 #include "gateway/gateway.h"
-#include "gateway/openai_request.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
+#include "net/openai_request.h"
 
 namespace myriad::gateway {
 
@@ -32,7 +32,7 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
 
   Gateway* gw = nullptr;
   std::shared_ptr<net::HttpResponder> r;
-  GenerateRequest req;
+  net::GenerateRequest req;
   std::string raw_body;  // the client's body, as sent
   uint32_t tenant = 0;
   std::string tenant_name;

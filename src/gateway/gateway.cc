@@ -10,10 +10,9 @@
 #include "core/steady_now.h"
 #include "core/block_hash.h"
 #include "gateway/exchange.h"
-#include "gateway/openai_request.h"
 #include "net/http_client.h"
 #include "net/kv_event_publisher.h"
-#include "net/kv_events.h"
+#include "net/openai_request.h"
 #include "perf/step_model.h"
 #include "net/json_text.h"
 
@@ -76,8 +75,8 @@ Gateway::Gateway(GatewayConfig config)
   policy::RouterOptions exact = name.ok() ? name->options : base;
   exact.block_tokens = config_.kv_block_size;
   token_router_ = std::make_unique<policy::Router>(exact, &index_);
-  indexer_ = std::make_unique<KvEventIndexer>(
-      &index_, KvEventIndexerOptions{.block_size = static_cast<uint32_t>(config_.kv_block_size)});
+  indexer_ = std::make_unique<policy::KvEventIndexer>(
+      &index_, policy::KvEventIndexerOptions{.block_size = static_cast<uint32_t>(config_.kv_block_size)});
   std::vector<policy::TenantConfig> tenant_configs;
   for (size_t i = 0; i < config_.tenants.size(); ++i) {
     tenant_configs.push_back(config_.tenants[i].config);
@@ -227,7 +226,7 @@ absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> Gateway::SubscribeEvents
         const policy::PublisherId publisher = first + static_cast<policy::PublisherId>(so.sources.size());
         so.sources.push_back(net::KvEventSource{fmt::format("{}/dp{}", b->config.name, rank),
                                                 *events, replay, ""});
-        if (absl::Status st = indexer_->AddPublisher(publisher, KvPublisherHolders{{{"GPU", b->HolderOf(rank)}}});
+        if (absl::Status st = indexer_->AddPublisher(publisher, policy::KvPublisherHolders{{{"GPU", b->HolderOf(rank)}}});
             !st.ok()) {
           return st;
         }
@@ -363,7 +362,7 @@ void Gateway::Log(const std::string& line) {
   }
 }
 
-KvEventIndexerStats Gateway::kv_event_stats() const {
+policy::KvEventIndexerStats Gateway::kv_event_stats() const {
   std::lock_guard l(mu_);
   return indexer_->stats();
 }
@@ -500,7 +499,7 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   }
   ex->trace = TraceContext::FromHeader(net::FindHeader(req.headers, "traceparent"), entropy);
   // Tenant.
-  const std::string key = BearerToken(req.headers);
+  const std::string key = net::BearerToken(req.headers);
   if (!key.empty()) {
     auto it = tenant_by_key_.find(key);
     if (it == tenant_by_key_.end()) {
@@ -514,8 +513,8 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   } else {
     ex->tenant_name = "anonymous";
   }
-  RequestError error;
-  if (!ParseGenerateRequest(req.body, chat, &ex->req, &error)) return r->Respond(error.Response());
+  net::RequestError error;
+  if (!net::ParseGenerateRequest(req.body, chat, &ex->req, &error)) return r->Respond(error.Response());
   ex->raw_body = std::move(req.body);  // forwarded as sent, not re-serialized
   {
     std::lock_guard l(mu_);
@@ -548,12 +547,8 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
     ex->input_tokens = static_cast<int64_t>(ex->req.token_ids.size());
     // A salted request's first block carries the salt in its extra keys, as the engine's
     // KV events report it (the indexer seeds that block with the same digest).
-    const uint64_t salt =
-        ex->req.cache_salt.empty()
-            ? 0
-            : net::DigestExtraKeys(std::vector<net::ExtraKey>{{.kind = net::ExtraKey::Kind::kString,
-                                                              .str = ex->req.cache_salt}});
-    ex->keys = HashTokenBlocks(ex->req.token_ids, static_cast<size_t>(config_.kv_block_size), 0, salt);
+    ex->keys = HashTokenBlocks(ex->req.token_ids, static_cast<size_t>(config_.kv_block_size), 0,
+                               CacheSaltDigest(ex->req.cache_salt));
   } else {
     const std::string& t = ex->req.text;
     ex->input_tokens = std::max<int64_t>(1, static_cast<int64_t>(t.size() / 4));

@@ -23,11 +23,11 @@
 #include "gateway/backends.h"
 #include "gateway/config.h"
 #include "gateway/etcd_discovery.h"
-#include "gateway/kv_event_indexer.h"
 #include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
 #include "net/prometheus.h"
+#include "policy/kv_event_indexer.h"
 #include "policy/prefill_cost.h"
 #include "policy/prefix_index.h"
 #include "policy/router.h"
@@ -73,7 +73,7 @@ class Gateway {
   // interval).
   void CheckHealthNow();
   // What the KV-event indexer has applied (zeros without event sources).
-  KvEventIndexerStats kv_event_stats() const;
+  policy::KvEventIndexerStats kv_event_stats() const;
 
  private:
   friend struct Exchange;
@@ -122,7 +122,7 @@ class Gateway {
   policy::PrefixIndex index_;
   std::unique_ptr<policy::Router> router_;         // text-chunk keys (approximate)
   std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
-  std::unique_ptr<KvEventIndexer> indexer_;
+  std::unique_ptr<policy::KvEventIndexer> indexer_;
   std::unique_ptr<net::KvEventSubscriber> subscriber_;  // backends configured at Start
   std::mutex sub_mu_;  // guards late_subscribers_; never held with mu_ while stopping one
   std::map<std::string, std::unique_ptr<net::KvEventSubscriber>> late_subscribers_;  // added later

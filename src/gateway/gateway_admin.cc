@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/gateway.h"
-#include "gateway/openai_request.h"
 #include "net/http_client.h"
 #include "net/json_text.h"
+#include "net/openai_request.h"
 
 namespace myriad::gateway {
 
@@ -40,7 +40,7 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
   if (config_.admin_token.empty()) {
     return net::JsonError(403, "forbidden", "admin endpoints are disabled (no admin_token set)");
   }
-  if (BearerToken(req.headers) != config_.admin_token) {
+  if (net::BearerToken(req.headers) != config_.admin_token) {
     return net::JsonError(401, "unauthorized", "admin endpoints need Authorization: Bearer <admin_token>");
   }
   const std::string_view path = req.path();
@@ -100,7 +100,7 @@ net::HttpResponse Gateway::Metrics() const {
   for (const auto& [k, v] : responses_) {
     const std::string code = std::to_string(k.second);
     w.Sample("myriad_gateway_responses_total",
-             {{"route", RouteName(k.first)}, {"code", code}}, v);
+             {{"route", net::RouteName(k.first)}, {"code", code}}, v);
   }
   w.Counter("myriad_gateway_retries_total", "Upstream attempts after the first.", stats_.retries);
   w.Counter("myriad_gateway_rejections_total", "Requests refused by tenant policy, SLO or lack of backends.",
@@ -121,7 +121,7 @@ net::HttpResponse Gateway::Metrics() const {
   }
   w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
           static_cast<double>(index_.entries()));
-  const KvEventIndexerStats& ks = indexer_->stats();
+  const policy::KvEventIndexerStats& ks = indexer_->stats();
   w.Counter("myriad_gateway_kv_event_batches_total", "KV-event batches applied to the index.", ks.batches);
   w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
   w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);

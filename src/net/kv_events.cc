@@ -340,25 +340,6 @@ absl::StatusOr<KvEventBatch> DecodeBatch(Value j) {
 
 }  // namespace
 
-uint64_t DigestExtraKeys(std::span<const ExtraKey> keys) {
-  if (keys.empty()) return 0;
-  XXH3_state_t st;
-  XXH3_INITSTATE(&st);
-  XXH3_64bits_reset_withSeed(&st, 0x6d79726961640003ULL);
-  for (const ExtraKey& k : keys) {
-    const auto kind = static_cast<uint8_t>(k.kind);
-    XXH3_64bits_update(&st, &kind, 1);
-    if (k.kind == ExtraKey::Kind::kString) {
-      const uint64_t n = k.str.size();
-      XXH3_64bits_update(&st, &n, sizeof n);
-      XXH3_64bits_update(&st, k.str.data(), k.str.size());
-    } else {
-      XXH3_64bits_update(&st, &k.num, sizeof k.num);
-    }
-  }
-  return XXH3_64bits_digest(&st);
-}
-
 uint64_t EngineHashFromBytes(std::span<const uint8_t> digest) {
   const size_t n = digest.size() < 8 ? digest.size() : 8;
   uint64_t h = 0;

@@ -21,76 +21,16 @@
 //   otherwise the raw digest bytes. 0.9.0 to 0.10.1 publish the block's int hash_value, by
 //   default Python's hash(): signed, negative about half the time (docs/kv_events.md).
 #include <cstdint>
-#include <optional>
 #include <span>
-#include <string>
-#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/kv_events.h"
 
 namespace myriad::net {
 
-// An engine's block hash. Raw-bytes hashes are normalised to what vLLM's int form would have
-// been: the last 8 bytes big-endian (fewer than 8 bytes: all of them, zero-extended), so the
-// two forms of one engine's stream name a block alike. A negative int is its two's complement.
-using EngineBlockHash = uint64_t;
-
+// An engine's raw-bytes block hash as its int form (core/kv_events.h, EngineBlockHash).
 uint64_t EngineHashFromBytes(std::span<const uint8_t> digest);
-
-// One element of a block's extra keys, which vLLM hashes with the block's tokens: the LoRA
-// name, multimodal input hashes, and a request's cache_salt (first block only). Strings and
-// integers are kept as such; anything else (a nested tuple, a float) is kept as a digest of its
-// structure, which names it consistently but no request can reproduce.
-struct ExtraKey {
-  enum class Kind : uint8_t { kString, kInt, kOther };
-  Kind kind = Kind::kString;
-  std::string str{};  // kString
-  int64_t num = 0;    // kInt (an unsigned value above INT64_MAX wraps), kOther: the digest
-  bool operator==(const ExtraKey&) const = default;
-};
-using BlockExtraKeys = std::optional<std::vector<ExtraKey>>;  // nil: the block has none
-
-// A 64-bit digest of a block's extra keys (0 for none), the same for the same keys however they
-// were encoded; Myriad seeds the block's key with it, so the gateway keys a salted request's
-// first block with DigestExtraKeys({cache_salt}) to meet what the engine reported.
-uint64_t DigestExtraKeys(std::span<const ExtraKey> keys);
-
-struct BlockStored {
-  std::vector<EngineBlockHash> block_hashes{};
-  std::optional<EngineBlockHash> parent_block_hash{};
-  // The tokens of all the stored blocks, block_hashes.size() * block_size of them.
-  std::vector<uint32_t> token_ids{};
-  uint32_t block_size = 0;
-  std::optional<std::string> medium{};  // "GPU", "CPU", ...; nil in older releases
-  std::optional<std::string> lora_name{};
-  // One entry per block when present (vLLM's list[tuple | None] | None).
-  std::optional<std::vector<BlockExtraKeys>> extra_keys{};
-  std::optional<int64_t> group_idx{};  // the KV-cache group (hybrid models)
-  bool operator==(const BlockStored&) const = default;
-};
-
-struct BlockRemoved {
-  std::vector<EngineBlockHash> block_hashes{};
-  std::optional<std::string> medium{};
-  std::optional<int64_t> group_idx{};
-  bool operator==(const BlockRemoved&) const = default;
-};
-
-struct AllBlocksCleared {
-  bool operator==(const AllBlocksCleared&) const = default;
-};
-
-using KvEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
-
-struct KvEventBatch {
-  double ts = 0;
-  std::vector<KvEvent> events{};
-  std::optional<int> dp_rank{};  // data_parallel_rank
-  // Events whose tag this decoder does not know (newer vLLM), skipped rather than fatal.
-  uint32_t unknown_events = 0;
-  bool operator==(const KvEventBatch&) const = default;
-};
 
 // Accepts array or map at both the batch and the event level; fields are read by position or
 // by name, trailing fields with defaults may be missing, unknown trailing fields and unknown

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/yaml_reader.h"
-#include "kvstore/types.h"
+#include "kvstore_core/types.h"
 
 namespace myriad::sim {
 

@@ -23,7 +23,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "core/block_hash.h"
 #include "core/time.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 #include "perf/transfer.h"
 #include "sim/event_queue.h"
 #include "sim/store_config.h"

@@ -1,15 +1,21 @@
 #include "sim/unit.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace myriad::sim {
 
 Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, RequestTable& table,
            UnitHost& host)
-    : cfg_(cfg), model_(model), events_(events), table_(table), host_(host) {
-  kv_capacity_ = model.KvCapacityTokens();
-  max_running_ = int64_t{cfg.max_seqs_per_rank} * model.layout().dp;
-  step_budget_ = int64_t{cfg.max_batch_tokens_per_rank} * model.layout().dp;
+    : cfg_(cfg),
+      model_(model),
+      events_(events),
+      table_(table),
+      host_(host),
+      planner_({.kv_capacity = model.KvCapacityTokens(),
+                .max_running = int64_t{cfg.max_seqs_per_rank} * model.layout().dp,
+                .step_tokens = int64_t{cfg.max_batch_tokens_per_rank} * model.layout().dp}) {
   if (cfg.moe != nullptr) {
     const auto dp = static_cast<size_t>(model.layout().dp);
     moe_ = cfg.moe;
@@ -80,7 +86,7 @@ void Unit::AddToCache(std::span<const BlockKey> blocks, size_t known) {
 }
 
 size_t Unit::CacheCapacityBlocks() const {
-  int64_t free_tokens = kv_capacity_ - kv_used_;
+  int64_t free_tokens = kv_capacity() - kv_used_;
   return free_tokens > 0 ? static_cast<size_t>(free_tokens / cfg_.block_tokens) : 0;
 }
 
@@ -116,13 +122,15 @@ policy::UnitLoad Unit::Load() const {
   l.running = static_cast<int32_t>(running_);
   l.waiting = static_cast<int32_t>(prefill_.size() + decode_wait_.size());
   l.available = routable_;
-  l.kv_usage = kv_capacity_ > 0 ? static_cast<double>(kv_used_) / static_cast<double>(kv_capacity_) : 1.0;
+  l.kv_usage = kv_capacity() > 0 ? static_cast<double>(kv_used_) / static_cast<double>(kv_capacity()) : 1.0;
   return l;
 }
 
 bool Unit::AdmitPrefill(PrefillItem& item) {
   if (item.admitted) return true;
-  if (kv_used_ + item.target > kv_capacity_) return false;
+  // The whole context is reserved: the unit's prefix cache lives in free KV, so a hit saves
+  // compute, not room.
+  if (!planner_.Admits(Kv(), item.target)) return false;
   ReqState& r = table_[item.slot];
   const size_t hit_blocks = cache_.MatchAndTouch(r.req.blocks);
   // At least one token is always computed: the engine needs the last position's logits.
@@ -143,13 +151,12 @@ bool Unit::AdmitPrefill(PrefillItem& item) {
 }
 
 void Unit::AdmitDecodes() {
-  while (!decode_wait_.empty() && running_ < max_running_) {
+  while (!decode_wait_.empty() && planner_.HasSeat(running_)) {
     uint32_t slot = decode_wait_.front();
     ReqState& r = table_[slot];
     if (!r.kv_held) {
       const int32_t need = r.req.input_tokens + r.generated;
-      // Keep room for one step of growth of the batch, plus vLLM's 1% watermark.
-      if (kv_used_ + need + running_ + kv_capacity_ / 100 > kv_capacity_) break;
+      if (!planner_.Admits(Kv(), need)) break;
       kv_used_ += need;
       r.kv_reserved = need;
       r.kv_held = true;
@@ -228,12 +235,19 @@ void Unit::Preempt(uint32_t slot) {
 }
 
 void Unit::EnsureGrowthRoom() {
-  // Every running sequence adds one token of KV this step.
-  while (running_ > 0 && kv_used_ + running_ > kv_capacity_ && !admission_order_.empty()) {
-    auto [slot, epoch] = admission_order_.back();
-    admission_order_.pop_back();
-    const ReqState& r = table_[slot];
-    if (r.epoch == epoch && r.decoding && r.decode_unit == cfg_.id) Preempt(slot);
+  while (planner_.MustPreempt(Kv())) {
+    const std::optional<size_t> victim = policy::BatchPlanner::Victim(admission_order_.size(), [this](size_t i) {
+      const auto [slot, epoch] = admission_order_[i];
+      const ReqState& r = table_[slot];
+      return r.epoch == epoch && r.decoding && r.decode_unit == cfg_.id;
+    });
+    if (!victim) {
+      admission_order_.clear();  // only stale entries left
+      break;
+    }
+    const uint32_t slot = admission_order_[*victim].first;
+    admission_order_.resize(*victim);  // the victim and the stale entries after it
+    Preempt(slot);
   }
 }
 
@@ -300,9 +314,9 @@ void Unit::DropCache() {
 void Unit::set_capacity_fraction(double f) {
   f = std::clamp(f, 0.0, 1.0);
   const auto scale = [f](int64_t full) { return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(full) * f)); };
-  kv_capacity_ = scale(model_.KvCapacityTokens());
-  max_running_ = scale(int64_t{cfg_.max_seqs_per_rank} * model_.layout().dp);
-  step_budget_ = scale(int64_t{cfg_.max_batch_tokens_per_rank} * model_.layout().dp);
+  planner_.set_limits({.kv_capacity = scale(model_.KvCapacityTokens()),
+                       .max_running = scale(int64_t{cfg_.max_seqs_per_rank} * model_.layout().dp),
+                       .step_tokens = scale(int64_t{cfg_.max_batch_tokens_per_rank} * model_.layout().dp)});
   Publish();
   Kick();
 }
@@ -346,26 +360,17 @@ void Unit::StartStepIfIdle() {
     });
   }
 
-  perf::BatchShape batch;
-  batch.decode_seqs = running_;
-  batch.decode_context = running_context_;
-  int64_t budget = std::max<int64_t>(step_budget_ - running_, 0);
+  policy::BatchPlanner::Step step = planner_.StartStep(running_, running_context_);
   chunks_.clear();
-  for (auto& item : prefill_) {
-    if (budget <= 0) break;
-    if (!AdmitPrefill(item)) break;  // head-of-line: KV is handed out in arrival order
-    const int32_t chunk = static_cast<int32_t>(std::min<int64_t>(item.target - item.done, budget));
-    chunks_.push_back(chunk);
-    budget -= chunk;
-    const double a = item.done, b = item.done + chunk;
-    batch.prefill_tokens += chunk;
-    batch.prefill_attended += (b * (b + 1) - a * (a + 1)) / 2;
-    ++batch.prefill_seqs;
-  }
-  if (batch.decode_seqs == 0 && batch.prefill_tokens == 0) return;
+  step.FillPrefills(
+      prefill_.size(), [this](size_t i) { return AdmitPrefill(prefill_[i]); },
+      [this](size_t i) { return std::pair<int64_t, int64_t>(prefill_[i].done, prefill_[i].target); },
+      [this](size_t, int64_t chunk) { chunks_.push_back(static_cast<int32_t>(chunk)); });
+  if (step.empty()) return;
+  if (step_log_ != nullptr) step_log_->push_back(step.shape());
   busy_ = true;
   step_decode_seqs_ = running_;
-  Nanos duration = std::max<Nanos>(TimeStep(batch), 1);
+  Nanos duration = std::max<Nanos>(TimeStep(step.shape()), 1);
   if (slowdown_ != 1.0) duration = static_cast<Nanos>(static_cast<double>(duration) * slowdown_);
   step_duration_ = duration;
   // The requests that finish with this step leave the wheel now, while its bucket's nodes are
@@ -435,13 +440,13 @@ void Unit::OnStepDone() {
       host_.OnPrefillDone(cfg_.id, slot);
       continue;
     }
-    if (r.first_token < 0) {
-      // Colocated: the prefill step's logits give the first token.
-      r.first_token = now;
-      r.generated = 1;
-      ++stats_.decode_tokens;
-    }
-    if (running_ < max_running_) JoinDecode(slot);
+    // The prefill step's logits give the next token: the first, or after a recompute (as
+    // vLLM's engine and emu::Engine do) the one after the output so far.
+    if (r.first_token < 0) r.first_token = now;
+    ++r.generated;
+    ++stats_.decode_tokens;
+    // A request that has just produced its last token finishes now: it needs no seat.
+    if (planner_.HasSeat(running_) || r.generated >= r.req.output_tokens) JoinDecode(slot);
     else decode_wait_.push_front(slot);
   }
   chunks_.clear();

@@ -2,7 +2,9 @@
 // A serving unit modelled as an engine: continuous batching of decode sequences, chunked
 // prefill under a per-step token budget, KV capacity from the HBM left after weights, a prefix
 // cache over token-block keys, LIFO preemption with recompute when KV runs out, and a cap on
-// running sequences. Step times come from perf::StepModel.
+// running sequences. Those decisions are policy::BatchPlanner's, shared with the emulator; the
+// unit keeps the bookkeeping that makes them fast at 10,000 GPUs. Step times come from
+// perf::StepModel.
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -10,6 +12,7 @@
 
 #include "perf/moe_step.h"
 #include "perf/step_model.h"
+#include "policy/batch_planner.h"
 #include "policy/load_balancer.h"
 #include "policy/load_ranking.h"
 #include "sim/event_queue.h"
@@ -105,6 +108,9 @@ class Unit {
   bool routable() const { return routable_; }
   // A lost cache tier: every cached prefix block is gone (reported as removed).
   void DropCache();
+  // Appends every step's batch to `log` (null: none), as emu::Engine's step log does: tests
+  // hold the two engines' plans side by side.
+  void set_step_log(std::vector<perf::BatchShape>* log) { step_log_ = log; }
   // Report prefix-cache changes to the host as events.
   void EnableCacheEvents() { events_enabled_ = true; }
   // Leading blocks of `blocks` in this unit's prefix cache (an engine re-verifying a hint).
@@ -124,7 +130,7 @@ class Unit {
     rank_index_ = rank_index;
     Publish();
   }
-  int64_t kv_capacity() const { return kv_capacity_; }
+  int64_t kv_capacity() const { return planner_.limits().kv_capacity; }
   int64_t kv_used() const { return kv_used_; }
   bool idle() const { return !busy_ && prefill_.empty() && decode_wait_.empty() && running_ == 0; }
   const UnitConfig& config() const { return cfg_; }
@@ -153,6 +159,8 @@ class Unit {
   bool AdmitPrefill(PrefillItem& item);
   void AdmitDecodes();
   void EnsureGrowthRoom();
+  // What the planner is asked with: the KV held, and one token of growth per running sequence.
+  policy::KvState Kv() const { return {kv_used_, running_}; }
   void Preempt(uint32_t slot);
   void JoinDecode(uint32_t slot);
   void FinishSeq(uint32_t slot);
@@ -170,9 +178,7 @@ class Unit {
   EventQueue& events_;
   RequestTable& table_;
   UnitHost& host_;
-  int64_t kv_capacity_;
-  int64_t max_running_;
-  int64_t step_budget_;
+  policy::BatchPlanner planner_;
 
   bool busy_ = false;
   bool halted_ = false;
@@ -217,6 +223,7 @@ class Unit {
   size_t rank_index_ = 0;
   bool events_enabled_ = false;
   std::vector<BlockKey> evicted_;
+  std::vector<perf::BatchShape>* step_log_ = nullptr;
 };
 
 }  // namespace myriad::sim

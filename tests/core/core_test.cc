@@ -67,6 +67,26 @@ TEST(BlockHash, ChainNamesPrefixes) {
   EXPECT_NE(HashTokenBlocks(c, 4)[1], ka[1]);
 }
 
+// The extra-keys rule lives beside the chain so that every module keys a salted block alike.
+TEST(BlockHash, ExtraKeysDigestAndTheCacheSaltRule) {
+  // 0 for no keys; the same keys the same; order, kind and content matter.
+  const ExtraKey salt{.str = "salt"}, seven{.kind = ExtraKey::Kind::kInt, .num = 7};
+  EXPECT_EQ(DigestExtraKeys({}), 0u);
+  EXPECT_EQ(DigestExtraKeys(std::vector{salt}), DigestExtraKeys(std::vector{ExtraKey{.str = "salt"}}));
+  EXPECT_NE(DigestExtraKeys(std::vector{salt, seven}), DigestExtraKeys(std::vector{seven, salt}));
+  EXPECT_NE(DigestExtraKeys(std::vector{ExtraKey{.str = "7"}}), DigestExtraKeys(std::vector{seven}));
+  // A salt is reported as the one string key of the first block, and seeds it with that digest.
+  EXPECT_EQ(CacheSaltExtraKeys("salt"), std::vector{salt});
+  EXPECT_EQ(CacheSaltDigest("salt"), DigestExtraKeys(std::vector{salt}));
+  EXPECT_EQ(CacheSaltDigest(""), 0u);
+  const std::vector<uint32_t> t = {1, 2, 3, 4, 5, 6, 7, 8};
+  const auto plain = HashTokenBlocks(t, 4);
+  const auto salted = HashTokenBlocks(t, 4, 0, CacheSaltDigest("salt"));
+  EXPECT_EQ(salted[0], HashTokenBlock(kRootBlockKey, std::span(t).first(4), CacheSaltDigest("salt")));
+  EXPECT_NE(salted[0], plain[0]);
+  EXPECT_EQ(salted[1], HashTokenBlock(salted[0], std::span(t).last(4)));
+}
+
 TEST(Distribution, NearestRankQuantiles) {
   Distribution d;
   for (int i = 100; i >= 1; --i) d.Add(i);

@@ -198,5 +198,62 @@ TEST(EmuServerTest, BadRequestsGetOpenAiErrors) {
   EXPECT_EQ(json::parse(t->body)["count"], 3);
 }
 
+// The emulator reads requests with the gateway's parser (net/openai_request.h), so it refuses
+// a body with the gateway's words. Before, it had rules of its own: a non-boolean "stream" or
+// do_remote_decode threw inside the handler (500), stream_options without stream, a numeric
+// model, n > 1 and a non-text content were served, batched prompts got a vaguer message.
+TEST(EmuServerTest, BadRequestsGetTheSharedParsersAnswers) {
+  auto emu = StartEmu();
+  net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
+  struct Case {
+    std::string path, body, message, param;
+  };
+  const std::string kCompletions = "/v1/completions";
+  for (const Case& k : std::vector<Case>{
+           {kCompletions, "{not json", "the body is not valid JSON", ""},
+           {kCompletions, R"({"prompt":"x","stream_options":{"include_usage":true}})",
+            "Stream options can only be defined when `stream=True`.", "stream_options"},
+           {kCompletions, R"({"prompt":"x","max_tokens":-1})", "'max_tokens' must be an integer in [1, 16777216]",
+            "max_tokens"},
+           {kCompletions, R"({"model":7,"prompt":"x"})", "'model' must be a non-empty string", "model"},
+           {kCompletions, R"({"prompt":"x","stream":"yes"})", "'stream' must be a boolean", "stream"},
+           {kCompletions, R"({"prompt":"x","n":2})",
+            "'n' = 2 is not supported: this server makes at most 1 choice(s) per request", "n"},
+           {kCompletions, R"({"prompt":["a","b"]})",
+            "batched prompts (several in one 'prompt') are not supported: send one request per prompt", "prompt"},
+           {kCompletions, R"({"prompt":"x","kv_transfer_params":{"do_remote_decode":"yes"}})",
+            "'kv_transfer_params.do_remote_decode' must be a boolean", "kv_transfer_params"},
+           {"/v1/chat/completions", R"({"messages":[{"role":"user","content":3}]})",
+            "messages[0].content must be a string or an array of parts", "messages"},
+       }) {
+    auto r = c.Post(k.path, k.body);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 400) << k.body << " -> " << r->body;
+    json want = {{"error", {{"message", k.message}, {"type", "invalid_request_error"}}}};
+    if (!k.param.empty()) want["error"]["param"] = k.param;
+    EXPECT_EQ(json::parse(r->body, nullptr, false), want) << k.body << " -> " << r->body;
+  }
+  EXPECT_EQ(emu->completions(), 0u);
+}
+
+// Good requests in the forms the emulator did not take before still stream: one prompt of
+// token ids inside an array, and an empty stream_options, which (as vLLM) asks for usage.
+TEST(EmuServerTest, CompletionStreamsWithUsageForEmptyStreamOptions) {
+  auto emu = StartEmu();
+  net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
+  auto r = c.Post("/v1/completions", json({{"prompt", {{11, 12, 13, 14}}},
+                                           {"max_tokens", 2},
+                                           {"stream", true},
+                                           {"stream_options", json::object()}})
+                                         .dump());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->content_type, "text/event-stream");
+  const size_t usage = r->body.find(R"("usage":{"completion_tokens":2,)");
+  ASSERT_NE(usage, std::string::npos) << r->body;
+  EXPECT_NE(r->body.find(R"("prompt_tokens":4)", usage), std::string::npos) << r->body;
+  EXPECT_TRUE(r->body.ends_with("data: [DONE]\n\n"));
+}
+
 }  // namespace
 }  // namespace myriad::emu

@@ -247,6 +247,32 @@ TEST(GatewayTest, MalformedAndOversizedRequestsGet4xxWithOpenAiErrors) {
   EXPECT_EQ(fine->status, 200);
 }
 
+// One parser (net/openai_request.h) in both: a bad body gets the same status and the same bytes
+// from the gateway as from an emulated engine asked directly.
+TEST(GatewayTest, RefusesBadRequestsWithTheEmulatorsWords) {
+  Harness h(1);
+  auto gw = h.Client();
+  net::HttpClient emu(net::HostPort{"127.0.0.1", h.emus[0]->port()});
+  for (const std::string body : {
+           "{not json",
+           R"({"model":"emu-model","prompt":"x","stream_options":{"include_usage":true}})",
+           R"({"model":"emu-model","prompt":"x","max_tokens":-1})",
+           R"({"model":7,"prompt":"x"})",
+           R"({"model":"emu-model","prompt":"x","stream":"yes"})",
+           R"({"model":"emu-model","prompt":"x","temperature":-1})",
+           R"({"model":"emu-model","prompt":[1,-2]})",
+           R"({"model":"emu-model","prompt":"x","cache_salt":""})",
+           R"({"model":"emu-model","prompt":"x","kv_transfer_params":{"do_remote_prefill":true}})",
+       }) {
+    auto a = gw.Post("/v1/completions", body);
+    auto b = emu.Post("/v1/completions", body);
+    ASSERT_TRUE(a.ok() && b.ok()) << body;
+    EXPECT_EQ(a->status, 400) << body << " -> " << a->body;
+    EXPECT_EQ(a->status, b->status) << body;
+    EXPECT_EQ(a->body, b->body) << body;
+  }
+}
+
 TEST(GatewayTest, TenantQuotaAnswers429WithRetryAfterAndUnknownKeys401) {
   GatewayConfig c;
   TenantEntry small;

@@ -238,12 +238,6 @@ TEST(KvEventsDecode, ExtraKeysPerBlock) {
   const ExtraKey& fk = (*(*std::get<BlockStored>(f->events[0]).extra_keys)[0])[0];
   EXPECT_EQ(fk.kind, ExtraKey::Kind::kOther);
   EXPECT_NE(fk.num, keys[0].num);
-  // The digest: 0 for no keys; the same keys the same; order, kind and content matter.
-  const ExtraKey salt{.str = "salt"}, seven{.kind = ExtraKey::Kind::kInt, .num = 7};
-  EXPECT_EQ(DigestExtraKeys({}), 0u);
-  EXPECT_EQ(DigestExtraKeys(std::vector{salt}), DigestExtraKeys(std::vector{ExtraKey{.str = "salt"}}));
-  EXPECT_NE(DigestExtraKeys(std::vector{salt, seven}), DigestExtraKeys(std::vector{seven, salt}));
-  EXPECT_NE(DigestExtraKeys(std::vector{ExtraKey{.str = "7"}}), DigestExtraKeys(std::vector{seven}));
   // Shapes that are not one entry per block are errors naming the field.
   const std::pair<std::string, std::string> bad[] = {
       {head + "91a473616c74", "events[0].extra_keys[0]: expected an array of keys or nil"},  // ["salt"]

@@ -1,6 +1,6 @@
 // KvEventIndexer: vLLM's events, decoded, feeding the prefix index so that Match finds the right
 // holder and length under Myriad's own keys.
-#include "gateway/kv_event_indexer.h"
+#include "policy/kv_event_indexer.h"
 
 #include <gtest/gtest.h>
 
@@ -16,18 +16,12 @@
 #include "net/kv_event_publisher.h"
 #include "net/kv_event_subscriber.h"
 
-namespace myriad::gateway {
+namespace myriad::policy {
 namespace {
 
-using net::AllBlocksCleared;
-using net::BlockRemoved;
-using net::BlockStored;
-using net::KvEventBatch;
-using policy::PrefixMatch;
-
-constexpr policy::PublisherId kEngine = 1;
-constexpr policy::HolderId kGpu = 10;
-constexpr policy::HolderId kCpu = 11;
+constexpr PublisherId kEngine = 1;
+constexpr HolderId kGpu = 10;
+constexpr HolderId kCpu = 11;
 constexpr uint32_t kBs = 16;
 
 std::vector<uint32_t> Prompt(size_t blocks, uint32_t salt = 0) {
@@ -44,7 +38,7 @@ std::vector<uint32_t> Slice(const std::vector<uint32_t>& t, size_t first_block, 
 // Hashes made up like an engine's: unrelated to the tokens, above INT64_MAX.
 uint64_t H(int i) { return 0xF000000000000000ULL + static_cast<uint64_t>(i); }
 
-KvEventBatch One(net::KvEvent e) {
+KvEventBatch One(KvEvent e) {
   KvEventBatch b;
   b.events.push_back(std::move(e));
   return b;
@@ -65,7 +59,7 @@ class IndexerTest : public ::testing::Test {
     return out;
   }
 
-  policy::PrefixIndex index_;
+  PrefixIndex index_;
   KvEventIndexer indexer_;
   uint64_t seq_ = 0;
   Nanos now_ = 0;
@@ -187,6 +181,26 @@ TEST_F(IndexerTest, LoraNameSeedsTheChain) {
   EXPECT_EQ(m[0].matched_blocks, 2u);
 }
 
+// The engine reports a salted request's first block with the salt as its extra keys; the
+// request side keys it with CacheSaltDigest. Both go through core's one rule, so they meet.
+TEST_F(IndexerTest, SaltedFirstBlockMeetsARequestKeyedWithItsCacheSalt) {
+  const auto prompt = Prompt(2);
+  ASSERT_TRUE(Apply(One(BlockStored{.block_hashes = {H(0), H(1)},
+                                    .token_ids = prompt,
+                                    .block_size = kBs,
+                                    .extra_keys = std::vector<BlockExtraKeys>{
+                                        CacheSaltExtraKeys("tenant-a"), std::nullopt}}))
+                  .ok());
+  EXPECT_TRUE(Match(prompt).empty());
+  std::vector<PrefixMatch> m;
+  index_.Match(HashTokenBlocks(prompt, kBs, 0, CacheSaltDigest("tenant-b")), now_, &m);
+  EXPECT_TRUE(m.empty());
+  index_.Match(HashTokenBlocks(prompt, kBs, 0, CacheSaltDigest("tenant-a")), now_, &m);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].holder, kGpu);
+  EXPECT_EQ(m[0].matched_blocks, 2u);
+}
+
 TEST_F(IndexerTest, GapMarksSuspectRestartAndClearAllClear) {
   const auto prompt = Prompt(2);
   const KvEventBatch store = One(BlockStored{.block_hashes = {H(0), H(1)},
@@ -266,7 +280,7 @@ TEST_F(IndexerTest, SignedEngineHashesIndexAsTheirUnsignedForm) {
 }
 
 TEST(KvEventIndexerBound, ForgetsOldestEngineHashes) {
-  policy::PrefixIndex index;
+  PrefixIndex index;
   KvEventIndexer indexer(&index, {.block_size = kBs, .max_hashes_per_holder = 8});
   ASSERT_TRUE(indexer.AddPublisher(kEngine, {{{"GPU", kGpu}}}).ok());
   for (uint64_t i = 0; i < 100; ++i) {
@@ -285,7 +299,7 @@ TEST(KvEventIndexerBound, ForgetsOldestEngineHashes) {
 // indexer, Match sees the blocks; then the engine restarts and the index forgets them.
 TEST(KvEventIndexerEndToEnd, PublisherToIndexOverZmqWithRestart) {
   using namespace std::chrono_literals;
-  policy::PrefixIndex index;
+  PrefixIndex index;
   KvEventIndexer indexer(&index);
   ASSERT_TRUE(indexer.AddPublisher(kEngine, {{{"GPU", kGpu}}}).ok());
   std::mutex mu;
@@ -361,4 +375,4 @@ TEST(KvEventIndexerEndToEnd, PublisherToIndexOverZmqWithRestart) {
 }
 
 }  // namespace
-}  // namespace myriad::gateway
+}  // namespace myriad::policy

@@ -6,8 +6,10 @@
 // engine hashes, is applied through that map, and a BlockStored whose parent is a known engine
 // hash continues that chain at the right position.
 //
-// Pure: no threads, no I/O, time passed in. The subscriber's callback (net/kv_event_subscriber.h)
-// feeds it, on one thread or under the caller's lock.
+// Pure: no threads, no I/O, time passed in. Its input is plain data (core/kv_events.h): the
+// gateway feeds it what net's subscriber decodes (net/kv_event_subscriber.h), on one thread or
+// under the caller's lock. The simulator needs no engine-hash mapping (its units report
+// Myriad's keys), so its event bus (sim/cache_events.h) applies them to the index directly.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,11 +20,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/kv_events.h"
 #include "core/time.h"
-#include "net/kv_events.h"
 #include "policy/prefix_index.h"
 
-namespace myriad::gateway {
+namespace myriad::policy {
 
 struct KvEventIndexerOptions {
   // Tokens per block of Myriad's keys. An event of another block size is refused (counted in
@@ -43,7 +45,7 @@ struct KvEventIndexerOptions {
 struct KvPublisherHolders {
   // medium as vLLM names it ("GPU", "CPU", ...) -> holder. Events with a nil medium (older
   // vLLM) belong to "GPU", vLLM's MEDIUM_GPU.
-  std::vector<std::pair<std::string, policy::HolderId>> media;
+  std::vector<std::pair<std::string, HolderId>> media;
 };
 
 struct KvEventIndexerStats {
@@ -65,39 +67,39 @@ struct KvEventIndexerStats {
 class KvEventIndexer {
  public:
   // `index` must outlive the indexer.
-  explicit KvEventIndexer(policy::PrefixIndex* index, KvEventIndexerOptions options = {});
+  explicit KvEventIndexer(PrefixIndex* index, KvEventIndexerOptions options = {});
   ~KvEventIndexer();
   KvEventIndexer(const KvEventIndexer&) = delete;
   KvEventIndexer& operator=(const KvEventIndexer&) = delete;
 
   // Declares a publisher before its first batch. Fails when it is already known or names no
   // medium.
-  absl::Status AddPublisher(policy::PublisherId publisher, KvPublisherHolders holders);
+  absl::Status AddPublisher(PublisherId publisher, KvPublisherHolders holders);
 
   // Applies the publisher's batch number `seq` (or the decoding error in its place): the
   // sequence verdict first (a gap marks the publisher's holders suspect, a restart clears
   // them), then each event in order. Events that cannot be applied are skipped and counted;
   // the first of them, or the decoding error, is returned, naming the event and the field.
   // NotFound for an unknown publisher.
-  absl::Status Apply(policy::PublisherId publisher, uint64_t seq,
-                     const absl::StatusOr<net::KvEventBatch>& batch, Nanos now);
+  absl::Status Apply(PublisherId publisher, uint64_t seq,
+                     const absl::StatusOr<KvEventBatch>& batch, Nanos now);
 
   const KvEventIndexerStats& stats() const { return stats_; }
   // Engine hashes remembered for `publisher`, all its holders together.
-  size_t remembered_hashes(policy::PublisherId publisher) const;
+  size_t remembered_hashes(PublisherId publisher) const;
 
  private:
   struct Publisher;
   struct Holder;
-  absl::Status ApplyStored(Publisher& p, const net::BlockStored& e, size_t i, Nanos now);
-  absl::Status ApplyRemoved(Publisher& p, const net::BlockRemoved& e);
+  absl::Status ApplyStored(Publisher& p, const BlockStored& e, size_t i, Nanos now);
+  absl::Status ApplyRemoved(Publisher& p, const BlockRemoved& e);
   void ClearAll(Publisher& p);
   void MarkAllSuspect(Publisher& p);
 
-  policy::PrefixIndex& index_;
+  PrefixIndex& index_;
   KvEventIndexerOptions options_;
   KvEventIndexerStats stats_;
-  absl::flat_hash_map<policy::PublisherId, std::unique_ptr<Publisher>> publishers_;
+  absl::flat_hash_map<PublisherId, std::unique_ptr<Publisher>> publishers_;
 };
 
-}  // namespace myriad::gateway
+}  // namespace myriad::policy

@@ -1,4 +1,4 @@
-#include "gateway/kv_event_indexer.h"
+#include "policy/kv_event_indexer.h"
 
 #include <deque>
 #include <string_view>
@@ -8,7 +8,7 @@
 
 #include "core/block_hash.h"
 
-namespace myriad::gateway {
+namespace myriad::policy {
 namespace {
 
 constexpr std::string_view kDefaultMedium = "GPU";  // vLLM's MEDIUM_GPU
@@ -25,18 +25,18 @@ struct KvEventIndexer::Holder {
     uint64_t stamp;
   };
 
-  policy::HolderId id = 0;
+  HolderId id = 0;
   std::string medium;
-  absl::flat_hash_map<net::EngineBlockHash, Entry> hashes;
-  std::deque<std::pair<net::EngineBlockHash, uint64_t>> order;
+  absl::flat_hash_map<EngineBlockHash, Entry> hashes;
+  std::deque<std::pair<EngineBlockHash, uint64_t>> order;
   uint64_t next_stamp = 0;
 
-  const Entry* Find(net::EngineBlockHash h) const {
+  const Entry* Find(EngineBlockHash h) const {
     const auto it = hashes.find(h);
     return it == hashes.end() ? nullptr : &it->second;
   }
 
-  void Remember(net::EngineBlockHash h, BlockKey key, uint32_t position, size_t bound) {
+  void Remember(EngineBlockHash h, BlockKey key, uint32_t position, size_t bound) {
     const uint64_t stamp = next_stamp++;
     hashes.insert_or_assign(h, Entry{key, position, stamp});
     order.emplace_back(h, stamp);
@@ -44,7 +44,7 @@ struct KvEventIndexer::Holder {
     // Records of removed or re-stored hashes stay in `order` until they reach its front;
     // compacting keeps it within twice the live entries.
     if (order.size() > 2 * hashes.size() + 1024) {
-      std::deque<std::pair<net::EngineBlockHash, uint64_t>> live;
+      std::deque<std::pair<EngineBlockHash, uint64_t>> live;
       for (const auto& rec : order) {
         const Entry* e = Find(rec.first);
         if (e != nullptr && e->stamp == rec.second) live.push_back(rec);
@@ -79,12 +79,12 @@ struct KvEventIndexer::Publisher {
   }
 };
 
-KvEventIndexer::KvEventIndexer(policy::PrefixIndex* index, KvEventIndexerOptions options)
+KvEventIndexer::KvEventIndexer(PrefixIndex* index, KvEventIndexerOptions options)
     : index_(*index), options_(options) {}
 
 KvEventIndexer::~KvEventIndexer() = default;
 
-absl::Status KvEventIndexer::AddPublisher(policy::PublisherId publisher,
+absl::Status KvEventIndexer::AddPublisher(PublisherId publisher,
                                           KvPublisherHolders holders) {
   if (holders.media.empty()) {
     return absl::InvalidArgumentError(fmt::format("publisher {}: no medium", publisher));
@@ -103,7 +103,7 @@ absl::Status KvEventIndexer::AddPublisher(policy::PublisherId publisher,
   return absl::OkStatus();
 }
 
-size_t KvEventIndexer::remembered_hashes(policy::PublisherId publisher) const {
+size_t KvEventIndexer::remembered_hashes(PublisherId publisher) const {
   const auto it = publishers_.find(publisher);
   if (it == publishers_.end()) return 0;
   size_t n = 0;
@@ -122,8 +122,8 @@ void KvEventIndexer::MarkAllSuspect(Publisher& p) {
   for (Holder& h : p.holders) index_.MarkSuspect(h.id);
 }
 
-absl::Status KvEventIndexer::Apply(policy::PublisherId publisher, uint64_t seq,
-                                   const absl::StatusOr<net::KvEventBatch>& batch, Nanos now) {
+absl::Status KvEventIndexer::Apply(PublisherId publisher, uint64_t seq,
+                                   const absl::StatusOr<KvEventBatch>& batch, Nanos now) {
   const auto it = publishers_.find(publisher);
   if (it == publishers_.end()) {
     return absl::NotFoundError(fmt::format("publisher {}: unknown", publisher));
@@ -131,13 +131,13 @@ absl::Status KvEventIndexer::Apply(policy::PublisherId publisher, uint64_t seq,
   Publisher& p = *it->second;
   ++stats_.batches;
   switch (index_.ObserveSequence(publisher, seq)) {
-    case policy::SequenceVerdict::kInOrder:
+    case SequenceVerdict::kInOrder:
       break;
-    case policy::SequenceVerdict::kGap:
+    case SequenceVerdict::kGap:
       ++stats_.gaps;
       MarkAllSuspect(p);
       break;
-    case policy::SequenceVerdict::kRestart:
+    case SequenceVerdict::kRestart:
       ++stats_.restarts;
       ClearAll(p);
       break;
@@ -154,9 +154,9 @@ absl::Status KvEventIndexer::Apply(policy::PublisherId publisher, uint64_t seq,
     absl::Status s = std::visit(
         [&](const auto& e) -> absl::Status {
           using T = std::decay_t<decltype(e)>;
-          if constexpr (std::is_same_v<T, net::BlockStored>) {
+          if constexpr (std::is_same_v<T, BlockStored>) {
             return ApplyStored(p, e, i, now);
-          } else if constexpr (std::is_same_v<T, net::BlockRemoved>) {
+          } else if constexpr (std::is_same_v<T, BlockRemoved>) {
             return ApplyRemoved(p, e);
           } else {
             // AllBlocksCleared names no medium: every tier of the engine is dropped, since a
@@ -172,7 +172,7 @@ absl::Status KvEventIndexer::Apply(policy::PublisherId publisher, uint64_t seq,
   return first_error;
 }
 
-absl::Status KvEventIndexer::ApplyStored(Publisher& p, const net::BlockStored& e, size_t i,
+absl::Status KvEventIndexer::ApplyStored(Publisher& p, const BlockStored& e, size_t i,
                                          Nanos now) {
   if (e.group_idx.value_or(0) != options_.group_idx) {
     ++stats_.other_group;
@@ -221,7 +221,7 @@ absl::Status KvEventIndexer::ApplyStored(Publisher& p, const net::BlockStored& e
     // Extra keys (a request's cache salt on its first block, multimodal inputs) seed the block
     // as they seed the engine's hash; requests key a salted first block the same way.
     uint64_t seed = extra;
-    if (e.extra_keys && (*e.extra_keys)[b]) seed ^= net::DigestExtraKeys(*(*e.extra_keys)[b]);
+    if (e.extra_keys && (*e.extra_keys)[b]) seed ^= DigestExtraKeys(*(*e.extra_keys)[b]);
     parent = HashTokenBlock(parent, tokens.subspan(b * bs, bs), seed);
     keys.push_back(parent);
     holder->Remember(e.block_hashes[b], parent, position + static_cast<uint32_t>(b),
@@ -232,7 +232,7 @@ absl::Status KvEventIndexer::ApplyStored(Publisher& p, const net::BlockStored& e
   return absl::OkStatus();
 }
 
-absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const net::BlockRemoved& e) {
+absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const BlockRemoved& e) {
   if (e.group_idx.value_or(0) != options_.group_idx) {
     ++stats_.other_group;
     return absl::OkStatus();
@@ -244,7 +244,7 @@ absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const net::BlockRemoved&
   }
   std::vector<BlockKey> keys;
   keys.reserve(e.block_hashes.size());
-  for (net::EngineBlockHash h : e.block_hashes) {
+  for (EngineBlockHash h : e.block_hashes) {
     const auto it = holder->hashes.find(h);
     if (it == holder->hashes.end()) {
       ++stats_.unknown_removed;
@@ -258,4 +258,4 @@ absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const net::BlockRemoved&
   return absl::OkStatus();
 }
 
-}  // namespace myriad::gateway
+}  // namespace myriad::policy

@@ -1,0 +1,145 @@
+// emu::Engine's scheduling, and the proof that it is the simulator's: the same requests through
+// the emulator (real time, accelerated) and through a sim::Unit (virtual time) are planned into
+// the same steps, since both ask policy::BatchPlanner.
+#include "emu/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "sim/event_queue.h"
+#include "sim/request_table.h"
+#include "sim/unit.h"
+
+namespace myriad::emu {
+namespace {
+
+struct Job {
+  int prompt;
+  int output;
+};
+
+// Runs `jobs` through an engine, all submitted before its first step; returns each request's
+// usage, in submission order, and the steps the engine planned.
+struct EngineRun {
+  std::vector<Usage> usage;
+  std::vector<perf::BatchShape> steps;
+  EngineStats stats;
+};
+
+EngineRun RunEngine(EngineOptions o, const std::vector<Job>& jobs) {
+  o.speed = 1000;  // a thousand emulated seconds a second
+  auto engine = Engine::Create(o);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  EngineRun run;
+  run.usage.resize(jobs.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t finished = 0;
+  (*engine)->set_step_observer([&](const perf::BatchShape& s) {
+    std::lock_guard l(mu);
+    run.steps.push_back(s);
+  });
+  // Hung while submitting, so that the first step sees every request whatever the threads do.
+  (*engine)->SetHung(true);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    GenRequest g;
+    // Distinct first tokens: no prompt shares a block with another.
+    for (int t = 0; t < jobs[i].prompt; ++t) g.prompt.push_back(static_cast<uint32_t>(i * 100000 + t));
+    g.max_tokens = jobs[i].output;
+    g.on_finish = [&, i](std::string_view reason, const Usage& u) {
+      EXPECT_EQ(reason, "length");
+      std::lock_guard l(mu);
+      run.usage[i] = u;
+      ++finished;
+      cv.notify_all();
+    };
+    (*engine)->Submit(std::move(g));
+  }
+  (*engine)->SetHung(false);
+  std::unique_lock l(mu);
+  EXPECT_TRUE(cv.wait_for(l, std::chrono::seconds(60), [&] { return finished == jobs.size(); }));
+  l.unlock();
+  run.stats = (*engine)->stats();
+  return run;
+}
+
+class RecordingHost : public sim::UnitHost {
+ public:
+  void OnPrefillDone(int, uint32_t) override {}
+  void OnRequestDone(int, uint32_t slot) override { done.push_back(slot); }
+  std::vector<uint32_t> done;
+};
+
+TEST(EngineTest, EmulatorAndSimulatedUnitPlanTheSameSteps) {
+  // Chunking (a 512-token budget), a full decode batch (3 seats) and sequences finishing at
+  // different steps, without KV pressure.
+  const std::vector<Job> jobs = {{300, 5}, {40, 3}, {700, 8}, {100, 2}, {64, 4}, {20, 6}, {515, 1}};
+  EngineOptions o;
+  o.max_num_seqs = 3;
+  o.max_batched_tokens = 512;
+  const EngineRun emu = RunEngine(o, jobs);
+
+  auto engine = Engine::Create(o);  // for its step model: the unit must be the same hardware
+  ASSERT_TRUE(engine.ok());
+  sim::EventQueue events;
+  sim::RequestTable table;
+  RecordingHost host;
+  sim::UnitConfig cfg;
+  cfg.role = sim::Role::kColocated;
+  cfg.max_batch_tokens_per_rank = 512;
+  cfg.max_seqs_per_rank = 3;
+  cfg.block_tokens = 16;
+  sim::Unit unit(cfg, (*engine)->step_model(), events, table, host);
+  std::vector<perf::BatchShape> sim_steps;
+  unit.set_step_log(&sim_steps);
+  unit.Halt();  // as the engine: every request is queued before the first step
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    sim::Request r;
+    r.id = i;
+    r.input_tokens = jobs[i].prompt;
+    r.output_tokens = jobs[i].output;
+    unit.EnqueuePrefill(table.Add(std::move(r)));
+  }
+  unit.Resume();
+  while (events.Step()) {
+  }
+  ASSERT_EQ(host.done.size(), jobs.size());
+
+  ASSERT_EQ(emu.steps.size(), sim_steps.size());
+  EXPECT_GE(sim_steps.size(), 10u);  // the case exercises something
+  for (size_t s = 0; s < sim_steps.size(); ++s) {
+    SCOPED_TRACE(testing::Message() << "step " << s);
+    EXPECT_EQ(emu.steps[s].decode_seqs, sim_steps[s].decode_seqs);
+    EXPECT_EQ(emu.steps[s].decode_context, sim_steps[s].decode_context);
+    EXPECT_EQ(emu.steps[s].prefill_seqs, sim_steps[s].prefill_seqs);
+    EXPECT_EQ(emu.steps[s].prefill_tokens, sim_steps[s].prefill_tokens);
+    EXPECT_DOUBLE_EQ(emu.steps[s].prefill_attended, sim_steps[s].prefill_attended);
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(emu.usage[i].completion_tokens, jobs[i].output);
+}
+
+TEST(EngineTest, ReservesTheContextAndPreemptsTheNewestWhenGrowthRunsOut) {
+  // 20 blocks of 16 tokens. Each request needs 4 blocks for its prompt and 11 by its end: all
+  // three start together (reserving prompt + max_tokens would run them one at a time), and
+  // decode growth then runs out, so the newest goes back to waiting and is recomputed.
+  EngineOptions o;
+  o.kv_blocks = 20;
+  const std::vector<Job> jobs = {{64, 100}, {64, 100}, {64, 100}};
+  const EngineRun run = RunEngine(o, jobs);
+  bool all_three = false;
+  for (const perf::BatchShape& s : run.steps) all_three |= s.decode_seqs + s.prefill_seqs == 3;
+  EXPECT_TRUE(all_three);
+  EXPECT_GT(run.stats.preemptions, 0u);
+  EXPECT_GT(run.stats.prompt_tokens, 3u * 64);  // recomputed after the preemption
+  for (const Usage& u : run.usage) EXPECT_EQ(u.completion_tokens, 100);
+  EXPECT_EQ(run.stats.finished_length, 3u);
+  EXPECT_EQ(run.stats.running, 0);
+  EXPECT_EQ(run.stats.kv_usage, 0.0);
+}
+
+}  // namespace
+}  // namespace myriad::emu
