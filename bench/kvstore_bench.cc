@@ -20,7 +20,7 @@
 
 #include "bench_util.h"
 #include "core/rng.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 namespace myriad {
 namespace {

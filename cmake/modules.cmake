@@ -64,13 +64,16 @@ myriad_map_module(perf USES core EXTERNAL absl fmt)
 myriad_map_module(policy USES perf EXTERNAL absl fmt
                   DENY_STD thread mutex shared_mutex condition_variable future atomic stop_token
                            semaphore latch barrier chrono ctime fstream iostream filesystem)
-myriad_map_module(sim USES policy EXTERNAL absl fmt yaml json)
+myriad_map_module(sim USES policy kvstore_core EXTERNAL absl fmt yaml json)
 myriad_map_module(net USES core EXTERNAL absl fmt json boost asio zmq xxhash posix)
 myriad_map_module(tokenizer USES core EXTERNAL absl fmt json icu pcre2 simd xxhash)
-myriad_map_module(kvstore USES policy net EXTERNAL absl fmt json xxhash posix)
+# The store's metadata core (object table, node registry, placement, leases, eviction, repair
+# planning): pure, so the simulator runs the very object the master server runs.
+myriad_map_module(kvstore_core USES core EXTERNAL absl fmt xxhash)
+myriad_map_module(kvstore USES kvstore_core policy net EXTERNAL absl fmt json xxhash posix)
 myriad_map_module(emu USES perf net tokenizer EXTERNAL absl fmt json xxhash)
 myriad_map_module(gateway USES policy net tokenizer EXTERNAL absl fmt json yaml xxhash)
-myriad_map_module(cli USES sim kvstore emu gateway tokenizer net policy perf core
+myriad_map_module(cli USES sim kvstore kvstore_core emu gateway tokenizer net policy perf core
                   EXTERNAL absl fmt json cli11 posix)
 
 myriad_map_exception(kvstore boost "^data_(conn|client|server)\\.(h|cc)$"

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "kvstore/data_wire.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 #include "kvstore/repl_log.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "core/block_hash.h"
-#include "kvstore/types.h"
+#include "kvstore_core/types.h"
 
 namespace myriad::kvstore::wire {
 

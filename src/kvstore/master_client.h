@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "core/block_hash.h"
 #include "core/time.h"
-#include "kvstore/types.h"
+#include "kvstore_core/types.h"
 #include "net/http_client.h"
 
 namespace myriad::kvstore {

@@ -35,7 +35,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "core/time.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 #include "net/http.h"
 #include "net/http_server.h"
 

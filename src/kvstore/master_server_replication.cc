@@ -1,5 +1,5 @@
 // MasterServer's replication payload: what a standby needs beyond the master's own operation
-// log. The KvMaster records (kvstore/op_log.h) carry the metadata; the storage nodes' data
+// log. The KvMaster records (kvstore_core/op_log.h) carry the metadata; the storage nodes' data
 // addresses live in the server (the master never needs them, clients do) and travel beside:
 //
 //   payload := records length (LEB128) | KvMaster records | { node id (LEB128) | address (str) }*

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/block_hash.h"
 #include "kvstore/segment_arena.h"
-#include "kvstore/types.h"
+#include "kvstore_core/types.h"
 
 namespace myriad::kvstore {
 

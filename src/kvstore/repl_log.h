@@ -1,5 +1,5 @@
 #pragma once
-// The leader's replication log: the operation-log records (kvstore/op_log.h) of each write,
+// The leader's replication log: the operation-log records (kvstore_core/op_log.h) of each write,
 // numbered and kept in memory for the standbys to pull, and the bookkeeping of what each
 // standby has applied (semi-synchronous acknowledgement).
 //

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "kvstore/routing.h"
+#include "kvstore_core/routing.h"
 
 namespace myriad::kvstore {
 

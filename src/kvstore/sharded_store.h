@@ -1,7 +1,7 @@
 #pragma once
 // A KV store split over several independent cells when one master is not enough: each cell is
 // a master group (kvstore/ha_server.h) with its own storage nodes, and a prefix lives in the
-// cell its chain's root key maps to (kvstore/routing.h, a jump consistent hash), so every run
+// cell its chain's root key maps to (kvstore_core/routing.h, a jump consistent hash), so every run
 // of one prefix is in one cell and is found by any of its block keys there. Callers name the
 // root (the key of the chain's block 0, which every request of that prefix knows) with each
 // call. Cells share nothing: a node's capacity is placed by its own master only. Not

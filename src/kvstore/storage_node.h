@@ -27,7 +27,7 @@
 #include "kvstore/data_server.h"
 #include "kvstore/node_store.h"
 #include "kvstore/shm_server.h"
-#include "kvstore/types.h"
+#include "kvstore_core/types.h"
 
 namespace myriad::net {
 class HttpServer;

@@ -96,6 +96,9 @@ absl::Status Cluster::Build() {
       max_prompt_tokens_ = std::max(max_prompt_tokens_, units_.back()->kv_capacity());
     }
   }
+  if (scenario_.store.enabled) {
+    if (absl::Status st = BuildStore(); !st.ok()) return st;
+  }
   // Sized once: units keep pointers into these.
   const policy::RoutingPolicy policy = router_->options().policy;
   const bool ranked = policy != policy::RoutingPolicy::kRandom && policy != policy::RoutingPolicy::kRoundRobin;
@@ -108,7 +111,7 @@ absl::Status Cluster::Build() {
       cands[i].holder = static_cast<policy::HolderId>(ids[i]);
       cands[i].cost = &pool_costs_[static_cast<size_t>(u.config().pool)];
       u.PublishLoadTo(&cands[i].load, ranking.get(), i);
-      if (bus_) u.EnableCacheEvents();
+      if (bus_ || store_) u.EnableCacheEvents();
     }
   };
   fill(entry_units_, entry_cands_, entry_ranking_, policy::Phase::kPrefill);
@@ -308,7 +311,7 @@ void Cluster::Admit(uint32_t slot, bool retry) {
     const int priority = r.tenant < scenario_.tenants.size() ? scenario_.tenants[r.tenant].priority : 0;
     const int levels = max_priority_ - priority;
     const int64_t cached = std::max<int64_t>(
-        d.expected_cached_tokens, static_cast<int64_t>(u.CachedPrefix(r.blocks)) * scenario_.kv_block_tokens);
+        d.expected_cached_tokens, static_cast<int64_t>(CachedBlocks(u, r.blocks)) * scenario_.kv_block_tokens);
     const double tokens = static_cast<double>(std::max<int64_t>(context - cached, 1));
     // Retries are never shed (their clients are mid-stream): new arrivals make room for them.
     if (retry) {
@@ -344,7 +347,9 @@ void Cluster::Retry(uint32_t slot) {
 
 void Cluster::EvacuateUnit(int unit) {
   evacuees_.clear();
+  offload_paused_ = true;
   lost_kv_tokens_ += units_[static_cast<size_t>(unit)]->Evacuate(&evacuees_);
+  offload_paused_ = false;
   evacuated_ += static_cast<int64_t>(evacuees_.size());
   // Retrying may route more work; take a copy of the list first.
   const std::vector<uint32_t> slots = evacuees_;
@@ -355,7 +360,7 @@ void Cluster::Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_bloc
   if (failures_ && failures_->RefusesWork(unit)) return Retry(slot);
   Unit& target = *units_[static_cast<size_t>(unit)];
   if (copy_from < 0 || copy_blocks <= 0) {
-    target.EnqueuePrefill(slot);
+    if (!LoadFromStore(slot, unit)) target.EnqueuePrefill(slot);
     return;
   }
   // The index is a hint: copy what the source really holds beyond what the target has.
@@ -364,7 +369,7 @@ void Cluster::Dispatch(uint32_t slot, int unit, int copy_from, int64_t copy_bloc
   const size_t have = target.CachedPrefix(wanted);
   const size_t there = units_[static_cast<size_t>(copy_from)]->CachedPrefix(wanted);
   if (there <= have) {
-    target.EnqueuePrefill(slot);
+    if (!LoadFromStore(slot, unit)) target.EnqueuePrefill(slot);
     return;
   }
   const auto src = static_cast<size_t>(copy_from), dst = static_cast<size_t>(unit);
@@ -387,6 +392,7 @@ void Cluster::OnCacheStored(int unit, uint32_t first_position, std::span<const B
 
 void Cluster::OnCacheRemoved(int unit, std::span<const BlockKey> blocks) {
   if (bus_) bus_->Removed(unit, blocks);
+  if (store_ && !offload_paused_) store_->Offload(placements_[static_cast<size_t>(unit)].rack, blocks);
 }
 
 void Cluster::OnPrefillDone(int unit, uint32_t slot) {
@@ -473,6 +479,7 @@ void Cluster::Run(const ProgressFn& progress) {
     if (dp->rebalancer) Every(cfg.rebalance_interval, [this, dp] { RebalanceExperts(*dp); });
   }
   if (failures_) failures_->Start(horizon);
+  if (store_) store_->Start(horizon);
   const Nanos tick = std::max<Nanos>(horizon / 200, kSecond);
   for (Nanos until = tick;; until += tick) {
     events_.RunUntil(std::min(until, horizon));
@@ -675,6 +682,7 @@ nlohmann::ordered_json Cluster::Report() const {
     j["failures"] = FailureReport();
     j["requests"]["corrupted"] = m.corrupted;
   }
+  if (store_) j["store"] = StoreReport();
   j["simulator"] = {{"events", events_.executed()}, {"peak_requests_in_flight", table_.capacity()}};
   return j;
 }

@@ -22,6 +22,7 @@
 #include "sim/failures.h"
 #include "sim/metrics.h"
 #include "sim/scenario.h"
+#include "sim/store_tier.h"
 #include "sim/topology.h"
 #include "sim/unit.h"
 
@@ -140,6 +141,17 @@ class Cluster final : public UnitHost, public FailureHost {
   int max_priority_ = 0;
   int64_t retries_ = 0, evacuated_ = 0, lost_kv_tokens_ = 0, retried_context_tokens_ = 0, failed_transfers_ = 0;
   std::vector<uint32_t> evacuees_;  // scratch
+  // The KV store tier (only with a `store:` section; cluster_store.cc).
+  std::unique_ptr<StoreTier> store_;
+  bool offload_paused_ = false;  // a failed unit's cache is lost with it, not offloaded
+  int64_t limiter_shed_at_loss_ = -1;
+  absl::Status BuildStore();
+  // Leading blocks of `blocks` the unit supplies from HBM or can load from the store.
+  size_t CachedBlocks(const Unit& u, std::span<const BlockKey> blocks) const;
+  // Loads the prefix blocks that continue the unit's own from the store, then enqueues the
+  // prefill; false (nothing done) when the store has none.
+  bool LoadFromStore(uint32_t slot, int unit);
+  nlohmann::ordered_json StoreReport() const;
 };
 
 }  // namespace myriad::sim

@@ -161,6 +161,22 @@ std::string FormatSummary(const nlohmann::ordered_json& r) {
   out += fmt::format("\nkv transfer {} transfers, {:.1f} GB, p50 {} p99 {}\n", Count(kv["count"].get<double>()),
                      kv["gigabytes"].get<double>(), Secs(kv["time_s"]["p50"].get<double>()),
                      Secs(kv["time_s"]["p99"].get<double>()));
+  if (r.contains("store")) {
+    const auto& st = r["store"];
+    const auto& lb = st["load_back"];
+    const auto& rep = st["repair"];
+    const auto& lim = st["recompute_limiter"];
+    out += fmt::format("\nstore      {} nodes, {} replicas: hit rate {:.1f}% ({} blocks, {:.1f} GB loaded back), {} blocks "
+                       "offloaded\n",
+                       st["nodes"].get<int>(), st["replicas"].get<int>(), 100 * lb["hit_rate"].get<double>(),
+                       Count(lb["blocks_loaded"].get<double>()), lb["gigabytes"].get<double>(),
+                       Count(st["offload"]["blocks_stored"].get<double>()));
+    out += fmt::format("           {} node losses, {} objects lost, {:.1f} GB repaired in {}, limiter shed {} after the "
+                       "first loss\n",
+                       st["node_losses"].size(), Count(st["objects"]["lost"].get<double>()),
+                       rep["gigabytes"].get<double>(), rep["time_s"].is_null() ? "-" : Secs(rep["time_s"].get<double>()),
+                       lim["shed_after_first_loss"].is_null() ? "-" : Count(lim["shed_after_first_loss"].get<double>()));
+  }
   if (r.contains("failures")) out += FormatFailures(r["failures"], r["requests"]);
   return out;
 }

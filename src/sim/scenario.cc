@@ -275,7 +275,7 @@ absl::Status ParseTenants(const Reader& rd, const YAML::Node& n, std::vector<pol
 absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::string& source_dir, Scenario* s) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "duration", "drain", "hardware", "model", "pools",
                                            "workload", "router", "tenants", "slo", "gpu_hour_price", "faults",
-                                           "kv_block_tokens"}));
+                                           "kv_block_tokens", "store"}));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "name", "", &s->name));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "seed", "", &s->seed));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "duration", "", &s->duration));
@@ -326,6 +326,10 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
                                     bucket == 0 || (s->duration + s->drain) / bucket < kMaxTimelineBuckets,
                                     fmt::format("must leave at most {} buckets in duration + drain", kMaxTimelineBuckets),
                                     FormatDuration(bucket)));
+  }
+  if (const YAML::Node st = root["store"]) {
+    const int racks = (s->hardware.nodes + s->hardware.nodes_per_rack - 1) / s->hardware.nodes_per_rack;
+    MYRIAD_RETURN_IF_ERROR(ParseStore(rd, st, racks, s->duration + s->drain, &s->store));
   }
   if (const YAML::Node slo = root["slo"]) {
     MYRIAD_RETURN_IF_ERROR(rd.Map(slo, "slo", {"ttft", "tpot"}));

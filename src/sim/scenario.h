@@ -11,6 +11,7 @@
 #include "perf/step_model.h"
 #include "policy/tenants.h"
 #include "sim/fault_config.h"
+#include "sim/store_config.h"
 #include "sim/synthetic_workload.h"
 #include "sim/trace_workload.h"
 #include "sim/unit.h"
@@ -111,6 +112,7 @@ struct Scenario {
   int kv_block_tokens = 256;
   perf::Calibration calibration;
   FaultConfig faults;  // enabled only when the scenario has a `faults:` section
+  StoreConfig store;   // enabled only when the scenario has a `store:` section
 };
 
 // Errors name the file, the line and the key: "default.yaml:12: pools[0].layout.tp: ...".

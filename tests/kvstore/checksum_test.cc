@@ -12,8 +12,8 @@
 #include "kv_scenario.h"
 #include "kvstore/checksum.h"
 #include "kvstore/data_client.h"
-#include "kvstore/master.h"
-#include "kvstore/op_log.h"
+#include "kvstore_core/master.h"
+#include "kvstore_core/op_log.h"
 #include "kvstore/repair_agent.h"
 #include "kvstore/store_client.h"
 

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "kv_scenario.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 #include "kvstore/repl_log.h"
 
 namespace myriad::kvstore {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/block_hash.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 namespace myriad::kvstore::testing {
 

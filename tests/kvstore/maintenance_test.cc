@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kv_scenario.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 namespace myriad::kvstore::testing {
 namespace {

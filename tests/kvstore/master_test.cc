@@ -1,8 +1,8 @@
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 #include <gtest/gtest.h>
 
-#include "kvstore/routing.h"
+#include "kvstore_core/routing.h"
 #include "kv_scenario.h"
 
 namespace myriad::kvstore::testing {

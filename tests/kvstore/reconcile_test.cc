@@ -9,7 +9,7 @@
 
 #include "kv_cluster.h"
 #include "kv_scenario.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 #include "kvstore/master_server.h"
 #include "kvstore/store_client.h"
 

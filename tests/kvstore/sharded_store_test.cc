@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kv_cluster.h"
-#include "kvstore/routing.h"
+#include "kvstore_core/routing.h"
 
 namespace myriad::kvstore {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "core/rng.h"
 #include "core/time.h"
-#include "kvstore/types.h"
+#include "kvstore_core/types.h"
 
 namespace myriad::kvstore {
 

@@ -2,7 +2,7 @@
 // Nodes learn of evictions, removals, revoked puts, failed repairs and dropped namespaces by
 // asking (kvstore/storage_node.h): the answer derives from the replicated metadata alone, so it
 // survives a failover, and the master keeps no per-node queue of bytes to free.
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 namespace myriad::kvstore {
 

@@ -1,6 +1,6 @@
 #pragma once
 // Vocabulary of the KV cache store's metadata core (the master): ids, options and the results
-// its API hands out. See kvstore/master.h for the model and the contract.
+// its API hands out. See kvstore_core/master.h for the model and the contract.
 #include <array>
 #include <cstdint>
 #include <span>

@@ -6,7 +6,7 @@
 #include <xxhash.h>
 
 #include "fmt/format.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 namespace myriad::kvstore {
 

@@ -26,7 +26,7 @@
 // stale pending puts, evicts (CLOCK per shard) between the high and low watermarks, and
 // reclaims dropped namespaces. PlanRepairs hands out copy tasks under a byte-rate cap.
 //
-// Every mutation appends a record to the operation log (kvstore/op_log.h); Apply on a fresh
+// Every mutation appends a record to the operation log (kvstore_core/op_log.h); Apply on a fresh
 // master reproduces the leader's metadata exactly (CanonicalHash). Leases, heartbeats and
 // CLOCK bits are soft state and not logged: Promote(now) makes a standby the leader with every
 // object leased for one lease period and every node's heartbeat clock restarted.
@@ -43,10 +43,10 @@
 #include "absl/status/statusor.h"
 #include "core/rng.h"
 #include "core/time.h"
-#include "kvstore/node_registry.h"
-#include "kvstore/object_table.h"
-#include "kvstore/op_log.h"
-#include "kvstore/types.h"
+#include "kvstore_core/node_registry.h"
+#include "kvstore_core/object_table.h"
+#include "kvstore_core/op_log.h"
+#include "kvstore_core/types.h"
 
 namespace myriad::kvstore {
 

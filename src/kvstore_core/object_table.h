@@ -1,5 +1,5 @@
 #pragma once
-// Internal layout of the master's metadata (not an API). See kvstore/master.h for the model.
+// Internal layout of the master's metadata (not an API). See kvstore_core/master.h for the model.
 //
 // Per namespace, 1,024 shards by block-key hash; shard s of namespace n is one ObjectTable:
 //   - `index`: every block key of the namespace that hashes to s -> where its run lives
@@ -19,7 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/block_hash.h"
 #include "core/time.h"
-#include "kvstore/types.h"
+#include "kvstore_core/types.h"
 
 namespace myriad::kvstore::internal {
 

@@ -1,4 +1,4 @@
-#include "kvstore/node_registry.h"
+#include "kvstore_core/node_registry.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // KvMaster: nodes, namespaces and the object API. Housekeeping (node death, eviction, repair,
 // expiry) is in master_maintenance.cc, the log and the canonical dump in master_replication.cc.
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "fmt/format.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 namespace myriad::kvstore {
 

@@ -1,4 +1,4 @@
-#include "kvstore/routing.h"
+#include "kvstore_core/routing.h"
 
 namespace myriad::kvstore {
 

@@ -5,7 +5,7 @@
 // still holds bytes on its nodes comes back that way; replicas keep their order, and the repair
 // copies in flight are marked with a snapshot-only record.
 #include "fmt/format.h"
-#include "kvstore/master.h"
+#include "kvstore_core/master.h"
 
 namespace myriad::kvstore {
 
