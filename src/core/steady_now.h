@@ -1,6 +1,8 @@
 #pragma once
-// The monotonic clock in nanoseconds, for the servers' timers (one definition instead of a
-// copy per server). Policies never call it: they take `now` as an argument.
+// The monotonic clock in nanoseconds: RealClock's source, and what transport deadlines (network
+// waits that decide nothing: replication acks, idle connections) read directly. Decision loops
+// take a Clock (core/clock.h) instead, so tests can step their time; policies take `now` as an
+// argument.
 #include "core/time.h"
 
 namespace myriad {

@@ -7,7 +7,6 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
-#include "core/steady_now.h"
 #include "core/block_hash.h"
 #include "gateway/exchange.h"
 #include "net/http_client.h"
@@ -31,7 +30,8 @@ std::vector<double> LatencyBuckets() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config,
+                                                          std::shared_ptr<Clock> clock) {
   auto name = policy::ParsePolicyName(config.policy);
   if (!name.ok()) return name.status();
   auto gpu = perf::FindGpu(config.perf_gpu);
@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   if (!step.ok()) return step.status();
   auto hp = net::ParseHostPort(config.listen);
   if (!hp.ok()) return hp.status();
-  std::unique_ptr<Gateway> g(new Gateway(config));
+  std::unique_ptr<Gateway> g(new Gateway(config, OrDefaultClock(std::move(clock))));
   g->cost_ = policy::PrefillCost(*step, 8192);
   if (!config.tokenizer.empty()) {
     auto enc = tokenizer::PromptEncoder::Load(config.tokenizer, config.tokenizer_config);
@@ -60,8 +60,9 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   return g;
 }
 
-Gateway::Gateway(GatewayConfig config)
+Gateway::Gateway(GatewayConfig config, std::shared_ptr<Clock> clock)
     : config_(std::move(config)),
+      clock_(std::move(clock)),
       index_(policy::PrefixIndexOptions{config_.index_max_entries, 1, config_.approx_ttl}),
       tenants_({}, policy::TenantOptions{config_.fairness}),
       rng_(config_.seed) {
@@ -88,6 +89,7 @@ Gateway::Gateway(GatewayConfig config)
                                   policy::TenantOptions{config_.fairness});
   trace_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^
                 static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  health_sleeper_ = clock_->NewSleeper();
   ttft_.bounds = LatencyBuckets();
   e2e_.bounds = LatencyBuckets();
   if (config_.access_log == "-") {
@@ -179,11 +181,8 @@ void Gateway::Stop() {
   // Requests whose upstream call ends from here on (cancelled below) are answered 503, not
   // retried on a client that is going away.
   shutting_down_ = true;
-  {
-    std::lock_guard l(health_mu_);
-    stopping_ = true;
-  }
-  health_cv_.notify_all();
+  stopping_ = true;
+  health_sleeper_->Wake();
   if (health_.joinable()) health_.join();
   // Discovery first: a registration arriving later would start a subscriber after the others
   // were stopped.
@@ -372,7 +371,7 @@ GatewayStats Gateway::stats() const {
   return stats_;
 }
 
-int64_t Gateway::NowNanos() const { return SteadyNow(); }
+int64_t Gateway::NowNanos() const { return clock_->Now(); }
 
 bool Gateway::SpendRetry() {
   std::lock_guard l(mu_);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/clock.h"
 #include "core/rng.h"
 #include "gateway/backends.h"
 #include "gateway/config.h"
@@ -51,7 +52,11 @@ struct GatewayStats {
 
 class Gateway {
  public:
-  static absl::StatusOr<std::unique_ptr<Gateway>> Create(GatewayConfig config);
+  // `clock` (core/clock.h; null: the real one) is what the decisions read: the health loop's
+  // schedule, the provisional entries' TTL and the index's timestamps. Upstream and client
+  // socket timeouts stay on real time.
+  static absl::StatusOr<std::unique_ptr<Gateway>> Create(GatewayConfig config,
+                                                         std::shared_ptr<Clock> clock = nullptr);
   ~Gateway();
 
   absl::Status Start();
@@ -77,7 +82,7 @@ class Gateway {
 
  private:
   friend struct Exchange;
-  explicit Gateway(GatewayConfig config);
+  Gateway(GatewayConfig config, std::shared_ptr<Clock> clock);
 
   void Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r);
   void HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<net::HttpResponder> r);
@@ -111,6 +116,7 @@ class Gateway {
   void Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens);
 
   GatewayConfig config_;
+  std::shared_ptr<Clock> clock_;
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::AsyncHttpClient> upstream_;
   policy::PrefillCost cost_;
@@ -147,9 +153,8 @@ class Gateway {
 
   std::thread health_;
   std::mutex health_round_mu_;  // serializes CheckHealthNow (the loop's and callers')
-  std::mutex health_mu_;
-  std::condition_variable health_cv_;
-  bool stopping_ = false;
+  std::unique_ptr<Sleeper> health_sleeper_;
+  std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};
   std::atomic<bool> shutting_down_{false};
 };

@@ -180,12 +180,12 @@ void Gateway::CheckHealthNow() {
 void Gateway::HealthLoop() {
   const Nanos every = config_.scrape_interval > 0 ? std::min(config_.health_interval, config_.scrape_interval)
                                                   : config_.health_interval;
-  std::unique_lock l(health_mu_);
-  while (!stopping_) {
-    l.unlock();
+  while (!stopping_.load()) {
+    // Due `every` after this round began: a clock that jumps during a round (a test's
+    // ManualClock) gets the next round at once.
+    const Nanos began = clock_->Now();
     CheckHealthNow();
-    l.lock();
-    health_cv_.wait_for(l, std::chrono::nanoseconds(every), [this] { return stopping_; });
+    if (!stopping_.load()) health_sleeper_->SleepUntil(began + every);
   }
 }
 

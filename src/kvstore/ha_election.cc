@@ -9,7 +9,6 @@
 #include <tuple>
 
 #include "kvstore/auth.h"
-#include "core/steady_now.h"
 #include "kvstore/ha_server.h"
 #include "net/etcd_client.h"
 #include "net/etcd_watch.h"
@@ -19,23 +18,15 @@ namespace myriad::kvstore {
 
 namespace {
 
+// The standby's puller backs off in real time: it waits on the network, decides nothing.
 void Sleep(Nanos d) { std::this_thread::sleep_for(std::chrono::nanoseconds(d)); }
 
 }  // namespace
 
-void HaServer::Wake() {
-  {
-    std::lock_guard lock(wake_mu_);
-    wake_ = true;
-  }
-  wake_cv_.notify_all();
-}
+void HaServer::Wake() { election_sleeper_->Wake(); }
 
-void HaServer::Nap(Nanos d) {
-  std::unique_lock lock(wake_mu_);
-  wake_cv_.wait_for(lock, std::chrono::nanoseconds(std::max<Nanos>(d, 0)),
-                    [&] { return wake_ || stop_.load(); });
-  wake_ = false;
+void HaServer::NapUntil(Nanos deadline) {
+  if (!stop_.load()) election_sleeper_->SleepUntil(deadline);
 }
 
 void HaServer::ElectionLoop() {
@@ -44,13 +35,13 @@ void HaServer::ElectionLoop() {
   net::EtcdWatch watch;
   int64_t watched = 0;
   int64_t lease = 0;
-  Nanos lease_until = 0;     // steady clock: the lease lives at least until then
+  Nanos lease_until = 0;     // clock_'s time: the lease lives at least until then
   Nanos next_keepalive = 0;
   const Nanos ttl = options_.lease_ttl_seconds * kSecond;
   const std::string members = options_.election_key + "/members/";
   const auto leading = [&] { return role_.load() == static_cast<int>(HaRole::kLeader); };
   while (!stop_.load()) {
-    Nanos now = SteadyNow();
+    Nanos now = clock_->Now();
     if (leading() && now >= fence_until_.load()) {
       StepDown("the etcd lease may have expired: no keepalive was answered in time");
     }
@@ -58,7 +49,7 @@ void HaServer::ElectionLoop() {
       auto c = net::EtcdClient::Connect(options_.etcd, options_.etcd_timeout);
       if (!c.ok()) {
         SetError(c.status().ToString());
-        Sleep(options_.poll_interval);
+        NapUntil(now + options_.poll_interval);
         continue;
       }
       etcd = std::move(*c);
@@ -67,7 +58,7 @@ void HaServer::ElectionLoop() {
       auto g = etcd->GrantLease(options_.lease_ttl_seconds);
       if (!g.ok()) {
         SetError(g.status().ToString());
-        Sleep(options_.poll_interval);
+        NapUntil(now + options_.poll_interval);
         continue;
       }
       lease = *g;
@@ -106,7 +97,7 @@ void HaServer::ElectionLoop() {
                  // Our own key, from before a step-down on a passing etcd error: lead again
                  // once a keepalive has renewed the lease (the fence is in the future).
                  (r->holder && r->holder->value == advertise_ && r->holder->lease == lease &&
-                  lease_until - options_.fence_margin > SteadyNow())) {
+                  lease_until - options_.fence_margin > clock_->Now())) {
         const uint64_t term = static_cast<uint64_t>(r->created ? r->revision : r->holder->create_revision);
         std::vector<std::string> peers;
         if (auto m = etcd->GetPrefix(members); m.ok()) {
@@ -141,7 +132,8 @@ void HaServer::ElectionLoop() {
       }
     }
     // A standby watching the key sleeps until it changes or a keepalive is due.
-    Nap(!leading() && watch.active() ? next_keepalive - SteadyNow() : options_.poll_interval);
+    // Deadlines from the round's start: a clock that jumped meanwhile brings the next round at once.
+    NapUntil(!leading() && watch.active() ? next_keepalive : now + options_.poll_interval);
   }
   watch.Stop();
   if (resign_.load() && lease != 0 && etcd) {

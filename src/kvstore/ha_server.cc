@@ -54,12 +54,17 @@ net::HttpServerOptions HttpOptions(net::HttpServerOptions o) {
 
 HaServer::HaServer(HaOptions options)
     : options_(std::move(options)),
+      clock_(OrDefaultClock(options_.master.clock)),
       http_(HttpOptions(options_.master.http),
             net::AsyncHttpHandler([this](net::HttpRequest r, std::shared_ptr<net::HttpResponder> responder) {
               HandleAsync(std::move(r), std::move(responder));
             })),
       log_(options_.log),
-      master_(std::make_shared<MasterServer>(options_.master)) {}
+      master_(std::make_shared<MasterServer>(options_.master)),
+      election_sleeper_(clock_->NewSleeper()),
+      tick_sleeper_(clock_->NewSleeper()) {
+  options_.master.clock = clock_;  // the masters a snapshot install creates share it
+}
 
 HaServer::~HaServer() { Shutdown(resign_.load()); }
 
@@ -76,7 +81,7 @@ absl::Status HaServer::Start() {
                    ? fmt::format("http://{}:{}", options_.master.http.address, http_.port())
                    : options_.advertise;
   started_.store(true, std::memory_order_release);  // advertise_ is set: Handle may read it
-  ticker_ = std::thread([this] { TickLoop(); });
+  ticker_ = std::thread([this, started = clock_->Now()] { TickLoop(started); });
   if (options_.etcd.empty()) {
     // Alone: the leader of a group of one, forever.
     term_ = 1;
@@ -110,6 +115,7 @@ void HaServer::Shutdown(bool resign) {
   if (acker_.joinable()) acker_.join();
   http_.Stop();
   Wake();
+  tick_sleeper_->Wake();
   if (election_.joinable()) election_.join();  // revokes the lease when resigning
   if (puller_.joinable()) puller_.join();
   if (ticker_.joinable()) ticker_.join();
@@ -121,7 +127,7 @@ std::shared_ptr<MasterServer> HaServer::master() const {
 }
 
 bool HaServer::is_leader() const {
-  return role_.load() == static_cast<int>(HaRole::kLeader) && SteadyNow() < fence_until_.load();
+  return role_.load() == static_cast<int>(HaRole::kLeader) && clock_->Now() < fence_until_.load();
 }
 
 HaStatus HaServer::status() const {
@@ -280,7 +286,7 @@ net::HttpResponse HaServer::Confirmed(uint64_t seq, bool acked, net::HttpRespons
                                   seq, options_.sync_standbys,
                                   options_.sync_timeout / kMillisecond));
   }
-  if (SteadyNow() >= fence_until_.load()) {
+  if (clock_->Now() >= fence_until_.load()) {
     unconfirmed_++;
     return api::Error(503, api::ErrorType::kUnavailable,
                       fmt::format("the leader's etcd lease may have expired before the write "
@@ -380,10 +386,12 @@ std::string HaServer::Metrics() const {
   return w.Take();
 }
 
-void HaServer::TickLoop() {
+void HaServer::TickLoop(Nanos started) {
+  Nanos last = started;
   while (!stop_.load()) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(options_.master.tick_interval));
-    if (!is_leader()) continue;  // a standby's housekeeping arrives through the log
+    tick_sleeper_->SleepUntil(last + options_.master.tick_interval);
+    last = clock_->Now();
+    if (stop_.load() || !is_leader()) continue;  // a standby's housekeeping arrives through the log
     std::lock_guard lock(state_mu_);
     if (!is_leader()) continue;
     std::shared_ptr<MasterServer> m = master();

@@ -14,7 +14,9 @@
 //
 // Fencing. A leader accepts and acknowledges writes only while it is sure its lease is alive:
 // after each successful keepalive sent at t, the lease lives at least until t + TTL on etcd's
-// clock, so the leader stops at t + TTL - fence_margin on its own (steady) clock. Requests
+// clock, so the leader stops at t + TTL - fence_margin on its own clock (master.clock: the
+// election loop's schedule, the fence and the housekeeping tick run on it; the replication acks'
+// timeouts and the standby's pulls are network waits, on the real clock). Requests
 // arriving later get 421, and a write waiting for its standbys' acks is answered 503 if the
 // fence passes meanwhile. A new leader can only win once the old lease has expired, i.e. after
 // the old leader stopped acknowledging. A leader whose lease etcd reports expired, whose fence
@@ -50,6 +52,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "core/clock.h"
 #include "core/time.h"
 #include "kvstore/master_server.h"
 #include "kvstore/repl_log.h"
@@ -60,7 +63,8 @@ namespace myriad::kvstore {
 
 struct HaOptions {
   // The master (its http options are this server's listener; at least 8 threads, since the
-  // standbys' log pulls long-poll on the io threads; writes wait for acks off them).
+  // standbys' log pulls long-poll on the io threads; writes wait for acks off them). Its clock
+  // is this server's too.
   MasterServerOptions master;
   // etcd's client URL; empty: no election, this master leads alone (sync_standbys must be 0).
   std::string etcd;
@@ -155,7 +159,7 @@ class HaServer {
   net::HttpResponse Snapshot();
   net::HttpResponse State() const;
   std::string Metrics() const;  // the HA families appended to the master's /metrics
-  void TickLoop();
+  void TickLoop(Nanos started);  // as MasterServer::TickLoop
 
   // ha_election.cc
   void ElectionLoop();
@@ -171,6 +175,7 @@ class HaServer {
   void Shutdown(bool resign);
 
   HaOptions options_;
+  std::shared_ptr<Clock> clock_;
   std::string advertise_;
   net::HttpServer http_;
   ReplicationLog log_;
@@ -182,7 +187,7 @@ class HaServer {
   std::shared_ptr<MasterServer> master_;
 
   std::atomic<int> role_{static_cast<int>(HaRole::kStandby)};
-  std::atomic<Nanos> fence_until_{0};  // steady clock
+  std::atomic<Nanos> fence_until_{0};  // clock_'s time
   std::atomic<uint64_t> term_{0};
   std::atomic<bool> need_snapshot_{false};
   std::atomic<bool> promoting_{false};  // between winning an election and leading
@@ -193,10 +198,9 @@ class HaServer {
 
   // Wakes the election loop early (the watched leader key changed, or its watch ended).
   void Wake();
-  void Nap(Nanos d);
-  std::mutex wake_mu_;
-  std::condition_variable wake_cv_;
-  bool wake_ = false;
+  void NapUntil(Nanos deadline);
+  std::unique_ptr<Sleeper> election_sleeper_;
+  std::unique_ptr<Sleeper> tick_sleeper_;
 
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};

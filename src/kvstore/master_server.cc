@@ -10,7 +10,6 @@
 #include <optional>
 #include <utility>
 
-#include "core/steady_now.h"
 #include "kvstore/api_json.h"
 #include "kvstore/auth.h"
 #include "net/prometheus.h"
@@ -69,41 +68,41 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 
 MasterServer::MasterServer(MasterServerOptions options)
     : options_(std::move(options)),
-      clock_(options_.clock ? options_.clock : std::function<Nanos()>(SteadyNow)),
+      clock_(OrDefaultClock(options_.clock)),
       master_(options_.master),
-      http_(options_.http, [this](const net::HttpRequest& r) { return Handle(r); }) {}
+      http_(options_.http, [this](const net::HttpRequest& r) { return Handle(r); }),
+      tick_sleeper_(clock_->NewSleeper()) {}
 
 MasterServer::~MasterServer() { Stop(); }
 
 absl::Status MasterServer::Start() {
   if (absl::Status st = http_.Start(); !st.ok()) return st;
-  ticker_ = std::thread([this] { TickLoop(); });
+  ticker_ = std::thread([this, started = clock_->Now()] { TickLoop(started); });
   return absl::OkStatus();
 }
 
 void MasterServer::Stop() {
-  {
-    std::lock_guard lock(tick_mu_);
-    tick_stop_ = true;
-  }
-  tick_cv_.notify_all();
+  tick_stop_ = true;
+  tick_sleeper_->Wake();
   if (ticker_.joinable()) ticker_.join();
   http_.Stop();
 }
 
-void MasterServer::TickLoop() {
-  std::unique_lock lock(tick_mu_);
-  while (!tick_cv_.wait_for(lock, std::chrono::nanoseconds(options_.tick_interval),
-                            [this] { return tick_stop_; })) {
-    lock.unlock();
+void MasterServer::TickLoop(Nanos started) {
+  // The next tick is due an interval after the last one began: time that jumps during a tick
+  // (a ManualClock's Advance) brings the next one at once instead of an interval later.
+  Nanos last = started;
+  while (!tick_stop_.load()) {
+    tick_sleeper_->SleepUntil(last + options_.tick_interval);
+    if (tick_stop_.load()) break;
+    last = clock_->Now();
     Tick();
     TakeLog();  // nobody replicates a server run alone: drop the records
-    lock.lock();
   }
 }
 
 void MasterServer::Tick() {
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::lock_guard lock(mu_);
   // Tick removes the nodes it declares dead; note which they are first, for /metrics.
   for (NodeId id : master_.nodes().Expired(now, options_.master.dead_after)) dead_.insert(id);
@@ -209,7 +208,7 @@ net::HttpResponse MasterServer::RegisterNode(const net::HttpRequest& request) {
                       "capacity_bytes");
   }
   const auto node = static_cast<NodeId>(id);
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::lock_guard lock(mu_);
   if (absl::Status st = master_.AddNode(node, domain, capacity, now); !st.ok()) {
     return api::StatusError(st);
@@ -230,7 +229,7 @@ net::HttpResponse MasterServer::NodeHeartbeat(std::string_view id_text) {
     return api::Error(400, ErrorType::kInvalidRequest,
                       fmt::format("'{}' in the path is not a node id", id_text), "id");
   }
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::lock_guard lock(mu_);
   if (absl::Status st = master_.Heartbeat(static_cast<NodeId>(*id), now); !st.ok()) {
     // A node declared dead is forgotten: it must register again (its replicas are gone).
@@ -303,7 +302,7 @@ net::HttpResponse MasterServer::PutStart(const net::HttpRequest& request) {
   const std::vector<NodeId> avoid(avoid_ids.begin(), avoid_ids.end());
   const PutRequest put{keys.data(), static_cast<uint32_t>(keys.size()), size,
                        static_cast<int>(replicas), pinned, avoid, checksum};
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::string replicas_json;
   NamespaceId ns_id = 0;
   {
@@ -363,7 +362,7 @@ net::HttpResponse MasterServer::Get(const net::HttpRequest& request) {
   std::string ns;
   std::vector<BlockKey> keys;
   if (auto bad = ParseBatch(request, &ns, &keys)) return *bad;
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::vector<GetResult> results;
   std::vector<std::string> replicas;
   NamespaceId ns_id = 0;
@@ -440,7 +439,7 @@ net::HttpResponse MasterServer::Remove(const net::HttpRequest& request) {
   std::string ns;
   std::vector<BlockKey> keys;
   if (auto bad = ParseBatch(request, &ns, &keys)) return *bad;
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::vector<absl::Status> statuses;
   {
     std::lock_guard lock(mu_);
@@ -483,7 +482,7 @@ net::HttpResponse MasterServer::ListNodes() {
 }
 
 net::HttpResponse MasterServer::Stats() {
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   json out;
   {
     std::lock_guard lock(mu_);
@@ -631,7 +630,7 @@ net::HttpResponse MasterServer::RepairPlan(const net::HttpRequest& request) {
       !f.OptionalUint("max_tasks", 4096, &max_tasks)) {
     return f.error();
   }
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::lock_guard lock(mu_);
   const std::vector<RepairTask> tasks = master_.PlanRepairs(now, static_cast<size_t>(max_tasks));
   nlohmann::json list = nlohmann::json::array();

@@ -34,6 +34,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "core/clock.h"
 #include "core/time.h"
 #include "kvstore_core/master.h"
 #include "net/http.h"
@@ -45,9 +46,9 @@ struct MasterServerOptions {
   KvMasterOptions master;
   net::HttpServerOptions http;
   Nanos tick_interval = 100 * kMillisecond;
-  // The master's clock (an Env's NowNanos); a monotonic real clock when empty. Leases, heartbeat
-  // deadlines and put timeouts are all read from it.
-  std::function<Nanos()> clock;
+  // The master's clock (core/clock.h); the real one when null. Leases, heartbeat deadlines, put
+  // timeouts and the housekeeping tick's schedule are all read from it.
+  std::shared_ptr<Clock> clock;
   // The cluster's shared secret (kvstore/auth.h): every route but /health and /metrics answers
   // 401 without it. Empty: open to anyone who reaches the port.
   std::string auth_token = {};
@@ -133,10 +134,12 @@ class MasterServer {
   net::HttpResponse Metrics();
   // The replica list as JSON (id, fault_domain, address when known). Needs mu_.
   std::string ReplicasJson(const ReplicaList& replicas) const;
-  void TickLoop();
+  // Ticks every tick_interval from `started` (read by Start, not by the thread: one that is
+  // scheduled late must not shift the schedule past time a test has already stepped).
+  void TickLoop(Nanos started);
 
   MasterServerOptions options_;
-  std::function<Nanos()> clock_;
+  std::shared_ptr<Clock> clock_;
 
   // Guards the master and the server's own view of the nodes and namespaces.
   mutable std::mutex mu_;
@@ -160,9 +163,8 @@ class MasterServer {
 
   net::HttpServer http_;
 
-  std::mutex tick_mu_;
-  std::condition_variable tick_cv_;
-  bool tick_stop_ = false;
+  std::unique_ptr<Sleeper> tick_sleeper_;
+  std::atomic<bool> tick_stop_{false};
   std::thread ticker_;
 };
 

@@ -71,7 +71,7 @@ absl::Status MasterServer::ApplyLog(std::string_view payload) {
 }
 
 void MasterServer::Promote() {
-  const Nanos now = clock_();
+  const Nanos now = clock_->Now();
   std::lock_guard lock(mu_);
   master_.Promote(now);
 }

@@ -10,7 +10,8 @@
 
 namespace myriad::kvstore {
 
-RepairAgent::RepairAgent(RepairAgentOptions options) : options_(std::move(options)) {}
+RepairAgent::RepairAgent(RepairAgentOptions options)
+    : options_(std::move(options)), clock_(OrDefaultClock(options_.clock)) {}
 RepairAgent::~RepairAgent() { Stop(); }
 
 absl::Status RepairAgent::Start() {
@@ -18,26 +19,25 @@ absl::Status RepairAgent::Start() {
   auto probe = MasterClient::Connect(options_.master_url, options_.master_timeout, options_.auth_token);
   if (!probe.ok()) return probe.status();
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    workers_.emplace_back([this] { Worker(); });
+    sleepers_.push_back(clock_->NewSleeper());
+    workers_.emplace_back([this, idle = sleepers_.back().get()] { Worker(idle); });
   }
   return absl::OkStatus();
 }
 
 void RepairAgent::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
+  stop_ = true;
+  for (auto& s : sleepers_) s->Wake();
   for (std::thread& t : workers_) t.join();
   workers_.clear();
+  sleepers_.clear();
 }
 
 RepairAgentStats RepairAgent::stats() const {
   return {done_.load(), failed_.load(), bytes_.load(), master_errors_.load()};
 }
 
-void RepairAgent::Worker() {
+void RepairAgent::Worker(Sleeper* idle_sleeper) {
   std::unique_ptr<MasterClient> master;
   // One kept-alive data connection per source node.
   absl::flat_hash_map<std::string, std::unique_ptr<DataClient>> sources;
@@ -78,11 +78,10 @@ void RepairAgent::Worker() {
         }
       }
     }
-    std::unique_lock lock(mu_);
-    if (stop_) return;
+    if (stop_.load()) return;
     if (idle) {
-      cv_.wait_for(lock, std::chrono::nanoseconds(options_.poll_interval), [this] { return stop_; });
-      if (stop_) return;
+      idle_sleeper->SleepFor(options_.poll_interval);
+      if (stop_.load()) return;
     }
   }
 }

@@ -9,14 +9,14 @@
 // once) polls the master instead of every node, a task's source dying does not take the agent
 // with it, and the data still flows node to node, never through the agent.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/clock.h"
 #include "core/time.h"
 
 namespace myriad::kvstore {
@@ -26,10 +26,13 @@ struct RepairAgentOptions {
   int workers = 4;          // tasks copied at once
   size_t tasks_per_plan = 8;  // tasks a worker takes per request
   Nanos poll_interval = 200 * kMillisecond;  // when there is nothing to repair
+  // The idle poll's clock (core/clock.h); the real one when null. Copies and calls to the
+  // master keep their real-time timeouts.
   Nanos copy_timeout = 60 * kSecond;
   Nanos master_timeout = 5 * kSecond;
   // The cluster's shared secret (kvstore/auth.h), for the master and the source nodes.
   std::string auth_token = {};
+  std::shared_ptr<Clock> clock = nullptr;
 };
 
 struct RepairAgentStats {
@@ -51,12 +54,12 @@ class RepairAgent {
   RepairAgentStats stats() const;
 
  private:
-  void Worker();
+  void Worker(Sleeper* idle);
 
   RepairAgentOptions options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  std::shared_ptr<Clock> clock_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<Sleeper>> sleepers_;  // one per worker; Stop wakes them
   std::vector<std::thread> workers_;
   std::atomic<uint64_t> done_{0}, failed_{0}, bytes_{0}, master_errors_{0};
 };

@@ -492,7 +492,8 @@ TEST_F(EtcdDiscoveryTest, GatewaySurvivesAKeyThatIsNotUtf8) {
   c.health_timeout = 200 * kMillisecond;
   c.etcd_endpoint = endpoint();
   c.etcd_prefix = prefix_;
-  auto gw = Gateway::Create(c);
+  auto clock = std::make_shared<ManualClock>();
+  auto gw = Gateway::Create(c, clock);
   ASSERT_TRUE(gw.ok()) << gw.status();
   std::mutex mu;
   std::vector<std::string> log;
@@ -504,8 +505,9 @@ TEST_F(EtcdDiscoveryTest, GatewaySurvivesAKeyThatIsNotUtf8) {
   Gateway* g = gw->get();
   ASSERT_TRUE(PutRaw(endpoint(), prefix_ + "good", json({{"url", url}, {"model", "emu-model"}}).dump()).ok());
   ASSERT_TRUE(WaitUntil([&] { return g->BackendNames() == std::vector<std::string>{"good"}; }));
-  // Past a health round and a scrape: the name reaches no JSON writer.
-  std::this_thread::sleep_for(300ms);
+  // Past a health round and a scrape (one round, in virtual time): the name reaches no JSON writer.
+  clock->Advance(c.health_interval);
+  ASSERT_TRUE(clock->AwaitSleepers(1));
   net::HttpClient client(net::HostPort{"127.0.0.1", g->port()});
   auto r = client.Post("/v1/completions",
                        json({{"model", "emu-model"}, {"prompt", "hi"}, {"max_tokens", 2}}).dump());

@@ -1,6 +1,8 @@
 // The gateway end to end as a proxy: real sockets on loopback, emulated engines behind it.
 #include "gateway_test_util.h"
 
+#include <set>
+
 namespace myriad::gateway {
 namespace {
 
@@ -125,11 +127,15 @@ TEST(GatewayTest, StreamIsPassedThroughByteForByteAsItArrives) {
   upstream.Stop();
 }
 
+// The health loop runs on a ManualClock: a round happens only when the test steps time, so
+// re-admission is counted in rounds, not waited for.
 TEST(GatewayTest, RetriesAnotherBackendAndEjectsOneThatKeepsFailing) {
   GatewayConfig c;
   c.eject_after_errors = 2;
+  c.readmit_after_successes = 2;
   c.policy = "round-robin";
-  Harness h(2, c);
+  auto clock = std::make_shared<ManualClock>();
+  Harness h(2, c, {}, clock);
   auto c0 = net::HttpClient(net::HostPort{"127.0.0.1", h.emus[0]->port()});
   ASSERT_EQ(c0.Post("/admin/fault", R"({"kind":"error","status":503})")->status, 200);
   auto c1 = h.Client();
@@ -142,30 +148,44 @@ TEST(GatewayTest, RetriesAnotherBackendAndEjectsOneThatKeepsFailing) {
   GatewayStats s = h.gw->stats();
   EXPECT_GE(s.retries, 1u);
   EXPECT_EQ(s.ejections, 1u);
-  // Ejected: the health checks pass (the engine is up, only its completions fail), so it comes
-  // back, fails again, and is ejected again; with the fault cleared it stays.
+  // Ejected, and no health round has run since (virtual time stands still): it stays out.
   ASSERT_EQ(c0.Post("/admin/fault", R"({"kind":"none"})")->status, 200);
-  bool served_by_b0 = false;
-  for (int i = 0; i < 100 && !served_by_b0; ++i) {
+  ASSERT_TRUE(clock->AwaitSleepers(1));
+  auto still_out = c1.Post("/v1/completions", Completion("still out"));
+  ASSERT_TRUE(still_out.ok());
+  EXPECT_EQ(*net::FindHeader(still_out->headers, "X-Myriad-Backend"), "b1");
+  // Two passing rounds (readmit_after_successes) bring it back.
+  for (int round = 0; round < c.readmit_after_successes; ++round) {
+    clock->Advance(50 * kMillisecond);  // the harness's health and scrape interval
+    ASSERT_TRUE(clock->AwaitSleepers(1));
+  }
+  std::set<std::string> served;
+  for (int i = 0; i < 2; ++i) {  // round-robin over both again
     auto r = c1.Post("/v1/completions", Completion(fmt::format("after {}", i)));
     ASSERT_TRUE(r.ok());
-    served_by_b0 = *net::FindHeader(r->headers, "X-Myriad-Backend") == "b0";
-    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(r->status, 200) << r->body;
+    served.insert(*net::FindHeader(r->headers, "X-Myriad-Backend"));
   }
-  EXPECT_TRUE(served_by_b0);
+  EXPECT_EQ(served, (std::set<std::string>{"b0", "b1"}));
+  EXPECT_EQ(h.gw->stats().ejections, 1u);
 }
 
 TEST(GatewayTest, AllBackendsDownGives502And503) {
   GatewayConfig c;
-  Harness h(1, c);
+  auto clock = std::make_shared<ManualClock>();
+  Harness h(1, c, {}, clock);
   h.emus[0]->Stop();
   auto cl = h.Client();
   auto r = cl.Post("/v1/completions", Completion("anyone?"));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 502) << r->body;
   EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("b0"), std::string::npos);
-  // The health checks mark it down; then the gateway says so at once.
-  for (int i = 0; i < 100 && cl.Get("/ready")->status == 200; ++i) std::this_thread::sleep_for(20ms);
+  // The health checks mark it down, a round per step of virtual time; then the gateway says so
+  // at once.
+  for (int round = 0; round < 5 && cl.Get("/ready")->status == 200; ++round) {
+    clock->Advance(50 * kMillisecond);
+    ASSERT_TRUE(clock->AwaitSleepers(1));
+  }
   EXPECT_EQ(cl.Get("/ready")->status, 503);
   EXPECT_EQ(cl.Post("/v1/completions", Completion("anyone?"))->status, 503);
 }

@@ -52,7 +52,10 @@ struct Harness {
   std::mutex mu;
   std::vector<json> log;
 
-  explicit Harness(int n, GatewayConfig c = {}, std::vector<BackendRole> roles = {}) {
+  // `clock`: the gateway's (core/clock.h); a ManualClock runs its health rounds only when the
+  // test advances it.
+  explicit Harness(int n, GatewayConfig c = {}, std::vector<BackendRole> roles = {},
+                   std::shared_ptr<Clock> clock = nullptr) {
     c.listen = "127.0.0.1:0";
     c.health_interval = 50 * kMillisecond;
     c.scrape_interval = 50 * kMillisecond;
@@ -63,7 +66,7 @@ struct Harness {
       c.backends.push_back(EmuBackend(fmt::format("b{}", i), emus.back()->port(),
                                    i < static_cast<int>(roles.size()) ? roles[i] : BackendRole::kColocated));
     }
-    auto g = Gateway::Create(c);
+    auto g = Gateway::Create(c, std::move(clock));
     EXPECT_TRUE(g.ok()) << g.status();
     gw = *std::move(g);
     gw->set_access_log([this](const std::string& line) {

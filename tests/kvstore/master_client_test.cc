@@ -16,7 +16,7 @@ class MasterClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     MasterServerOptions options;
-    options.clock = [this] { return now_.load(); };
+    options.clock = clock_;
     server_ = std::make_unique<MasterServer>(std::move(options));
     ASSERT_TRUE(server_->Start().ok());
     auto c = MasterClient::Connect("http://127.0.0.1:" + std::to_string(server_->port()));
@@ -25,7 +25,7 @@ class MasterClientTest : public ::testing::Test {
   }
   void TearDown() override { server_->Stop(); }
 
-  std::atomic<Nanos> now_{kSecond};
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(kSecond);
   std::unique_ptr<MasterServer> server_;
   std::unique_ptr<MasterClient> client_;
 };
@@ -56,14 +56,19 @@ TEST_F(MasterClientTest, PutGetExistsRemoveAcrossFaultDomains) {
   EXPECT_EQ((*got)[0].block, 1u);
   EXPECT_EQ((*got)[0].blocks, 3u);
   EXPECT_EQ((*got)[0].replicas.size(), 3u);
-  EXPECT_GT((*got)[0].lease_until, now_.load());
+  EXPECT_GT((*got)[0].lease_until, clock_->Now());
   EXPECT_FALSE((*got)[1].found);
 
   // Leased by the read: removal refused, then allowed once the lease is over.
   auto refused = client_->Remove("dsv3/fp8", std::vector<BlockKey>{0x33});
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ((*refused)[0].code(), absl::StatusCode::kFailedPrecondition) << (*refused)[0];
-  now_ += 11 * kSecond;
+  // 11 s: past the lease. The nodes keep beating meanwhile, as live ones do: the housekeeping
+  // tick each step wakes must not declare them dead (dead_after: 10 s).
+  clock_->Advance(6 * kSecond);
+  for (NodeId n = 1; n <= 3; ++n) ASSERT_TRUE(client_->Heartbeat(n).ok());
+  clock_->Advance(5 * kSecond);
+  ASSERT_TRUE(clock_->AwaitSleepers(1));
   auto removed = client_->Remove("dsv3/fp8", std::vector<BlockKey>{0x33});
   ASSERT_TRUE(removed.ok());
   EXPECT_TRUE((*removed)[0].ok()) << (*removed)[0];
@@ -96,14 +101,14 @@ TEST_F(MasterClientTest, ALostNodesReplicasAreRepairedOnAnotherFaultDomain) {
   const NodeId lost = (*placed)[0].node;
   // Every node but `lost` keeps beating; 11 s later the master declares it dead.
   for (int s = 1; s <= 11; ++s) {
-    now_ += kSecond;
+    clock_->Advance(kSecond);
     for (NodeId n = 1; n <= 3; ++n) {
       if (n != lost) {
         ASSERT_TRUE(client_->Heartbeat(n).ok());
       }
     }
   }
-  server_->Tick();
+  ASSERT_TRUE(clock_->AwaitSleepers(1));  // the housekeeping tick the last step woke has run
   auto tasks = client_->PlanRepairs();
   ASSERT_TRUE(tasks.ok()) << tasks.status();
   ASSERT_EQ(tasks->size(), 1u);

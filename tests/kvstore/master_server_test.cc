@@ -28,7 +28,7 @@ using nlohmann::json;
 class MasterServerTest : public ::testing::Test {
  protected:
   void StartServer(MasterServerOptions options = {}) {
-    options.clock = [this] { return now_.load(); };
+    options.clock = clock_;
     server_ = std::make_unique<MasterServer>(std::move(options));
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<net::HttpClient>(net::HostPort{"127.0.0.1", server_->port()});
@@ -70,7 +70,7 @@ class MasterServerTest : public ::testing::Test {
     return buf;
   }
 
-  std::atomic<Nanos> now_{kSecond};
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(kSecond);
   std::unique_ptr<MasterServer> server_;
   std::unique_ptr<net::HttpClient> client_;
 };
@@ -138,7 +138,7 @@ TEST_F(MasterServerTest, PutGetExistsRemoveEndToEnd) {
   EXPECT_EQ(refused["results"][1]["removed"], false);
   EXPECT_EQ(refused["results"][1]["error"]["type"], "not_found");
 
-  now_ += 11 * kSecond;  // past the lease
+  clock_->Advance(11 * kSecond);  // past the lease
   auto [s7, removed] = Post("/v1/remove", {{"namespace", "m"}, {"keys", {keys.back()}}});
   ASSERT_EQ(s7, 200);
   EXPECT_EQ(removed["results"][0]["removed"], true) << removed;
@@ -344,14 +344,19 @@ TEST_F(MasterServerTest, ErrorStatusCodes) {
   expect("POST", "/v1/exists", R"({"namespace":"m","keys":["1"]})", 404, "not_found");
 }
 
-TEST_F(MasterServerTest, SilentNodesAreDeclaredDead) {
+// The housekeeping thread declares them, on the injected clock's schedule: no sleeping, and no
+// direct Tick() call standing in for the loop.
+TEST_F(MasterServerTest, SilentNodesAreDeclaredDeadByTheTickLoopInVirtualTime) {
   StartServer();  // dead_after: 10 s of the injected clock
   GivenCluster();
-  now_ += 11 * kSecond;
+  clock_->Advance(5 * kSecond);
+  ASSERT_TRUE(clock_->AwaitSleepers(1));  // the tick this woke has run: nobody is dead yet
+  EXPECT_EQ(Call("GET", "/v1/stats").second["nodes_dead"], 0);
   for (int id = 1; id <= 3; ++id) {
     ASSERT_EQ(Call("POST", "/v1/nodes/" + std::to_string(id) + "/heartbeat").first, 200);
   }
-  server_->Tick();  // the background thread may tick too: the outcome is the same
+  clock_->Advance(6 * kSecond);  // 11 s since nodes 4-6 were heard of, 6 s for nodes 1-3
+  ASSERT_TRUE(clock_->AwaitSleepers(1));
   auto [status, answer] = Call("POST", "/v1/nodes/4/heartbeat");
   EXPECT_EQ(status, 404);
   EXPECT_NE(answer["error"]["message"].get<std::string>().find("declared dead"), std::string::npos)
