@@ -233,17 +233,19 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                                "readmit_after_successes", "scrape_interval"}));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "interval", "health", &c.health_interval));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "timeout", "health", &c.health_timeout));
-    MYRIAD_RETURN_IF_ERROR(r.Get(h, "eject_after_errors", "health", &c.eject_after_errors));
-    MYRIAD_RETURN_IF_ERROR(r.Get(h, "readmit_after_successes", "health", &c.readmit_after_successes));
+    policy::BackendHealthOptions& bh = c.backend_health;
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "eject_after_errors", "health", &bh.eject_after_errors));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "readmit_after_successes", "health", &bh.readmit_after_passing_checks));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "scrape_interval", "health", &c.scrape_interval));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "interval", "health", c.health_interval > 0, "must be > 0",
                                    FormatDuration(c.health_interval)));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "eject_after_errors", "health",
-                                   c.eject_after_errors >= 1 && c.eject_after_errors <= 1000,
-                                   "must be in [1, 1000]", c.eject_after_errors));
+                                   bh.eject_after_errors >= 1 && bh.eject_after_errors <= policy::kMaxHealthCount,
+                                   "must be in [1, 1000]", bh.eject_after_errors));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "readmit_after_successes", "health",
-                                   c.readmit_after_successes >= 1 && c.readmit_after_successes <= 1000,
-                                   "must be in [1, 1000]", c.readmit_after_successes));
+                                   bh.readmit_after_passing_checks >= 1 &&
+                                       bh.readmit_after_passing_checks <= policy::kMaxHealthCount,
+                                   "must be in [1, 1000]", bh.readmit_after_passing_checks));
   }
 
   if (const YAML::Node e = root["etcd"]) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/time.h"
+#include "policy/backend_health.h"
 #include "policy/router.h"
 #include "policy/tenants.h"
 
@@ -93,8 +94,9 @@ struct GatewayConfig {
   // Health.
   Nanos health_interval = 5 * kSecond;
   Nanos health_timeout = 1 * kSecond;
-  int eject_after_errors = 5;      // consecutive failed requests or health checks
-  int readmit_after_successes = 2;  // consecutive passing health checks
+  // Passive ejection and re-admission (health.eject_after_errors, .readmit_after_successes):
+  // the same state machine and defaults as the simulator's units.
+  policy::BackendHealthOptions backend_health;
   Nanos scrape_interval = 1 * kSecond;  // engine /metrics; 0: off
 
   std::string access_log = "-";  // "-": stderr; "": off; else a file path

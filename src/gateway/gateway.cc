@@ -307,6 +307,7 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
   b->config = std::move(config);
   b->address = *hp;
   b->holder = next_holder_++;
+  b->health = policy::BackendHealth(config_.backend_health);
   // DP ranks steered by header: each its own cache, so its own holder in the index.
   if (b->config.dp_ranks > 1) {
     b->ranks.resize(static_cast<size_t>(b->config.dp_ranks));
@@ -386,7 +387,7 @@ void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int
   if (!b) return;
   std::lock_guard l(mu_);
   b->Charge(rank, -1, -queued_tokens);
-  if (RecordOutcome(*b, ok, config_.eject_after_errors)) stats_.ejections++;
+  if (RecordOutcome(*b, ok)) stats_.ejections++;
   if (!ok) stats_.upstream_failures++;
 }
 

@@ -127,7 +127,7 @@ TEST(GatewayTest, StreamIsPassedThroughByteForByteAsItArrives) {
 
 TEST(GatewayTest, RetriesAnotherBackendAndEjectsOneThatKeepsFailing) {
   GatewayConfig c;
-  c.eject_after_errors = 2;
+  c.backend_health.eject_after_errors = 2;
   c.policy = "round-robin";
   Harness h(2, c);
   auto c0 = net::HttpClient(net::HostPort{"127.0.0.1", h.emus[0]->port()});
