@@ -148,7 +148,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                                  "perf_gpu", "perf_tp", "disagg_min_uncached",
                                                  "approx_chunk_bytes", "approx_ttl",
                                                  "index_max_entries", "kv_block_size", "seed",
-                                                 "tokenizer", "tokenizer_config"}));
+                                                 "tokenizer", "tokenizer_config", "recompute_tokens_per_s"}));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer", "routing", &c.tokenizer));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer_config", "routing", &c.tokenizer_config));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "kv_block_size", "routing", &c.kv_block_size));
@@ -164,6 +164,11 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_gpu", "routing", &c.perf_gpu));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_tp", "routing", &c.perf_tp));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "disagg_min_uncached", "routing", &c.disagg_min_uncached));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "recompute_tokens_per_s", "routing", &c.recompute_tokens_per_s));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "recompute_tokens_per_s", "routing",
+                                   std::isfinite(c.recompute_tokens_per_s) && c.recompute_tokens_per_s >= 0 &&
+                                       c.recompute_tokens_per_s <= kMaxRecomputeTokensPerS,
+                                   "must be in [0, 1e9]", c.recompute_tokens_per_s));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "approx_chunk_bytes", "routing", &c.approx_chunk_bytes));
     MYRIAD_RETURN_IF_ERROR(r.Check(rt, "approx_chunk_bytes", "routing",
                                    c.approx_chunk_bytes >= 8 && c.approx_chunk_bytes <= (1 << 20),
