@@ -126,45 +126,12 @@ ScrapedLoad ParseEngineMetrics(std::string_view text) {
   return out;
 }
 
-bool RecordOutcome(Backend& b, bool ok, int eject_after_errors) {
+bool RecordOutcome(Backend& b, bool ok) {
   b.requests++;
-  if (ok) {
-    b.consecutive_errors = 0;
-    return false;
-  }
-  b.failures++;
-  b.consecutive_errors++;
-  if (!b.ejected && eject_after_errors > 0 && b.consecutive_errors >= eject_after_errors) {
-    b.ejected = true;
-    b.consecutive_health_ok = 0;
-    return true;
-  }
-  return false;
+  if (!ok) b.failures++;
+  return b.health.RecordRequest(ok) == policy::HealthChange::kEjected;
 }
 
-std::string_view RecordHealth(Backend& b, bool ok, const GatewayConfig& config) {
-  if (ok) {
-    b.consecutive_health_ok++;
-    if (!b.healthy) {
-      b.healthy = true;
-      b.consecutive_errors = 0;
-      return "healthy";
-    }
-    if (b.ejected && b.consecutive_health_ok >= config.readmit_after_successes) {
-      b.ejected = false;
-      b.consecutive_errors = 0;
-      return "readmitted";
-    }
-    return "";
-  }
-  b.consecutive_health_ok = 0;
-  b.consecutive_errors++;
-  if (b.healthy && b.consecutive_errors >= std::max(1, std::min(config.eject_after_errors, 2))) {
-    // Two failed checks in a row (or fewer when errors eject sooner) mark it down.
-    b.healthy = false;
-    return "unhealthy";
-  }
-  return "";
-}
+std::string_view RecordHealth(Backend& b, bool ok) { return policy::HealthChangeName(b.health.RecordCheck(ok)); }
 
 }  // namespace myriad::gateway

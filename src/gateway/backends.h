@@ -11,6 +11,7 @@
 #include "gateway/config.h"
 #include "net/http.h"
 #include "net/http_client.h"
+#include "policy/backend_health.h"
 #include "policy/load_balancer.h"
 #include "policy/prefix_index.h"
 
@@ -33,13 +34,11 @@ struct Backend {
   std::vector<RankState> ranks;  // dp_ranks > 1: one per DP rank, steered by header
   bool from_etcd = false;
 
-  // Health.
-  bool healthy = true;    // the last health checks passed (or none has failed yet)
-  bool ejected = false;   // consecutive errors; re-admitted after passing health checks
+  // Health: passive ejection and active checks (the policy's state machine), and what only
+  // the gateway knows.
+  policy::BackendHealth health;
   bool draining = false;  // by an operator: no new requests
   bool removed = false;   // deregistered; kept while requests are in flight
-  int consecutive_errors = 0;
-  int consecutive_health_ok = 0;
 
   // Load the gateway itself has placed.
   int64_t inflight = 0;
@@ -53,7 +52,7 @@ struct Backend {
   // The health checker's kept-alive connection (its thread only: under the round's lock).
   std::unique_ptr<net::HttpClient> health_client;
 
-  bool available() const { return healthy && !ejected && !draining && !removed; }
+  bool available() const { return health.available() && !draining && !removed; }
   policy::UnitLoad Load() const;
   // The load of one DP rank (ranks not empty).
   policy::UnitLoad RankLoad(size_t rank) const;
@@ -81,9 +80,9 @@ struct ScrapedLoad {
 ScrapedLoad ParseEngineMetrics(std::string_view exposition);
 
 // Records a request outcome; returns true when this failure ejected the backend.
-bool RecordOutcome(Backend& b, bool ok, int eject_after_errors);
-// Records a health check; returns a description of a state change ("ejected", "readmitted",
-// "unhealthy", "healthy") or "".
-std::string_view RecordHealth(Backend& b, bool ok, const GatewayConfig& config);
+bool RecordOutcome(Backend& b, bool ok);
+// Records a health check; returns the state change's name ("readmitted", "unhealthy",
+// "healthy") or "".
+std::string_view RecordHealth(Backend& b, bool ok);
 
 }  // namespace myriad::gateway

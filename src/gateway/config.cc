@@ -148,7 +148,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                                  "perf_gpu", "perf_tp", "disagg_min_uncached",
                                                  "approx_chunk_bytes", "approx_ttl",
                                                  "index_max_entries", "kv_block_size", "seed",
-                                                 "tokenizer", "tokenizer_config"}));
+                                                 "tokenizer", "tokenizer_config", "recompute_tokens_per_s"}));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer", "routing", &c.tokenizer));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer_config", "routing", &c.tokenizer_config));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "kv_block_size", "routing", &c.kv_block_size));
@@ -164,6 +164,11 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_gpu", "routing", &c.perf_gpu));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_tp", "routing", &c.perf_tp));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "disagg_min_uncached", "routing", &c.disagg_min_uncached));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "recompute_tokens_per_s", "routing", &c.recompute_tokens_per_s));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "recompute_tokens_per_s", "routing",
+                                   std::isfinite(c.recompute_tokens_per_s) && c.recompute_tokens_per_s >= 0 &&
+                                       c.recompute_tokens_per_s <= kMaxRecomputeTokensPerS,
+                                   "must be in [0, 1e9]", c.recompute_tokens_per_s));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "approx_chunk_bytes", "routing", &c.approx_chunk_bytes));
     MYRIAD_RETURN_IF_ERROR(r.Check(rt, "approx_chunk_bytes", "routing",
                                    c.approx_chunk_bytes >= 8 && c.approx_chunk_bytes <= (1 << 20),
@@ -233,17 +238,19 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                                "readmit_after_successes", "scrape_interval"}));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "interval", "health", &c.health_interval));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "timeout", "health", &c.health_timeout));
-    MYRIAD_RETURN_IF_ERROR(r.Get(h, "eject_after_errors", "health", &c.eject_after_errors));
-    MYRIAD_RETURN_IF_ERROR(r.Get(h, "readmit_after_successes", "health", &c.readmit_after_successes));
+    policy::BackendHealthOptions& bh = c.backend_health;
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "eject_after_errors", "health", &bh.eject_after_errors));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "readmit_after_successes", "health", &bh.readmit_after_passing_checks));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "scrape_interval", "health", &c.scrape_interval));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "interval", "health", c.health_interval > 0, "must be > 0",
                                    FormatDuration(c.health_interval)));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "eject_after_errors", "health",
-                                   c.eject_after_errors >= 1 && c.eject_after_errors <= 1000,
-                                   "must be in [1, 1000]", c.eject_after_errors));
+                                   bh.eject_after_errors >= 1 && bh.eject_after_errors <= policy::kMaxHealthCount,
+                                   "must be in [1, 1000]", bh.eject_after_errors));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "readmit_after_successes", "health",
-                                   c.readmit_after_successes >= 1 && c.readmit_after_successes <= 1000,
-                                   "must be in [1, 1000]", c.readmit_after_successes));
+                                   bh.readmit_after_passing_checks >= 1 &&
+                                       bh.readmit_after_passing_checks <= policy::kMaxHealthCount,
+                                   "must be in [1, 1000]", bh.readmit_after_passing_checks));
   }
 
   if (const YAML::Node e = root["etcd"]) {

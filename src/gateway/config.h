@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/time.h"
+#include "policy/backend_health.h"
 #include "policy/router.h"
 #include "policy/tenants.h"
 
@@ -37,6 +38,7 @@ struct TenantEntry {
 // Upper bounds of the config's sizes (docs/gateway.md lists every bound).
 inline constexpr size_t kMaxBodyBytes = size_t{1} << 30;
 inline constexpr size_t kMaxIndexEntries = size_t{1} << 30;
+inline constexpr double kMaxRecomputeTokensPerS = 1e9;
 
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8000";
@@ -63,6 +65,10 @@ struct GatewayConfig {
   std::string perf_gpu = "H100";
   int perf_tp = 1;
   int64_t disagg_min_uncached = 0;  // shorter uncached parts skip P/D
+  // Prompt tokens to prefill admitted per second over all backends (policy/recompute_limiter.h):
+  // new requests are shed (429 recompute_limited), lowest priority first, so that retries after
+  // a backend failure do not swamp the rest. 0: off.
+  double recompute_tokens_per_s = 0;
   // Approximate routing (no events or no tokenizer): the gateway's own decisions, keyed on
   // chunks of the prompt text, remembered for `approx_ttl`.
   int approx_chunk_bytes = 128;
@@ -93,8 +99,9 @@ struct GatewayConfig {
   // Health.
   Nanos health_interval = 5 * kSecond;
   Nanos health_timeout = 1 * kSecond;
-  int eject_after_errors = 5;      // consecutive failed requests or health checks
-  int readmit_after_successes = 2;  // consecutive passing health checks
+  // Passive ejection and re-admission (health.eject_after_errors, .readmit_after_successes):
+  // the same state machine and defaults as the simulator's units.
+  policy::BackendHealthOptions backend_health;
   Nanos scrape_interval = 1 * kSecond;  // engine /metrics; 0: off
 
   std::string access_log = "-";  // "-": stderr; "": off; else a file path

@@ -70,7 +70,7 @@ void Exchange::Dispatch() {
       gw->stats_.rejected++;
     }
     decision = route.reason;
-    if (route.reason == "no_backend") {
+    if (route.no_backend) {
       const std::string msg =
           last_error.empty()
               ? fmt::format("no available backend serves model '{}'", req.model)
@@ -87,8 +87,8 @@ void Exchange::Dispatch() {
     }
     net::HttpResponse resp = net::JsonError(
         429, "rate_limit_exceeded",
-        fmt::format("rejected: {} (estimated time to first token {:.2f} s)", route.reason,
-                    route.estimated_ttft_s));
+        fmt::format("rejected: {} (tenant '{}', estimated time to first token {:.2f} s)", route.reason,
+                    tenant_name, route.estimated_ttft_s));
     resp.headers.emplace_back("Retry-After", "1");
     status_sent = 429;
     r->Respond(std::move(resp));

@@ -54,6 +54,13 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config,
     }
     g->encoder_ = *std::move(enc);
   }
+  if (config.recompute_tokens_per_s > 0) {
+    g->limiter_ = std::make_unique<policy::RecomputeLimiter>(
+        policy::RecomputeLimiterOptions{.tokens_per_s = config.recompute_tokens_per_s});
+  }
+  g->admission_ = std::make_unique<policy::AdmissionPipeline>(g->router_.get(), &g->tenants_, &g->index_, g->limiter_.get());
+  g->token_admission_ =
+      std::make_unique<policy::AdmissionPipeline>(g->token_router_.get(), &g->tenants_, &g->index_, g->limiter_.get());
   for (const auto& b : config.backends) {
     if (absl::Status st = g->AddBackend(b); !st.ok()) return st;
   }
@@ -305,6 +312,7 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
   b->config = std::move(config);
   b->address = *hp;
   b->holder = next_holder_++;
+  b->health = policy::BackendHealth(config_.backend_health);
   // DP ranks steered by header: each its own cache, so its own holder in the index.
   if (b->config.dp_ranks > 1) {
     b->ranks.resize(static_cast<size_t>(b->config.dp_ranks));
@@ -384,7 +392,7 @@ void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int
   if (!b) return;
   std::lock_guard l(mu_);
   b->Charge(rank, -1, -queued_tokens);
-  if (RecordOutcome(*b, ok, config_.eject_after_errors)) stats_.ejections++;
+  if (RecordOutcome(*b, ok)) stats_.ejections++;
   if (!ok) stats_.upstream_failures++;
 }
 
@@ -419,47 +427,46 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
     decode_c.clear();
   }
   Route out;
-  if (entries.empty()) {
-    out.rejected = true;
-    out.reason = "no_backend";
-    return out;
-  }
-  policy::RouteRequest rr;
-  rr.blocks = ex.keys;
-  rr.input_tokens = ex.input_tokens;
-  rr.output_tokens = ex.req.max_tokens;
-  rr.now = NowNanos();
-  policy::Router& router = ex.token_keys ? *token_router_ : *router_;
-  policy::RouteDecision d = router.Route(rr, entry_c, decode_c, rng_);
+  const Nanos now = NowNanos();
+  // An attempt after the first is a retry: its tenant was charged once, the limiter takes it.
+  policy::AdmissionPipeline& admission = ex.token_keys ? *token_admission_ : *admission_;
+  const policy::Admission a = admission.Admit(
+      policy::AdmissionRequest{.blocks = ex.keys,
+                               .input_tokens = ex.input_tokens,
+                               .output_tokens = ex.req.max_tokens,
+                               .tenant = ex.tenant,
+                               .tenant_tokens = ex.input_tokens + ex.req.max_tokens,
+                               .now = now,
+                               .retry = ex.attempts > 0},
+      entry_c, decode_c, rng_);
+  const policy::RouteDecision& d = a.route;
   out.estimated_ttft_s = d.estimated_ttft_s;
-  // The tenant policy's contention signal: recent TTFT estimates against the SLO, smoothed.
-  const double slo_s = NanosToSeconds(config_.ttft_slo);
-  if (slo_s > 0 && !d.rejected) load_signal_ = 0.9 * load_signal_ + 0.1 * (d.estimated_ttft_s / slo_s);
-  if (d.rejected || d.entry < 0) {
+  if (!a.admitted()) {
     out.rejected = true;
-    out.reason = d.entry < 0 && !d.rejected ? "no_backend" : std::string(d.reason);
+    out.no_backend = a.reason == "no_available_unit";
+    out.reason = a.ReasonText();
     return out;
   }
-  std::tie(out.entry, out.entry_rank) = entries[static_cast<size_t>(d.entry)];
-  // Without a decode pick (the router skipped disaggregation) a prefill engine serves it whole.
-  if (d.decode >= 0 && out.entry->config.role == BackendRole::kPrefill) {
-    std::tie(out.decode, out.decode_rank) = decodes[static_cast<size_t>(d.decode)];
+  if (d.entry >= 0) {
+    std::tie(out.entry, out.entry_rank) = entries[static_cast<size_t>(d.entry)];
+    // Without a decode pick (the router skipped disaggregation) a prefill engine serves it whole.
+    if (d.decode >= 0 && out.entry->config.role == BackendRole::kPrefill) {
+      std::tie(out.decode, out.decode_rank) = decodes[static_cast<size_t>(d.decode)];
+    }
+  } else {
+    // Too little to prefill for a hand-off (disagg_min_uncached): the decode engine does it all.
+    std::tie(out.entry, out.entry_rank) = decodes[static_cast<size_t>(d.decode)];
   }
   out.cached_tokens = d.expected_cached_tokens;
   if (LogEnabled()) {  // the reason is for the access log only: not formatted when it is off
     out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
-                             policy::FormatPolicyName(router_->options(), config_.fairness),
+                             policy::FormatPolicyName(admission.router().options(), config_.fairness),
                              out.entry->config.name,
                              out.entry_rank >= 0 ? fmt::format("/dp{}", out.entry_rank) : std::string(),
                              d.expected_cached_tokens, ex.input_tokens,
                              d.estimated_ttft_s,
                              out.decode ? ", decode on " + out.decode->config.name : "",
                              d.hot_spot ? ", hot prefix spread" : "");
-  }
-  // The gateway's own prediction, until (or instead of) the engine's events.
-  if (!ex.keys.empty()) {
-    index_.AddProvisional(out.entry->HolderOf(out.entry_rank), 0, ex.keys, rr.now);
-    if (out.decode) index_.AddProvisional(out.decode->HolderOf(out.decode_rank), 0, ex.keys, rr.now);
   }
   out.entry->Charge(out.entry_rank, 1, std::max<int64_t>(0, ex.input_tokens - out.cached_tokens));
   // Each routed request earns a fraction of a retry; the bucket is bounded.
@@ -559,20 +566,7 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
       ex->keys.push_back(parent);
     }
   }
-  {
-    // Quotas and fair share: a tenant over its bucket is told when to come back.
-    std::lock_guard l(mu_);
-    const std::string_view reject = tenants_.Admit(ex->tenant, ex->input_tokens + ex->req.max_tokens,
-                                                   load_signal_, NowNanos());
-    if (!reject.empty()) {
-      stats_.rejected++;
-      responses_[{chat, 429}]++;
-      net::HttpResponse resp = net::JsonError(
-          429, "rate_limit_exceeded", fmt::format("tenant '{}': {}", ex->tenant_name, reject));
-      resp.headers.emplace_back("Retry-After", "1");
-      return r->Respond(std::move(resp));
-    }
-  }
+  // Quotas and fair share are decided with the route, in Pick (the admission pipeline).
   std::weak_ptr<Exchange> weak = ex;
   r->OnClientGone([weak] {
     if (auto e = weak.lock()) {

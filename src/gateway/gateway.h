@@ -28,9 +28,11 @@
 #include "net/async_http_client.h"
 #include "net/http_server.h"
 #include "net/prometheus.h"
+#include "policy/admission.h"
 #include "policy/kv_event_indexer.h"
 #include "policy/prefill_cost.h"
 #include "policy/prefix_index.h"
+#include "policy/recompute_limiter.h"
 #include "policy/router.h"
 #include "policy/tenants.h"
 #include "tokenizer/prompt_encoder.h"
@@ -95,15 +97,18 @@ class Gateway {
   bool LogEnabled();
   int64_t NowNanos() const;
 
-  // Routing, under mu_: the chosen entry (and decode) backends, or a rejection.
+  // Admission (policy::AdmissionPipeline, under mu_): the chosen entry (and decode) backends,
+  // or a rejection.
   struct Route {
     std::shared_ptr<Backend> entry, decode;
     int entry_rank = -1, decode_rank = -1;  // DP ranks steered by header; -1: the engine's pick
     bool rejected = false;
+    bool no_backend = false;  // rejected because no backend is left to try (503, not 429)
     std::string reason;
     int64_t cached_tokens = 0;
     double estimated_ttft_s = 0;
   };
+  // Admits and routes the exchange's next attempt (a retry after its first).
   Route Pick(Exchange& ex);
   absl::Status AddBackendLocked(BackendConfig config, bool from_etcd);
   bool RemoveBackendLocked(const std::string& name, bool only_from_etcd);
@@ -128,6 +133,9 @@ class Gateway {
   policy::PrefixIndex index_;
   std::unique_ptr<policy::Router> router_;         // text-chunk keys (approximate)
   std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
+  std::unique_ptr<policy::RecomputeLimiter> limiter_;  // null: routing.recompute_tokens_per_s 0
+  // The simulator's admission pipeline, one per router; they share the tenants and limiter.
+  std::unique_ptr<policy::AdmissionPipeline> admission_, token_admission_;
   std::unique_ptr<policy::KvEventIndexer> indexer_;
   std::unique_ptr<net::KvEventSubscriber> subscriber_;  // backends configured at Start
   std::mutex sub_mu_;  // guards late_subscribers_; never held with mu_ while stopping one
@@ -142,7 +150,6 @@ class Gateway {
   // and the OS at start.
   uint64_t trace_salt_ = 0;
   double retry_tokens_ = 10;
-  double load_signal_ = 0;  // smoothed estimated TTFT / SLO: the tenant policy's contention input
   GatewayStats stats_;
   std::map<std::pair<bool, int>, uint64_t> responses_;  // (chat route, status) -> count
   net::HistogramCounts ttft_, e2e_;

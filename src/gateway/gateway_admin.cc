@@ -50,7 +50,7 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
     for (const auto& b : backends_) {
       list.push_back({{"name", b->config.name}, {"url", b->config.url},
                       {"role", RoleName(b->config.role)}, {"model", b->config.model},
-                      {"healthy", b->healthy}, {"ejected", b->ejected}, {"draining", b->draining},
+                      {"healthy", b->health.healthy()}, {"ejected", b->health.ejected()}, {"draining", b->draining},
                       {"available", b->available()}, {"inflight", b->inflight},
                       {"queued_prefill_tokens", b->queued_prefill_tokens},
                       {"engine_running", b->running}, {"engine_waiting", b->waiting},
@@ -154,7 +154,7 @@ void Gateway::CheckHealthNow() {
     std::string_view change;
     {
       std::lock_guard l(mu_);
-      change = RecordHealth(*b, ok, config_);
+      change = RecordHealth(*b, ok);
       if (load.any) {
         b->running = load.running;
         b->waiting = load.waiting;

@@ -4,7 +4,8 @@
 // timeout; a hung collective is only caught by the communicator's watchdog (NCCL's default is
 // 10 minutes, fail-fast setups use tens of seconds); silent data corruption is visible only to
 // a known-answer probe. Every function takes the time of the fault and returns the time of
-// detection, so the simulator and a real health checker agree to the nanosecond.
+// detection, so the simulator and a real health checker agree to the nanosecond. Passive
+// ejection on refused requests is a count, not a time: policy/backend_health.h.
 #include <cstdint>
 
 #include "core/time.h"
@@ -21,10 +22,6 @@ struct DetectionOptions {
   Nanos watchdog_timeout = 30 * kSecond;
   // Known-answer probes per unit; 0 disables them.
   Nanos probe_interval = 5 * kMinute;
-  // Passive ejection: a unit whose process is gone refuses connections; after this many
-  // refused requests in a row the router ejects it without waiting for the heartbeat timeout
-  // (0: never).
-  int eject_after_errors = 3;
 };
 
 // A process that dies at `at`: its last beat was the tick at or before `at`; the first check

@@ -120,6 +120,7 @@ absl::Status Cluster::Build() {
   if (scenario_.faults.enabled) {
     if (absl::Status st = BuildFailures(); !st.ok()) return st;
   }
+  admission_ = std::make_unique<policy::AdmissionPipeline>(router_.get(), tenants_.get(), index_.get(), limiter_.get());
   if (entry_units_.empty()) {
     return absl::InvalidArgumentError("pools: no prefill or colocated pool to receive requests");
   }
@@ -284,51 +285,44 @@ void Cluster::Reject(uint32_t slot, const std::string& reason) {
   table_.Release(slot);
 }
 
+int Cluster::UnitOf(const policy::RouteDecision& d) const {
+  return d.entry < 0 ? decode_units_[static_cast<size_t>(d.decode)] : entry_units_[static_cast<size_t>(d.entry)];
+}
+
+std::string_view Cluster::Refuses(const policy::AdmissionRequest& req, const policy::RouteDecision& d) {
+  const Unit& u = *units_[static_cast<size_t>(UnitOf(d))];
+  const PoolConfig& pool = scenario_.pools[static_cast<size_t>(u.config().pool)];
+  if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) return "queue_full";
+  if (req.input_tokens + req.output_tokens > u.kv_capacity()) return "exceeds_kv_capacity";
+  return {};
+}
+
+int64_t Cluster::CachedTokens(const policy::AdmissionRequest& req, const policy::RouteDecision& d) {
+  // What the chosen unit holds plus what the store tier can load back into it.
+  return static_cast<int64_t>(CachedBlocks(*units_[static_cast<size_t>(UnitOf(d))], req.blocks)) *
+         scenario_.kv_block_tokens;
+}
+
 void Cluster::Admit(uint32_t slot, bool retry) {
-  const Nanos now = events_.now();
   const ReqState& st = table_[slot];
   const Request& r = st.req;
-  const int64_t context = int64_t{r.input_tokens} + st.generated;
-  const policy::RouteDecision d = router_->Route(
-      policy::RouteRequest{.blocks = r.blocks, .input_tokens = context, .output_tokens = r.output_tokens - st.generated, .now = now},
-      entry_cands_, decode_cands_, rng_);
-  // A retry that cannot be placed is reported apart from first attempts; the string is built
-  // only on rejection, never on the admission path.
-  auto why = [retry](std::string_view reason) { return (retry ? "retry_" : "") + std::string(reason); };
-  if (d.rejected) return Reject(slot, why(d.reason));
-  if (!retry) {
-    const double load = d.estimated_ttft_s / NanosToSeconds(scenario_.slo.ttft);
-    if (std::string_view why = tenants_->Admit(r.tenant, int64_t{r.input_tokens} + r.output_tokens, load, now);
-        !why.empty()) {
-      return Reject(slot, std::string(why));
-    }
-  }
-  const bool on_decode = d.entry < 0;
-  const int unit = on_decode ? decode_units_[static_cast<size_t>(d.decode)] : entry_units_[static_cast<size_t>(d.entry)];
-  Unit& u = *units_[static_cast<size_t>(unit)];
-  if (limiter_) {
-    // What the chosen unit will compute: the prompt less the prefix it (or a copy) supplies.
-    const int priority = r.tenant < scenario_.tenants.size() ? scenario_.tenants[r.tenant].priority : 0;
-    const int levels = max_priority_ - priority;
-    const int64_t cached = std::max<int64_t>(
-        d.expected_cached_tokens, static_cast<int64_t>(CachedBlocks(u, r.blocks)) * scenario_.kv_block_tokens);
-    const double tokens = static_cast<double>(std::max<int64_t>(context - cached, 1));
-    // Retries are never shed (their clients are mid-stream): new arrivals make room for them.
-    if (retry) {
-      limiter_->Charge(now, tokens);
-    } else if (!limiter_->Admit(now, tokens, levels)) {
-      return Reject(slot, "recompute_limited");
-    }
-  }
-  const PoolConfig& pool = scenario_.pools[static_cast<size_t>(u.config().pool)];
-  if (pool.max_waiting > 0 && u.Load().waiting >= pool.max_waiting) return Reject(slot, why("queue_full"));
-  if (int64_t{r.input_tokens} + r.output_tokens > u.kv_capacity()) return Reject(slot, "exceeds_kv_capacity");
+  const policy::Admission a = admission_->Admit(
+      policy::AdmissionRequest{.blocks = r.blocks,
+                               .input_tokens = int64_t{r.input_tokens} + st.generated,
+                               .output_tokens = r.output_tokens - st.generated,
+                               .tenant = r.tenant,
+                               .tenant_tokens = int64_t{r.input_tokens} + r.output_tokens,
+                               .now = events_.now(),
+                               .retry = retry},
+      entry_cands_, decode_cands_, rng_, this);
+  // The reason string is built only on rejection, never on the admission path.
+  if (!a.admitted()) return Reject(slot, a.ReasonText());
+  const policy::RouteDecision& d = a.route;
   if (d.hot_spot) ++hot_spots_;
-  if (on_decode) ++prefill_on_decode_;
-  if (index_ && !on_decode) index_->AddProvisional(static_cast<policy::HolderId>(unit), 0, r.blocks, now);
+  if (d.entry < 0) ++prefill_on_decode_;
   const int copy_from = d.fetch_from >= 0 ? entry_units_[static_cast<size_t>(d.fetch_from)] : -1;
   const int64_t copy_blocks = d.fetch_from >= 0 ? static_cast<int64_t>(d.expected_cached_tokens / scenario_.kv_block_tokens) : 0;
-  Dispatch(slot, unit, copy_from, copy_blocks);
+  Dispatch(slot, UnitOf(d), copy_from, copy_blocks);
 }
 
 void Cluster::Retry(uint32_t slot) {

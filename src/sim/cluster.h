@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/rng.h"
 #include "perf/transfer.h"
+#include "policy/admission.h"
 #include "policy/eplb_rebalancer.h"
 #include "policy/prefix_index.h"
 #include "policy/recompute_limiter.h"
@@ -31,7 +32,7 @@ namespace myriad::sim {
 // Called now and then with the fraction of simulated time done (0..1).
 using ProgressFn = std::function<void(double)>;
 
-class Cluster final : public UnitHost, public FailureHost {
+class Cluster final : public UnitHost, public FailureHost, private policy::AdmissionTargets {
  public:
   // `workload` supplies the requests; the scenario's own workload section is not read here.
   static absl::StatusOr<std::unique_ptr<Cluster>> Create(const Scenario& scenario,
@@ -59,8 +60,13 @@ class Cluster final : public UnitHost, public FailureHost {
   absl::StatusOr<std::unique_ptr<perf::MoeStepModel>> BuildMoe(size_t pool);
   void ScheduleNextArrival();
   void OnArrival(Request r);
-  // Routes and admits the request in `slot` (a new arrival, or a retry after a unit failed).
+  // Routes and admits the request in `slot` (a new arrival, or a retry after a unit failed)
+  // through the admission pipeline the gateway runs too.
   void Admit(uint32_t slot, bool retry);
+  // What the pipeline asks of the chosen unit: its queue and memory, and its cached prefix.
+  std::string_view Refuses(const policy::AdmissionRequest& req, const policy::RouteDecision& d) override;
+  int64_t CachedTokens(const policy::AdmissionRequest& req, const policy::RouteDecision& d) override;
+  int UnitOf(const policy::RouteDecision& d) const;
   void Reject(uint32_t slot, const std::string& reason);
   void Retry(uint32_t slot);
   absl::Status BuildFailures();
@@ -138,7 +144,7 @@ class Cluster final : public UnitHost, public FailureHost {
   // Faults (only with a `faults:` section).
   std::unique_ptr<FailureModel> failures_;
   std::unique_ptr<policy::RecomputeLimiter> limiter_;
-  int max_priority_ = 0;
+  std::unique_ptr<policy::AdmissionPipeline> admission_;
   int64_t retries_ = 0, evacuated_ = 0, lost_kv_tokens_ = 0, retried_context_tokens_ = 0, failed_transfers_ = 0;
   std::vector<uint32_t> evacuees_;  // scratch
   // The KV store tier (only with a `store:` section; cluster_store.cc).

@@ -21,7 +21,6 @@ absl::Status Cluster::BuildFailures() {
     limiter_ = std::make_unique<policy::RecomputeLimiter>(
         policy::RecomputeLimiterOptions{.tokens_per_s = fc.recompute_limit * tokens_per_s});
   }
-  for (const auto& t : scenario_.tenants) max_priority_ = std::max(max_priority_, t.priority);
   const Nanos bucket = fc.timeline_bucket > 0 ? fc.timeline_bucket : std::max<Nanos>(scenario_.duration / 48, kSecond);
   metrics_.EnableTimeline(bucket, scenario_.duration + scenario_.drain);
   return absl::OkStatus();

@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<FailureModel>> FailureModel::Create(const Scenari
   const auto n = static_cast<Nanos>(units.size());
   for (size_t u = 0; u < units.size(); ++u) {
     UnitState& st = m->state_[u];
+    st.passive = policy::BackendHealth(c.backend_health);
     // Every GPU of the unit is a rank to the detector (TP ranks included).
     st.detector = std::make_unique<policy::StragglerDetector>(units[u]->model().layout().gpus(), c.stragglers.options);
     // Probes are staggered over the interval so that they do not all land at once.
@@ -301,7 +302,7 @@ void FailureModel::HitUnit(int u, int fi, bool needs_node) {
   if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].absorbed = true;
   st.phase = Phase::kFailed;
   st.corrupt = false;
-  st.errors = 0;
+  st.passive.Reset();
   st.fault = fi;
   st.nodes_needed += needs_node ? 1 : 0;
   MarkDown(u);
@@ -318,8 +319,10 @@ bool FailureModel::RefusesWork(int u) {
   if (st.phase != Phase::kFailed || st.fault < 0) return false;
   const FaultKind k = faults_[static_cast<size_t>(st.fault)].kind;
   if (k != FaultKind::kCrash && k != FaultKind::kSoftwareCrash) return false;  // a hung server still accepts
-  const int limit = cfg_.detection.eject_after_errors;
-  if (limit > 0 && ++st.errors >= limit && faults_[static_cast<size_t>(st.fault)].detected < 0) {
+  // The request is refused; the state machine ejects once, and detection by another means
+  // first makes the ejection a no-op.
+  if (st.passive.RecordRequest(false) == policy::HealthChange::kEjected &&
+      faults_[static_cast<size_t>(st.fault)].detected < 0) {
     units_[static_cast<size_t>(u)]->set_routable(false);  // the router's own decision: no delay
     Detect(u, st.fault, "passive_errors");
   }

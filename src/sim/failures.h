@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "core/stats.h"
 #include "perf/moe_step.h"
+#include "policy/backend_health.h"
 #include "policy/eplb.h"
 #include "policy/straggler.h"
 #include "sim/event_queue.h"
@@ -108,7 +109,7 @@ class FailureModel {
     Nanos slow_since = 0;
     Nanos probe_phase = 0;
     uint64_t steps_seen = 0;
-    int errors = 0;         // refused requests in a row (passive ejection)
+    policy::BackendHealth passive;  // refused requests in a row (passive ejection)
     std::vector<std::pair<Nanos, Nanos>> down;  // intervals not serving correctly; -1: open
     bool elastic = false;      // elastic EP: will serve degraded while rebuilt
     bool elastic_node = false; // it lost a node (else one GPU's rank)

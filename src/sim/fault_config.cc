@@ -170,9 +170,10 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
     policy::DetectionOptions& o = c->detection;
     MYRIAD_RETURN_IF_ERROR(rd.Map(d, q, {"heartbeat_interval", "heartbeat_timeout", "watchdog_timeout", "probe_interval",
                                          "eject_after_errors"}));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(d, "eject_after_errors", q, &o.eject_after_errors));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "eject_after_errors", q, o.eject_after_errors >= 0, "must not be negative",
-                                    o.eject_after_errors));
+    int& eject = c->backend_health.eject_after_errors;
+    MYRIAD_RETURN_IF_ERROR(rd.Get(d, "eject_after_errors", q, &eject));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "eject_after_errors", q, eject >= 0 && eject <= policy::kMaxHealthCount,
+                                    "must be in [0, 1000]", eject));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "heartbeat_interval", q, &o.heartbeat_interval));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "heartbeat_timeout", q, &o.heartbeat_timeout));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "watchdog_timeout", q, &o.watchdog_timeout));

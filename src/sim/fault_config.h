@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/time.h"
+#include "policy/backend_health.h"
 #include "policy/health.h"
 #include "policy/recovery.h"
 #include "policy/straggler.h"
@@ -102,6 +103,9 @@ struct FaultConfig {
   Nanos maintenance_duration = 4 * kHour;
   Nanos drain_timeout = 5 * kMinute;  // maintenance: in-flight work gets this long to finish
   policy::DetectionOptions detection;
+  // Passive ejection (faults.detection.eject_after_errors): the gateway's state machine and
+  // default; the units' heartbeat and watchdog detection is `detection`'s.
+  policy::BackendHealthOptions backend_health;
   StragglerDetection stragglers;
   policy::RecoveryOptions recovery;
   int spare_nodes = -1;       // -1: every node no unit uses

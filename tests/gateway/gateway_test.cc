@@ -131,8 +131,8 @@ TEST(GatewayTest, StreamIsPassedThroughByteForByteAsItArrives) {
 // re-admission is counted in rounds, not waited for.
 TEST(GatewayTest, RetriesAnotherBackendAndEjectsOneThatKeepsFailing) {
   GatewayConfig c;
-  c.eject_after_errors = 2;
-  c.readmit_after_successes = 2;
+  c.backend_health.eject_after_errors = 2;
+  c.backend_health.readmit_after_passing_checks = 2;
   c.policy = "round-robin";
   auto clock = std::make_shared<ManualClock>();
   Harness h(2, c, {}, clock);
@@ -154,8 +154,8 @@ TEST(GatewayTest, RetriesAnotherBackendAndEjectsOneThatKeepsFailing) {
   auto still_out = c1.Post("/v1/completions", Completion("still out"));
   ASSERT_TRUE(still_out.ok());
   EXPECT_EQ(*net::FindHeader(still_out->headers, "X-Myriad-Backend"), "b1");
-  // Two passing rounds (readmit_after_successes) bring it back.
-  for (int round = 0; round < c.readmit_after_successes; ++round) {
+  // Two passing rounds (readmit_after_passing_checks) bring it back.
+  for (int round = 0; round < c.backend_health.readmit_after_passing_checks; ++round) {
     clock->Advance(50 * kMillisecond);  // the harness's health and scrape interval
     ASSERT_TRUE(clock->AwaitSleepers(1));
   }

@@ -1,0 +1,119 @@
+// The gateway's admission through a client's eyes: the pipeline the simulator runs
+// (policy/admission.h) in the order it runs it, the recompute limiter when configured, and the
+// reasons in the 429 bodies as the simulator's report names them.
+#include <gtest/gtest.h>
+
+#include "gateway_test_util.h"
+
+namespace myriad::gateway {
+namespace {
+
+using namespace gwtest;
+
+// A call with an Authorization header (HttpClient has no header API).
+CallResult Send(net::AsyncHttpClient& client, uint16_t port, const std::string& method, const std::string& target,
+                const std::string& body, const std::string& bearer) {
+  net::CallRequest req;
+  req.server = net::HostPort{"127.0.0.1", port};
+  req.method = method;
+  req.target = target;
+  req.body = body;
+  req.headers.emplace_back("Content-Type", "application/json");
+  if (!bearer.empty()) req.headers.emplace_back("Authorization", "Bearer " + bearer);
+  return CallAndWait(client, req);
+}
+
+std::string ErrorMessage(const CallResult& r) {
+  const json j = json::parse(r.body, nullptr, false);
+  return j.is_object() && j.contains("error") ? j["error"].value("message", "") : r.body;
+}
+
+TEST(GatewayAdmission, ARequestNoBackendCanServeDoesNotSpendItsTenantsQuota) {
+  GatewayConfig c;
+  c.admin_token = "admin";
+  TenantEntry small;
+  small.config.name = "small";
+  // Room for one request: a 39-byte prompt (~9 tokens) plus 4 tokens of output.
+  small.config.quota_tokens_per_s = 1e-3;
+  small.config.burst_tokens = 13;
+  small.api_keys = {"key-small"};
+  c.tenants.push_back(small);
+  Harness h(1, c);
+  net::AsyncHttpClient ac;
+  const std::string prompt = Completion("one two three four five six seven eight", 4);
+  ASSERT_EQ(Send(ac, h.gw->port(), "POST", "/admin/backends/b0/drain", "", "admin").status, 200);
+  const CallResult unserved = Send(ac, h.gw->port(), "POST", "/v1/completions", prompt, "key-small");
+  EXPECT_EQ(unserved.status, 503) << unserved.body;
+  ASSERT_EQ(Send(ac, h.gw->port(), "POST", "/admin/backends/b0/undrain", "", "admin").status, 200);
+  // Routing comes before the tenant: the refused request left the quota whole.
+  const CallResult served = Send(ac, h.gw->port(), "POST", "/v1/completions", prompt, "key-small");
+  EXPECT_EQ(served.status, 200) << served.body;
+  const CallResult over = Send(ac, h.gw->port(), "POST", "/v1/completions", prompt, "key-small");
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_NE(ErrorMessage(over).find("tenant_quota"), std::string::npos) << over.body;
+  EXPECT_NE(ErrorMessage(over).find("'small'"), std::string::npos) << over.body;
+  EXPECT_EQ(h.gw->stats().rejected, 2u);
+}
+
+TEST(GatewayAdmission, RecomputeLimiterShedsNewRequestsWith429) {
+  GatewayConfig c;
+  c.recompute_tokens_per_s = 1;  // a bucket of 5 prompt tokens
+  Harness h(1, c);
+  auto cl = h.Client();
+  // The first goes through on a full bucket (one larger than the bucket is never starved) and
+  // leaves it in debt; the next new request is shed.
+  auto first = cl.Post("/v1/completions", Completion("alpha beta gamma delta epsilon zeta eta theta", 4));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->status, 200) << first->body;
+  auto second = cl.Post("/v1/completions", Completion("iota kappa lambda mu nu xi omicron pi rho", 4));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->status, 429) << second->body;
+  EXPECT_NE(second->body.find("recompute_limited"), std::string::npos) << second->body;
+  EXPECT_NE(net::FindHeader(second->headers, "Retry-After"), nullptr);
+}
+
+TEST(GatewayAdmission, RecomputeLimitIsBounded) {
+  auto big = ParseGatewayConfig("routing:\n  recompute_tokens_per_s: 2e9\n", "gw.yaml");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("gw.yaml:2: routing.recompute_tokens_per_s"), std::string::npos)
+      << big.status();
+  EXPECT_NE(big.status().message().find("[0, 1e9]"), std::string::npos) << big.status();
+  auto negative = ParseGatewayConfig("routing:\n  recompute_tokens_per_s: -1\n", "gw.yaml");
+  EXPECT_FALSE(negative.ok());
+  auto good = ParseGatewayConfig("routing:\n  recompute_tokens_per_s: 50000\n", "gw.yaml");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->recompute_tokens_per_s, 50000);
+}
+
+TEST(GatewayAdmission, BackendHealthDefaultsAreTheSimulatorsAndBounded) {
+  auto d = ParseGatewayConfig("listen: 127.0.0.1:8000\n", "gw.yaml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->backend_health.eject_after_errors, policy::BackendHealthOptions{}.eject_after_errors);
+  auto set = ParseGatewayConfig("health: {eject_after_errors: 7, readmit_after_successes: 4}\n", "gw.yaml");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->backend_health.eject_after_errors, 7);
+  EXPECT_EQ(set->backend_health.readmit_after_passing_checks, 4);
+  auto big = ParseGatewayConfig("health:\n  eject_after_errors: 1001\n", "gw.yaml");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("gw.yaml:2: health.eject_after_errors"), std::string::npos) << big.status();
+}
+
+}  // namespace
+}  // namespace myriad::gateway
+
+namespace myriad::gateway {
+namespace {
+
+TEST(GatewayAdmission, ShortUncachedPromptIsServedWholeByTheDecodeBackend) {
+  GatewayConfig c;
+  c.disagg_min_uncached = 100000;  // every prompt is too short to be worth a hand-off
+  Harness h(2, c, {BackendRole::kPrefill, BackendRole::kDecode});
+  auto r = h.Client().Post("/v1/completions", Completion("short", 4));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(*net::FindHeader(r->headers, "X-Myriad-Backend"), "b1");
+  EXPECT_EQ(h.gw->stats().pd_requests, 0u);
+}
+
+}  // namespace
+}  // namespace myriad::gateway
