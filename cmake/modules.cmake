@@ -55,7 +55,7 @@ myriad_map_external(posix "^(sys|arpa|netinet)/" "^(unistd|fcntl|poll|sched|pthr
 myriad_map_external(simd "^(x86intrin|immintrin|emmintrin|smmintrin|nmmintrin|arm_neon)\\.h$")
 
 # The modules, as ARCHITECTURE.md draws them: core <- perf <- policy <- sim; policy <- gateway,
-# kvstore, each also <- net; perf <- emu <- net; core <- tokenizer <- {gateway, emu};
+# kvstore, each also <- net; policy <- emu <- net (the emulator schedules with policy/batch_planner); core <- tokenizer <- {gateway, emu};
 # cli -> everything. Only net speaks Asio and ZMQ.
 myriad_map_module(core EXTERNAL absl fmt xxhash yaml posix)
 myriad_map_module(perf USES core EXTERNAL absl fmt)
@@ -71,7 +71,7 @@ myriad_map_module(tokenizer USES core EXTERNAL absl fmt json icu pcre2 simd xxha
 # planning): pure, so the simulator runs the very object the master server runs.
 myriad_map_module(kvstore_core USES core EXTERNAL absl fmt xxhash)
 myriad_map_module(kvstore USES kvstore_core policy net EXTERNAL absl fmt json xxhash posix)
-myriad_map_module(emu USES perf net tokenizer EXTERNAL absl fmt json xxhash)
+myriad_map_module(emu USES policy net tokenizer EXTERNAL absl fmt json xxhash)
 myriad_map_module(gateway USES policy net tokenizer EXTERNAL absl fmt json yaml xxhash)
 myriad_map_module(cli USES sim kvstore kvstore_core emu gateway tokenizer net policy perf core
                   EXTERNAL absl fmt json cli11 posix)
