@@ -1,5 +1,6 @@
 #include "emu/emu_server.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -100,6 +101,11 @@ absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options)
     if (!engine.ok()) return engine.status();
     engines.push_back(*std::move(engine));
   }
+  // A request longer than the KV cache could never be admitted and would block its engine for
+  // good: the context limit is what the cache holds when that is less than max_model_len (vLLM
+  // refuses to start then; the emulator serves with the smaller limit, and /v1/models says so).
+  const int64_t kv_tokens = engines.front()->stats().kv_blocks * options.engine.block_size;
+  options.max_model_len = static_cast<int>(std::min<int64_t>(options.max_model_len, kv_tokens));
   return std::unique_ptr<EmuServer>(new EmuServer(std::move(options), std::move(engines)));
 }
 
@@ -568,7 +574,7 @@ net::HttpResponse EmuServer::Metrics() {
   w.Family("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", net::MetricType::kCounter);
   each("vllm:prefix_cache_hits_total", [](const EngineStats& s) { return s.prefix_hits; });
   w.Family("vllm:num_preemptions", "Preemptions.", net::MetricType::kCounter);
-  each("vllm:num_preemptions_total", [](const EngineStats&) { return uint64_t{0}; });
+  each("vllm:num_preemptions_total", [](const EngineStats& s) { return s.preemptions; });
   w.Family("vllm:prompt_tokens", "Prompt tokens computed.", net::MetricType::kCounter);
   each("vllm:prompt_tokens_total", [](const EngineStats& s) { return s.prompt_tokens; });
   w.Family("vllm:generation_tokens", "Tokens generated.", net::MetricType::kCounter);

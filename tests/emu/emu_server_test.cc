@@ -255,5 +255,27 @@ TEST(EmuServerTest, CompletionStreamsWithUsageForEmptyStreamOptions) {
   EXPECT_TRUE(r->body.ends_with("data: [DONE]\n\n"));
 }
 
+TEST(EmuServerTest, ContextLongerThanTheKvCacheIs400NotAStuckEngine) {
+  EmuOptions o;
+  o.engine.kv_blocks = 8;  // 128 tokens of KV: max_model_len (131072) cannot be honoured
+  auto emu = StartEmu(o);
+  net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models.ok());
+  EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 128) << models->body;
+  auto big = c.Post("/v1/completions", json({{"prompt", LongPrompt(120)}, {"max_tokens", 16}}).dump());
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->status, 400) << big->body;
+  EXPECT_NE(big->body.find("maximum context length is 128 tokens"), std::string::npos) << big->body;
+  // One that fits is still served: the engine was not left holding the refused one.
+  auto small = c.Post("/v1/completions", json({{"prompt", LongPrompt(100)}, {"max_tokens", 8}}).dump());
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->status, 200) << small->body;
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->body.find("vllm:num_preemptions_total{model_name=\"emu-model\",engine=\"0\"} 0"),
+            std::string::npos) << metrics->body;
+}
+
 }  // namespace
 }  // namespace myriad::emu
