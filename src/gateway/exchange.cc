@@ -208,7 +208,9 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
     status_sent = 499;  // nginx's "client closed request"
     return Finish(499);
   }
-  gw->Finished(b, rank, call_ok, queued);
+  // A 429 is retried elsewhere (Retryable) but is no fault of the engine's: it does not count
+  // toward ejection.
+  gw->Finished(b, rank, call_ok || upstream_status == 429, queued);
   if (call_ok && prefill_phase) {
     if (upstream_status == 200) {
       l.unlock();

@@ -435,7 +435,7 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
                                .input_tokens = ex.input_tokens,
                                .output_tokens = ex.req.max_tokens,
                                .tenant = ex.tenant,
-                               .tenant_tokens = ex.input_tokens + ex.req.max_tokens,
+                               .tenant_tokens = ex.input_tokens + ex.req.n * ex.req.max_tokens,
                                .now = now,
                                .retry = ex.attempts > 0},
       entry_c, decode_c, rng_);

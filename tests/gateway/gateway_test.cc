@@ -170,6 +170,26 @@ TEST(GatewayTest, RetriesAnotherBackendAndEjectsOneThatKeepsFailing) {
   EXPECT_EQ(h.gw->stats().ejections, 1u);
 }
 
+// An engine that answers 429 is busy, not broken: the request goes elsewhere, but the engine is
+// not ejected (Envoy's outlier detection likewise counts 5xx, not 429).
+TEST(GatewayTest, AnOverloadedBackendIsRetriedElsewhereButNotEjected) {
+  GatewayConfig c;
+  c.backend_health.eject_after_errors = 2;
+  c.policy = "round-robin";
+  Harness h(2, c);
+  auto c0 = net::HttpClient(net::HostPort{"127.0.0.1", h.emus[0]->port()});
+  ASSERT_EQ(c0.Post("/admin/fault", R"({"kind":"error","status":429})")->status, 200);
+  auto c1 = h.Client();
+  for (int i = 0; i < 6; ++i) {
+    auto r = c1.Post("/v1/completions", Completion(fmt::format("busy {}", i)));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(*net::FindHeader(r->headers, "X-Myriad-Backend"), "b1");
+  }
+  EXPECT_GE(h.gw->stats().retries, 1u);
+  EXPECT_EQ(h.gw->stats().ejections, 0u);
+}
+
 TEST(GatewayTest, AllBackendsDownGives502And503) {
   GatewayConfig c;
   auto clock = std::make_shared<ManualClock>();
@@ -332,6 +352,34 @@ TEST(GatewayTest, TenantQuotaAnswers429WithRetryAfterAndUnknownKeys401) {
   }
   EXPECT_GE(ok, 1);
   EXPECT_GE(limited, 1);
+}
+
+// A request for n choices produces up to n * max_tokens: that is what its tenant is charged.
+TEST(GatewayTest, TenantIsChargedForEveryChoice) {
+  GatewayConfig c;
+  TenantEntry small;
+  small.config.name = "small";
+  small.config.quota_tokens_per_s = 1;
+  small.config.burst_tokens = 100;
+  small.api_keys = {"key-small"};
+  c.tenants.push_back(small);
+  c.allow_anonymous = false;
+  Harness h(1, c);
+  net::AsyncHttpClient ac;
+  auto send = [&](int n) {
+    net::CallRequest req;
+    req.server = net::HostPort{"127.0.0.1", h.gw->port()};
+    req.target = "/v1/completions";
+    req.body = json({{"model", "emu-model"}, {"prompt", "one two"}, {"max_tokens", 30}, {"n", n}}).dump();
+    req.headers.emplace_back("Authorization", "Bearer key-small");
+    return CallAndWait(ac, req).status;
+  };
+  EXPECT_EQ(send(1), 200);  // 2 + 30 of the 100
+  // Admitted (2 + 2 x 30 = 62 of the 68 left) and charged for both choices; the emulator, which
+  // serves one choice, then answers 400.
+  EXPECT_NE(send(2), 429);
+  // 6 left: charged for one choice only, 36 would have been left and this one would pass.
+  EXPECT_EQ(send(1), 429);
 }
 
 TEST(GatewayTest, KvAwareRoutingSendsASharedPrefixBackToItsHolder) {
