@@ -262,8 +262,9 @@ nlohmann::ordered_json StoreTier::Report(Nanos end, int block_tokens) const {
                  {"time_s", repaired ? ordered_json(NanosToSeconds(stats_.last_repair_end - first_loss)) : ordered_json()},
                  // The master's queue counts entries that turned stale (object gone since).
                  {"queued_or_in_flight_at_end", m.repair_queue + m.repairs_in_flight}};
-  j["metadata"] = {{"memory_mib", static_cast<double>(master_.memory_bytes()) / (1 << 20)},
-                   {"log_megabytes", static_cast<double>(stats_.log_bytes) / 1e6}};
+  // Not the master's memory_bytes(): it counts hash-table capacity, which after erasures
+  // depends on absl's per-process hash seed, and the report must be the same bytes every run.
+  j["metadata"] = {{"log_megabytes", static_cast<double>(stats_.log_bytes) / 1e6}};
   return j;
 }
 
