@@ -172,17 +172,21 @@ absl::Status KvEventIndexer::Apply(PublisherId publisher, uint64_t seq,
   return first_error;
 }
 
+KvEventIndexer::Holder* KvEventIndexer::Target(Publisher& p, std::optional<int64_t> group_idx,
+                                               const std::optional<std::string>& medium) {
+  if (group_idx.value_or(0) != options_.group_idx) {
+    ++stats_.other_group;
+    return nullptr;
+  }
+  Holder* holder = p.ForMedium(medium);
+  if (holder == nullptr) ++stats_.unknown_medium;
+  return holder;
+}
+
 absl::Status KvEventIndexer::ApplyStored(Publisher& p, const BlockStored& e, size_t i,
                                          Nanos now) {
-  if (e.group_idx.value_or(0) != options_.group_idx) {
-    ++stats_.other_group;
-    return absl::OkStatus();
-  }
-  Holder* holder = p.ForMedium(e.medium);
-  if (holder == nullptr) {
-    ++stats_.unknown_medium;
-    return absl::OkStatus();
-  }
+  Holder* holder = Target(p, e.group_idx, e.medium);
+  if (holder == nullptr) return absl::OkStatus();
   if (e.block_size != options_.block_size) {
     ++stats_.invalid_events;
     return absl::InvalidArgumentError(
@@ -233,15 +237,8 @@ absl::Status KvEventIndexer::ApplyStored(Publisher& p, const BlockStored& e, siz
 }
 
 absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const BlockRemoved& e) {
-  if (e.group_idx.value_or(0) != options_.group_idx) {
-    ++stats_.other_group;
-    return absl::OkStatus();
-  }
-  Holder* holder = p.ForMedium(e.medium);
-  if (holder == nullptr) {
-    ++stats_.unknown_medium;
-    return absl::OkStatus();
-  }
+  Holder* holder = Target(p, e.group_idx, e.medium);
+  if (holder == nullptr) return absl::OkStatus();
   std::vector<BlockKey> keys;
   keys.reserve(e.block_hashes.size());
   for (EngineBlockHash h : e.block_hashes) {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,8 @@ class KvEventIndexer {
  private:
   struct Publisher;
   struct Holder;
+  // The holder an event of this group and medium applies to; null (counted) when it is skipped.
+  Holder* Target(Publisher& p, std::optional<int64_t> group_idx, const std::optional<std::string>& medium);
   absl::Status ApplyStored(Publisher& p, const BlockStored& e, size_t i, Nanos now);
   absl::Status ApplyRemoved(Publisher& p, const BlockRemoved& e);
   void ClearAll(Publisher& p);
