@@ -143,6 +143,10 @@ Usage ParseUsage(std::string_view body) {
   return out;
 }
 
+std::string CallFailureKind(const absl::Status& status, net::CallStage stage) {
+  return fmt::format("{}_{}", net::CallStageName(stage), absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
+}
+
 int64_t UsageCompletionTokens(std::string_view body) { return ParseUsage(body).completion; }
 
 uint64_t LoadReport::error_count() const {
@@ -327,8 +331,7 @@ class Runner {
     if (s.status != 0 && s.status != 200) {
       error = fmt::format("http_{}", s.status);
     } else if (!st.ok()) {
-      error = fmt::format("{}_{}", net::CallStageName(stage),
-                          absl::AsciiStrToLower(absl::StatusCodeToString(st.code())));
+      error = CallFailureKind(st, stage);
     } else if (o_.stream && !s.sse.done()) {
       error = "stream_without_done";
     } else {

@@ -17,6 +17,7 @@
 
 namespace myriad::net {
 class AsyncHttpClient;
+enum class CallStage;
 }
 
 namespace myriad::cli {
@@ -86,6 +87,9 @@ class SseTokenCounter {
   Usage usage_;
   bool done_ = false;
 };
+
+// How a call that got no HTTP answer failed, as reports count it: "connect_unavailable".
+std::string CallFailureKind(const absl::Status& status, net::CallStage stage);
 
 // The completion_tokens of a non-streaming response body; -1 when absent.
 int64_t UsageCompletionTokens(std::string_view body);

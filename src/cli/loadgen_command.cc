@@ -100,10 +100,17 @@ int LoadgenCommand::RunTrace() {
     return fail(fmt::format("--trace conflicts with {}: the trace gives the arrivals, the prompts and the output lengths",
                             conflicts));
   }
-  if (!(time_scale_ >= kMinTimeScale && time_scale_ <= kMaxTimeScale)) {
-    return fail(fmt::format("--time-scale: must be in [{:g}, {:g}], got {:g}", kMinTimeScale, kMaxTimeScale, time_scale_));
-  }
-  o_.requests = 1;  // the synthetic bounds are unused; validate the flags both modes share
+  ReplayOptions ro;
+  ro.url = o_.url;
+  ro.path = o_.path;
+  ro.model = o_.model;
+  ro.api_key = o_.api_key;
+  ro.concurrency = o_.concurrency;
+  ro.time_scale = time_scale_;
+  ro.threads = o_.threads;
+  ro.timeout = o_.timeout;
+  if (absl::Status st = ValidateReplayOptions(ro); !st.ok()) return fail(std::string(st.message()));
+  o_.requests = 1;  // the synthetic bound is unused; this checks the flags both modes share
   if (absl::Status st = ValidateLoadgenOptions(o_); !st.ok()) return fail(std::string(st.message()));
   if (absl::Status st = CheckTraceSize(trace_, trace_format_); !st.ok()) return fail(std::string(st.message()));
   auto records = sim::LoadTraceFile(trace_, trace_format_);
@@ -113,16 +120,6 @@ int LoadgenCommand::RunTrace() {
     log.open(log_, std::ios::trunc);
     if (!log.is_open()) return fail(fmt::format("--log: cannot open {} for writing", log_));
   }
-
-  ReplayOptions ro;
-  ro.url = o_.url;
-  ro.path = o_.path;
-  ro.model = o_.model;
-  ro.api_key = o_.api_key;
-  ro.concurrency = o_.concurrency;
-  ro.time_scale = time_scale_;
-  ro.threads = o_.threads;
-  ro.timeout_ns = o_.timeout;
   auto report = RunReplay(*records, ro);
   if (!report.ok()) return fail(std::string(report.status().message()));
   report->trace = trace_;

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "cli/loadgen.h"
 #include "core/rng.h"
 #include "core/strings.h"
@@ -213,9 +212,9 @@ class Replayer {
     req.target = o_.path;
     req.body = TraceRequestBody(records_[index], index, o_.model);
     if (!o_.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
-    req.timeouts.first_byte = o_.timeout_ns;
-    req.timeouts.idle = o_.timeout_ns;
-    req.timeouts.total = o_.timeout_ns;
+    req.timeouts.first_byte = o_.timeout;
+    req.timeouts.idle = o_.timeout;
+    req.timeouts.total = o_.timeout;
     net::CallCallbacks cb;
     cb.on_header = [s](int status, const net::Headers& headers) {
       s->status = status;
@@ -250,7 +249,7 @@ class Replayer {
       outcome = std::to_string(s.status);
       error = ErrorReason(s.body);
     } else if (!st.ok()) {
-      outcome = fmt::format("{}_{}", net::CallStageName(stage), absl::AsciiStrToLower(absl::StatusCodeToString(st.code())));
+      outcome = CallFailureKind(st, stage);
       error = std::string(st.message());
     } else if (!s.sse.done()) {
       outcome = "stream_without_done";
@@ -298,13 +297,27 @@ class Replayer {
 
 }  // namespace
 
+absl::Status ValidateReplayOptions(const ReplayOptions& o) {
+  if (!(o.time_scale >= kMinTimeScale && o.time_scale <= kMaxTimeScale)) {
+    return absl::InvalidArgumentError(
+        fmt::format("--time-scale: must be in [{:g}, {:g}], got {:g}", kMinTimeScale, kMaxTimeScale, o.time_scale));
+  }
+  if (o.concurrency < 1 || o.concurrency > 100'000) return absl::InvalidArgumentError("--concurrency: must be in [1, 100000]");
+  if (o.timeout <= 0) return absl::InvalidArgumentError("--timeout: must be > 0");
+  return net::ParseHttpUrl(o.url).status();
+}
+
 absl::StatusOr<ReplayReport> RunReplay(const std::vector<sim::TraceRecord>& records, const ReplayOptions& o,
                                        net::AsyncHttpClient* client) {
-  if (!(o.time_scale >= kMinTimeScale && o.time_scale <= kMaxTimeScale)) {
-    return absl::InvalidArgumentError(fmt::format("--time-scale: must be in [{:g}, {:g}]", kMinTimeScale, kMaxTimeScale));
-  }
+  if (absl::Status st = ValidateReplayOptions(o); !st.ok()) return st;
   if (static_cast<int64_t>(records.size()) > kMaxReplayRecords) {
     return absl::InvalidArgumentError(fmt::format("the trace has more than {} records", kMaxReplayRecords));
+  }
+  const double span_s = records.empty() ? 0 : NanosToSeconds(records.back().offset) / o.time_scale;
+  if (!(span_s <= kMaxReplaySeconds)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--time-scale: the trace would take {:.3g} s to replay at {:g}, more than the bound of {:g} s", span_s,
+        o.time_scale, kMaxReplaySeconds));
   }
   absl::StatusOr<net::HostPort> server = net::ParseHttpUrl(o.url);
   if (!server.ok()) return server.status();

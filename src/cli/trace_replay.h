@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/stats.h"
+#include "core/time.h"
 #include "sim/trace_workload.h"
 
 namespace myriad::net {
@@ -25,6 +26,9 @@ namespace myriad::cli {
 inline constexpr int64_t kMaxReplayRecords = 1'000'000;
 // --time-scale bounds: trace seconds per real second.
 inline constexpr double kMinTimeScale = 1e-3, kMaxTimeScale = 1e6;
+// A replay lasting longer than this many real seconds (the trace's span / --time-scale, about
+// 116 days) is refused: nobody means it, and the schedule must stay within steady_clock's range.
+inline constexpr double kMaxReplaySeconds = 1e7;
 // Token ids of generated prompts are in [0, kReplayVocab): below every real vocabulary's size.
 inline constexpr uint32_t kReplayVocab = 32000;
 
@@ -50,8 +54,11 @@ struct ReplayOptions {
   int concurrency = 8;       // requests in flight at most; an arrival past it waits (delayed)
   double time_scale = 1.0;   // trace seconds per real second (`myriad up --speed`)
   int threads = 1;
-  int64_t timeout_ns = 60'000'000'000;
+  Nanos timeout = 60 * kSecond;  // per request, whole call
 };
+
+// Names the first flag that is out of its bounds ("--time-scale: must be in [0.001, 1e+06]...").
+absl::Status ValidateReplayOptions(const ReplayOptions& o);
 
 // One request of a replay, as its log line says it.
 struct ReplayEntry {
@@ -92,6 +99,7 @@ struct ReplayReport {
 std::string ErrorReason(std::string_view body);
 
 // Sends every record and blocks until all have finished. Uses `client` when given (tests).
+// Refuses options ValidateReplayOptions refuses, and a schedule past kMaxReplaySeconds.
 absl::StatusOr<ReplayReport> RunReplay(const std::vector<sim::TraceRecord>& records, const ReplayOptions& o,
                                        net::AsyncHttpClient* client = nullptr);
 

@@ -212,6 +212,16 @@ TEST(LoadgenTraceCliTest, BadTraceFlagsAndFilesAreInputErrors) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--log: cannot open"), std::string::npos) << r.out;
 
+  // A schedule beyond the bound (here 10^9 s of trace at 1x) is refused, not slept through.
+  const std::string slow = testing::WriteTempFile(
+      "slow.jsonl", std::string(R"({"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]})") +
+                        "\n" + R"({"timestamp": 1000000000000, "input_length": 10, "output_length": 2, "hash_ids": [2]})" + "\n");
+  r = testing::RunMyriad("loadgen --trace " + slow, "", 30);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--time-scale: the trace would take 1e+09 s to replay at 1, more than the bound of 1e+07 s"),
+            std::string::npos)
+      << r.out;
+
   // Past the record bound: refused before parsing, naming the first line over it.
   const std::string huge = (testing::TestTempDir() / "huge.jsonl").string();
   {
