@@ -122,18 +122,32 @@ void SseTokenCounter::Event(std::string_view event) {
   }
   if (payload.find("\"finish_reason\":null") != std::string_view::npos) ++chunks_;
   if (payload.find("\"usage\":{") != std::string_view::npos) {
-    const int64_t t = UsageCompletionTokens(payload);
-    if (t >= 0) usage_tokens_ = t;
+    const Usage u = ParseUsage(payload);
+    if (u.completion >= 0) usage_ = u;
   }
 }
 
-int64_t UsageCompletionTokens(std::string_view body) {
+Usage ParseUsage(std::string_view body) {
+  Usage out;
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("usage") || !j["usage"].is_object()) return -1;
+  if (!j.is_object() || !j.contains("usage") || !j["usage"].is_object()) return out;
   const json& u = j["usage"];
-  if (!u.contains("completion_tokens") || !u["completion_tokens"].is_number_integer()) return -1;
-  return u["completion_tokens"].get<int64_t>();
+  auto count = [](const json& obj, const char* key) {
+    return obj.contains(key) && obj[key].is_number_integer() ? obj[key].get<int64_t>() : int64_t{-1};
+  };
+  out.completion = count(u, "completion_tokens");
+  out.prompt = count(u, "prompt_tokens");
+  if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) {
+    out.cached = count(u["prompt_tokens_details"], "cached_tokens");
+  }
+  return out;
 }
+
+std::string CallFailureKind(const absl::Status& status, net::CallStage stage) {
+  return fmt::format("{}_{}", net::CallStageName(stage), absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
+}
+
+int64_t UsageCompletionTokens(std::string_view body) { return ParseUsage(body).completion; }
 
 uint64_t LoadReport::error_count() const {
   uint64_t n = 0;
@@ -317,8 +331,7 @@ class Runner {
     if (s.status != 0 && s.status != 200) {
       error = fmt::format("http_{}", s.status);
     } else if (!st.ok()) {
-      error = fmt::format("{}_{}", net::CallStageName(stage),
-                          absl::AsciiStrToLower(absl::StatusCodeToString(st.code())));
+      error = CallFailureKind(st, stage);
     } else if (o_.stream && !s.sse.done()) {
       error = "stream_without_done";
     } else {

@@ -17,6 +17,7 @@
 
 namespace myriad::net {
 class AsyncHttpClient;
+enum class CallStage;
 }
 
 namespace myriad::cli {
@@ -60,22 +61,35 @@ class BodyMaker {
   std::vector<std::string> prefixes_;
 };
 
+// The usage object of an OpenAI response body (or of a stream's usage chunk); -1 for a count
+// that is absent. cached is usage.prompt_tokens_details.cached_tokens.
+struct Usage {
+  int64_t completion = -1, prompt = -1, cached = -1;
+};
+Usage ParseUsage(std::string_view body);
+
 // Counts the generated tokens of an OpenAI SSE stream fed in arbitrary pieces: the usage chunk's
 // completion_tokens when the server sends one, otherwise the chunks still generating
 // ("finish_reason":null), one token each.
 class SseTokenCounter {
  public:
   void Feed(std::string_view data);
-  int64_t tokens() const { return usage_tokens_ >= 0 ? usage_tokens_ : chunks_; }
+  int64_t tokens() const { return usage_.completion >= 0 ? usage_.completion : chunks_; }
+  // From the usage chunk; -1 without one.
+  int64_t prompt_tokens() const { return usage_.prompt; }
+  int64_t cached_tokens() const { return usage_.cached; }
   bool done() const { return done_; }  // "data: [DONE]" seen
 
  private:
   void Event(std::string_view event);
   std::string pending_;
   int64_t chunks_ = 0;
-  int64_t usage_tokens_ = -1;
+  Usage usage_;
   bool done_ = false;
 };
+
+// How a call that got no HTTP answer failed, as reports count it: "connect_unavailable".
+std::string CallFailureKind(const absl::Status& status, net::CallStage stage);
 
 // The completion_tokens of a non-streaming response body; -1 when absent.
 int64_t UsageCompletionTokens(std::string_view body);

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <fstream>
+
+#include "cli/trace_replay.h"
 
 namespace myriad::cli {
 
@@ -27,6 +30,17 @@ LoadgenCommand::LoadgenCommand(CLI::App& app) {
                    "sent as 'Authorization: Bearer KEY' (a gateway tenant's key); default $OPENAI_API_KEY")
       ->envname("OPENAI_API_KEY");
   cmd_->add_flag("--json", json_, "print the report as JSON");
+  cmd_->add_option("--trace", trace_,
+                   fmt::format("replay this trace instead: one streamed request per record at its own offset, open loop "
+                               "(at most {} records)", kMaxReplayRecords));
+  cmd_->add_option("--trace-format", trace_format_, "mooncake (JSONL with hash_ids) or azure (CSV)")
+      ->check(CLI::IsMember({"mooncake", "azure"}))
+      ->capture_default_str();
+  cmd_->add_option("--time-scale", time_scale_,
+                   fmt::format("trace seconds per real second, as `myriad up --speed` (in [{:g}, {:g}])", kMinTimeScale,
+                               kMaxTimeScale))
+      ->capture_default_str();
+  cmd_->add_option("--log", log_, "with --trace: write one JSON line per request, in trace order, to this file");
 }
 
 int LoadgenCommand::Run() {
@@ -46,6 +60,11 @@ int LoadgenCommand::Run() {
     return 2;
   }
   o_.timeout = *t;
+  if (!trace_.empty()) return RunTrace();
+  if (!log_.empty() || cmd_->count("--time-scale") > 0 || cmd_->count("--trace-format") > 0) {
+    fmt::print(stderr, "myriad loadgen: --log, --time-scale and --trace-format need --trace\n");
+    return 2;
+  }
   if (absl::Status st = ValidateLoadgenOptions(o_); !st.ok()) {
     fmt::print(stderr, "myriad loadgen: {}\n", std::string(st.message()));
     return 2;
@@ -63,6 +82,58 @@ int LoadgenCommand::Run() {
   std::fflush(stdout);
   // A run in which nothing succeeded is a failure of the target (or of the flags).
   return report->ok > 0 ? 0 : 1;
+}
+
+int LoadgenCommand::RunTrace() {
+  auto fail = [](const std::string& message) {
+    fmt::print(stderr, "myriad loadgen: {}\n", message);
+    return 2;
+  };
+  // The trace decides arrivals, count, prompts and output lengths; a flag that would too is a
+  // contradiction, not something to silently ignore.
+  std::string conflicts;
+  for (const char* flag : {"--rate", "--requests", "--duration", "--prompt-words", "--shared-prefix-words",
+                           "--prefix-groups", "--max-tokens"}) {
+    if (cmd_->count(flag) > 0) conflicts += fmt::format("{}{}", conflicts.empty() ? "" : ", ", flag);
+  }
+  if (!conflicts.empty()) {
+    return fail(fmt::format("--trace conflicts with {}: the trace gives the arrivals, the prompts and the output lengths",
+                            conflicts));
+  }
+  ReplayOptions ro;
+  ro.url = o_.url;
+  ro.path = o_.path;
+  ro.model = o_.model;
+  ro.api_key = o_.api_key;
+  ro.concurrency = o_.concurrency;
+  ro.time_scale = time_scale_;
+  ro.threads = o_.threads;
+  ro.timeout = o_.timeout;
+  if (absl::Status st = ValidateReplayOptions(ro); !st.ok()) return fail(std::string(st.message()));
+  o_.requests = 1;  // the synthetic bound is unused; this checks the flags both modes share
+  if (absl::Status st = ValidateLoadgenOptions(o_); !st.ok()) return fail(std::string(st.message()));
+  if (absl::Status st = CheckTraceSize(trace_, trace_format_); !st.ok()) return fail(std::string(st.message()));
+  auto records = sim::LoadTraceFile(trace_, trace_format_);
+  if (!records.ok()) return fail(std::string(records.status().message()));
+  std::ofstream log;
+  if (!log_.empty()) {
+    log.open(log_, std::ios::trunc);
+    if (!log.is_open()) return fail(fmt::format("--log: cannot open {} for writing", log_));
+  }
+  auto report = RunReplay(*records, ro);
+  if (!report.ok()) return fail(std::string(report.status().message()));
+  report->trace = trace_;
+  if (log.is_open()) {
+    log << report->Log();
+    log.close();
+    if (!log) {
+      fmt::print(stderr, "myriad loadgen: --log: writing {} failed\n", log_);
+      return 1;
+    }
+  }
+  fmt::print("{}", json_ ? report->Json() + "\n" : report->Table());
+  std::fflush(stdout);
+  return report->ok() > 0 ? 0 : 1;
 }
 
 }  // namespace myriad::cli

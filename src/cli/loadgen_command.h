@@ -1,7 +1,8 @@
 #pragma once
 // `myriad loadgen --url http://HOST:PORT [--concurrency N] [--duration 10s | --requests N] ...`
 // sends OpenAI completion requests (cli/loadgen.h) and prints one table of counts, errors by
-// kind, throughput, latency and TTFT quantiles, or the same as JSON with --json.
+// kind, throughput, latency and TTFT quantiles, or the same as JSON with --json. With --trace FILE
+// it replays a recorded trace instead (cli/trace_replay.h), optionally logging every request.
 #include <cstdint>
 #include <string>
 
@@ -18,11 +19,15 @@ class LoadgenCommand {
   int Run();
 
  private:
+  int RunTrace();
+
   CLI::App* cmd_;
   LoadgenOptions o_;
   std::string duration_;
   std::string timeout_ = "60s";
   bool json_ = false;
+  std::string trace_, trace_format_ = "mooncake", log_;
+  double time_scale_ = 1.0;
 };
 
 }  // namespace myriad::cli

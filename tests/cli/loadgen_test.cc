@@ -95,8 +95,15 @@ TEST(LoadgenTest, SseCounterPrefersUsageAndSurvivesSplits) {
     EXPECT_FALSE(c.done());
     c.Feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n");
     EXPECT_EQ(c.tokens(), 5);
+    EXPECT_EQ(c.prompt_tokens(), 3);
+    EXPECT_EQ(c.cached_tokens(), -1);  // the server sent no prompt_tokens_details
     EXPECT_TRUE(c.done());
   }
+  SseTokenCounter cached;
+  cached.Feed(R"(data: {"usage":{"prompt_tokens":40,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":32}}})"
+              "\n\n");
+  EXPECT_EQ(cached.prompt_tokens(), 40);
+  EXPECT_EQ(cached.cached_tokens(), 32);
   EXPECT_EQ(UsageCompletionTokens(R"({"usage":{"completion_tokens":9}})"), 9);
   EXPECT_EQ(UsageCompletionTokens("not json"), -1);
 }
