@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +19,9 @@ SimCommand::SimCommand(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd_->add_option("-o,--output", output_path_, "Write the JSON results here");
+  cmd_->add_option("--request-log", request_log_path_,
+                   "Write one JSON line per request as it ends (completed or rejected; its unit, TTFT, "
+                   "cached tokens), in virtual-time order");
   cmd_->add_option("--seed", seed_, "Override the scenario's seed (0 to 2^64-1)")
       ->check(CLI::NonNegativeNumber);
   cmd_->add_option("--router", router_, "Override the routing policy (random, round-robin, least-loaded, prefix-only, kv-aware; +spread, +fair)");
@@ -86,16 +90,47 @@ int SimCommand::Run() {
       return 2;
     }
   }
+  if (!compare_.empty() && !request_log_path_.empty()) {
+    std::fprintf(stderr, "myriad sim: --request-log and --compare: one log needs one run; drop one of them\n");
+    return 2;
+  }
   if (!compare_.empty()) return RunCompare(*scenario);
   sim::ProgressFn progress;
   if (!quiet_ && !no_progress_ && isatty(STDERR_FILENO)) progress = DrawProgress;
 
+  std::ofstream request_log;
+  sim::OutcomeSink outcomes;
+  if (!request_log_path_.empty()) {
+    request_log.open(request_log_path_);
+    if (!request_log) {
+      std::fprintf(stderr, "myriad sim: --request-log: cannot write %s\n", request_log_path_.c_str());
+      return 1;
+    }
+    outcomes = [&request_log](const sim::RequestOutcome& o) {
+      const bool done = o.reason.empty();
+      request_log << fmt::format(
+          "{{\"id\":{},\"arrival_s\":{:.9f},\"end_s\":{:.9f},\"outcome\":\"{}\",\"reason\":{},"
+          "\"unit\":{},\"decode_unit\":{},\"ttft_s\":{},\"cached_tokens\":{},\"input_tokens\":{},"
+          "\"output_tokens\":{},\"tenant\":{}}}\n",
+          o.id, NanosToSeconds(o.arrival), NanosToSeconds(o.end), done ? "completed" : "rejected",
+          done ? "null" : nlohmann::json(std::string(o.reason)).dump(), o.unit, o.decode_unit,
+          o.first_token >= 0 ? fmt::format("{:.9f}", NanosToSeconds(o.first_token - o.arrival)) : "null",
+          std::max(o.cached_tokens, 0), o.input_tokens, o.output_tokens, o.tenant);
+    };
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  auto report = sim::RunScenario(*scenario, progress);
+  auto report = sim::RunScenario(*scenario, progress, std::move(outcomes));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!report.ok()) {
     std::fprintf(stderr, "myriad sim: %s\n", std::string(report.status().message()).c_str());
     return RunFailureCode(report.status());
+  }
+  if (request_log.is_open()) {
+    request_log.flush();
+    if (!request_log) {
+      std::fprintf(stderr, "myriad sim: --request-log: cannot write %s\n", request_log_path_.c_str());
+      return 1;
+    }
   }
   if (!output_path_.empty()) {
     std::ofstream out(output_path_);

@@ -24,6 +24,7 @@ class SimCommand {
   CLI::App* cmd_;
   std::string scenario_path_;
   std::string output_path_;
+  std::string request_log_path_;
   std::optional<uint64_t> seed_;
   std::optional<std::string> router_;
   std::vector<std::string> compare_;

@@ -45,6 +45,8 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   nlohmann::ordered_json Report() const;
 
   const RequestMetrics& metrics() const { return metrics_; }
+  // Each request's end (completed or rejected) as it happens; set before Run.
+  void set_outcome_sink(OutcomeSink sink) { metrics_.set_outcome_sink(std::move(sink)); }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
 
   void OnPrefillDone(int unit, uint32_t slot) override;

@@ -17,6 +17,11 @@ void RequestMetrics::OnArrival(Nanos now, const Request& r) {
 }
 
 void RequestMetrics::OnReject(Nanos now, const Request& r, const std::string& reason) {
+  if (sink_) {
+    sink_(RequestOutcome{.id = r.id, .arrival = r.arrival, .end = now, .reason = reason,
+                         .input_tokens = r.input_tokens, .output_tokens = r.output_tokens,
+                         .tenant = r.tenant});
+  }
   ++rejected[reason];
   ++Tenant(r.tenant).rejected;
   rejected_input_tokens += r.input_tokens;
@@ -25,6 +30,13 @@ void RequestMetrics::OnReject(Nanos now, const Request& r, const std::string& re
 }
 
 void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
+  if (sink_) {
+    sink_(RequestOutcome{.id = s.req.id, .arrival = s.req.arrival, .end = now, .reason = {},
+                         .unit = s.prefill_unit, .decode_unit = s.decode_unit,
+                         .first_token = s.first_token, .cached_tokens = s.cached_tokens,
+                         .input_tokens = s.req.input_tokens, .output_tokens = s.req.output_tokens,
+                         .tenant = s.req.tenant});
+  }
   ++completed;
   in_system.Add(now, -1);
   const Request& r = s.req;

@@ -3,8 +3,10 @@
 // rejections by reason, and the number in the system over time (for Little's law).
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include <vector>
 
@@ -18,6 +20,22 @@ namespace myriad::sim {
 
 struct SloConfig;
 
+// One request's end as `myriad sim --request-log` writes it: completed (`reason` empty), or
+// rejected with its reason. Units are indices in the scenario's order (-1: none).
+struct RequestOutcome {
+  uint64_t id = 0;
+  Nanos arrival = 0;
+  Nanos end = 0;
+  std::string_view reason;
+  int32_t unit = -1;         // the unit that computed the prompt
+  int32_t decode_unit = -1;  // the unit that decoded it (the same one when colocated)
+  Nanos first_token = -1;
+  int32_t cached_tokens = -1;
+  int32_t input_tokens = 0, output_tokens = 0;
+  uint32_t tenant = 0;
+};
+using OutcomeSink = std::function<void(const RequestOutcome&)>;
+
 class RequestMetrics {
  public:
   // Per-tenant latency distributions cost a copy of every sample: kept only when asked for.
@@ -29,6 +47,8 @@ class RequestMetrics {
   void OnComplete(Nanos now, const ReqState& s);
   // A request still in flight when the run ends.
   void OnUnfinished(Nanos now, const ReqState& s);
+  // Every completion and rejection is also handed here (null: none; off the hot path then).
+  void set_outcome_sink(OutcomeSink sink) { sink_ = std::move(sink); }
 
   uint64_t arrived = 0, completed = 0, good = 0;
   std::map<std::string, uint64_t> rejected;  // by reason (ordered: stable JSON)
@@ -62,6 +82,7 @@ class RequestMetrics {
   nlohmann::ordered_json TenantReport(const std::vector<policy::TenantConfig>& configs) const;
 
  private:
+  OutcomeSink sink_;
   Bucket& At(Nanos t) {
     const size_t i = static_cast<size_t>(std::max<Nanos>(t, 0) / timeline_bucket);
     return timeline[std::min(i, timeline.size() - 1)];

@@ -12,11 +12,13 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const Scenario& s) {
   return MakeTraceWorkload(std::move(*records), w.replay);
 }
 
-absl::StatusOr<nlohmann::ordered_json> RunScenario(const Scenario& s, const ProgressFn& progress) {
+absl::StatusOr<nlohmann::ordered_json> RunScenario(const Scenario& s, const ProgressFn& progress,
+                                                   OutcomeSink outcomes) {
   auto workload = MakeWorkload(s);
   if (!workload.ok()) return workload.status();
   auto cluster = Cluster::Create(s, std::move(*workload));
   if (!cluster.ok()) return cluster.status();
+  if (outcomes) (*cluster)->set_outcome_sink(std::move(outcomes));
   (*cluster)->Run(progress);
   return (*cluster)->Report();
 }

@@ -14,7 +14,9 @@ namespace myriad::sim {
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const Scenario& s);
 
-absl::StatusOr<nlohmann::ordered_json> RunScenario(const Scenario& s, const ProgressFn& progress = nullptr);
+// `outcomes`, when set, gets every request's end as the run goes (myriad sim --request-log).
+absl::StatusOr<nlohmann::ordered_json> RunScenario(const Scenario& s, const ProgressFn& progress = nullptr,
+                                                   OutcomeSink outcomes = nullptr);
 
 // The terminal summary of a report.
 std::string FormatSummary(const nlohmann::ordered_json& report);
