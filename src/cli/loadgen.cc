@@ -147,6 +147,40 @@ std::string CallFailureKind(const absl::Status& status, net::CallStage stage) {
   return fmt::format("{}_{}", net::CallStageName(stage), absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
 }
 
+void StartTimedCall(net::AsyncHttpClient& client, const CallTarget& target, uint64_t index, std::string body,
+                    TimedCallDone done) {
+  auto s = std::make_shared<TimedCall>();
+  s->index = index;
+  net::CallRequest req;
+  req.server = *target.server;
+  req.target = std::string(target.path);
+  req.body = std::move(body);
+  if (!target.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + std::string(target.api_key));
+  req.timeouts.first_byte = target.timeout;
+  req.timeouts.idle = target.timeout;
+  req.timeouts.total = target.timeout;
+  net::CallCallbacks cb;
+  cb.on_header = [s](int status, const net::Headers& headers) {
+    s->status = status;
+    if (const std::string* b = net::FindHeader(headers, "X-Myriad-Backend")) s->backend = *b;
+  };
+  cb.on_data = [s, stream = target.stream](std::string_view data) {
+    if (data.empty()) return;
+    if (!s->has_first) {
+      s->has_first = true;
+      s->first = Clock::now();
+    }
+    if (stream && s->status == 200) {
+      s->sse.Feed(data);
+    } else if (s->body.size() < (size_t{1} << 20)) {
+      s->body.append(data);
+    }
+  };
+  cb.on_done = [s, done = std::move(done)](absl::Status st, net::CallStage stage) { done(*s, st, stage); };
+  s->start = Clock::now();
+  client.Start(std::move(req), std::move(cb));
+}
+
 int64_t UsageCompletionTokens(std::string_view body) { return ParseUsage(body).completion; }
 
 uint64_t LoadReport::error_count() const {
@@ -253,14 +287,6 @@ class Runner {
   }
 
  private:
-  struct CallState {
-    uint64_t index = 0;
-    Clock::time_point start, first;
-    bool has_first = false;
-    int status = 0;
-    SseTokenCounter sse;
-    std::string body;  // non-streaming responses, for their usage
-  };
 
   // Under mu_: the next request's index, unless a bound is reached.
   bool TakeIndex(Clock::time_point now, uint64_t* index) {
@@ -294,37 +320,13 @@ class Runner {
   }
 
   void Launch(uint64_t index) {
-    auto s = std::make_shared<CallState>();
-    s->index = index;
-    net::CallRequest req;
-    req.server = server_;
-    req.target = o_.path;
-    req.body = bodies_.Body(index);
-    if (!o_.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
-    req.timeouts.first_byte = o_.timeout;
-    req.timeouts.idle = o_.timeout;
-    req.timeouts.total = o_.timeout;
-    net::CallCallbacks cb;
-    cb.on_header = [s](int status, const net::Headers&) { s->status = status; };
-    cb.on_data = [this, s](std::string_view data) {
-      if (data.empty()) return;
-      if (!s->has_first) {
-        s->has_first = true;
-        s->first = Clock::now();
-      }
-      if (s->status != 200) return;
-      if (o_.stream) {
-        s->sse.Feed(data);
-      } else if (s->body.size() < (size_t{1} << 20)) {
-        s->body.append(data);
-      }
-    };
-    cb.on_done = [this, s](absl::Status st, net::CallStage stage) { Done(*s, st, stage); };
-    s->start = Clock::now();
-    client_->Start(std::move(req), std::move(cb));
+    StartTimedCall(*client_, {.server = &server_, .path = o_.path, .api_key = o_.api_key, .timeout = o_.timeout,
+                              .stream = o_.stream},
+                   index, bodies_.Body(index),
+                   [this](TimedCall& s, const absl::Status& st, net::CallStage stage) { Done(s, st, stage); });
   }
 
-  void Done(CallState& s, const absl::Status& st, net::CallStage stage) {
+  void Done(TimedCall& s, const absl::Status& st, net::CallStage stage) {
     const auto now = Clock::now();
     std::string error;
     int64_t tokens = 0;

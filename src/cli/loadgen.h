@@ -4,7 +4,9 @@
 // (`concurrency` requests always in flight) or open loop (Poisson arrivals at `rate`, at most
 // `concurrency` in flight). Bodies are a pure function of the options and the request's index,
 // so two runs with one seed send the same bytes.
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -18,6 +20,7 @@
 namespace myriad::net {
 class AsyncHttpClient;
 enum class CallStage;
+struct HostPort;
 }
 
 namespace myriad::cli {
@@ -90,6 +93,34 @@ class SseTokenCounter {
 
 // How a call that got no HTTP answer failed, as reports count it: "connect_unavailable".
 std::string CallFailureKind(const absl::Status& status, net::CallStage stage);
+
+// What one call of a load run saw, for its `done` callback: the status, the gateway's
+// X-Myriad-Backend header, when the first body byte came, and the stream (a 200 to a streamed
+// request) or the body (otherwise: usage, or an error's message; the first 1 MiB).
+struct TimedCall {
+  uint64_t index = 0;
+  std::chrono::steady_clock::time_point start, first;
+  bool has_first = false;
+  int status = 0;
+  std::string backend;
+  SseTokenCounter sse;
+  std::string body;
+};
+
+// The parts of a call every request of a run shares.
+struct CallTarget {
+  const net::HostPort* server = nullptr;
+  std::string_view path;
+  std::string_view api_key;  // empty: no Authorization header
+  Nanos timeout = 0;         // first byte, idle and whole call
+  bool stream = false;
+};
+using TimedCallDone = std::function<void(TimedCall& call, const absl::Status& status, net::CallStage stage)>;
+
+// POSTs `body` as request `index` of a run and calls `done` once, from the client's thread, when
+// the call ends; `start` is set just before it is sent.
+void StartTimedCall(net::AsyncHttpClient& client, const CallTarget& target, uint64_t index, std::string body,
+                    TimedCallDone done);
 
 // The completion_tokens of a non-streaming response body; -1 when absent.
 int64_t UsageCompletionTokens(std::string_view body);

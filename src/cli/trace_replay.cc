@@ -194,54 +194,19 @@ class Replayer {
   }
 
  private:
-  struct CallState {
-    size_t index = 0;
-    Clock::time_point start, first;
-    bool has_first = false;
-    int status = 0;
-    std::string backend;
-    SseTokenCounter sse;
-    std::string body;  // non-200 answers, for their error
-  };
-
   void Launch(size_t index) {
-    auto s = std::make_shared<CallState>();
-    s->index = index;
-    net::CallRequest req;
-    req.server = server_;
-    req.target = o_.path;
-    req.body = TraceRequestBody(records_[index], index, o_.model);
-    if (!o_.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
-    req.timeouts.first_byte = o_.timeout;
-    req.timeouts.idle = o_.timeout;
-    req.timeouts.total = o_.timeout;
-    net::CallCallbacks cb;
-    cb.on_header = [s](int status, const net::Headers& headers) {
-      s->status = status;
-      if (const std::string* b = net::FindHeader(headers, "X-Myriad-Backend")) s->backend = *b;
-    };
-    cb.on_data = [s](std::string_view data) {
-      if (data.empty()) return;
-      if (!s->has_first) {
-        s->has_first = true;
-        s->first = Clock::now();
-      }
-      if (s->status == 200) {
-        s->sse.Feed(data);
-      } else if (s->body.size() < (size_t{1} << 16)) {
-        s->body.append(data);
-      }
-    };
-    cb.on_done = [this, s](absl::Status st, net::CallStage stage) { Done(*s, st, stage); };
-    s->start = Clock::now();
+    const auto sent = Clock::now();
     {
       std::lock_guard l(mu_);
-      report_.entries[index].sent_s = Seconds(s->start - start_);
+      report_.entries[index].sent_s = Seconds(sent - start_);
     }
-    client_->Start(std::move(req), std::move(cb));
+    StartTimedCall(*client_, {.server = &server_, .path = o_.path, .api_key = o_.api_key, .timeout = o_.timeout,
+                              .stream = true},
+                   index, TraceRequestBody(records_[index], index, o_.model),
+                   [this](TimedCall& s, const absl::Status& st, net::CallStage stage) { Done(s, st, stage); });
   }
 
-  void Done(const CallState& s, const absl::Status& st, net::CallStage stage) {
+  void Done(const TimedCall& s, const absl::Status& st, net::CallStage stage) {
     const auto now = Clock::now();
     std::string outcome;
     std::string error;
