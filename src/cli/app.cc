@@ -16,6 +16,7 @@
 #include "cli/loadgen_command.h"
 #include "cli/sim_command.h"
 #include "cli/tokenize_command.h"
+#include "cli/twin_command.h"
 #include "cli/up_command.h"
 
 namespace myriad::cli {
@@ -33,6 +34,7 @@ int Main(int argc, char** argv) {
   UpCommand up(app);
   LoadgenCommand loadgen(app);
   TokenizeCommand tokenize(app);
+  TwinCommand twin(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,6 +54,7 @@ int Main(int argc, char** argv) {
     if (up.selected()) return up.Run();
     if (loadgen.selected()) return loadgen.Run();
     if (tokenize.selected()) return tokenize.Run();
+    if (twin.selected()) return twin.Run();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "myriad %s: out of memory\n", name.c_str());
     return 1;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -163,6 +164,11 @@ void StartTimedCall(net::AsyncHttpClient& client, const CallTarget& target, uint
   cb.on_header = [s](int status, const net::Headers& headers) {
     s->status = status;
     if (const std::string* b = net::FindHeader(headers, "X-Myriad-Backend")) s->backend = *b;
+    if (const std::string* b = net::FindHeader(headers, "X-Myriad-Prefill-Backend")) s->prefill_backend = *b;
+    if (const std::string* b = net::FindHeader(headers, "X-Myriad-Prefill-Cached-Tokens")) {
+      int64_t v = -1;
+      if (std::from_chars(b->data(), b->data() + b->size(), v).ec == std::errc() && v >= 0) s->prefill_cached_tokens = v;
+    }
   };
   cb.on_data = [s, stream = target.stream](std::string_view data) {
     if (data.empty()) return;

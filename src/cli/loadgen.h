@@ -103,6 +103,8 @@ struct TimedCall {
   bool has_first = false;
   int status = 0;
   std::string backend;
+  std::string prefill_backend;  // X-Myriad-Prefill-Backend: P/D, the engine that computed the prompt
+  int64_t prefill_cached_tokens = -1;  // X-Myriad-Prefill-Cached-Tokens: what that engine's cache held
   SseTokenCounter sse;
   std::string body;
 };

@@ -25,37 +25,12 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Ids of blocks that belong to one request only. Bit 63 keeps them apart from trace ids (which
-// count up from 0); index < 2^20 records and block < 2^15 (2^24 tokens / 512) fit below it.
-uint64_t UniqueBlockId(uint64_t index, size_t block) {
-  return (uint64_t{1} << 63) | (index << 16) | static_cast<uint64_t>(block);
-}
-
-uint32_t TokenOf(uint64_t block_id, int position) {
-  // Two rounds so that neighbouring block ids do not give shifted copies of one sequence.
-  const uint64_t h = Mix64(Mix64(block_id) + static_cast<uint64_t>(position));
-  return static_cast<uint32_t>(h % kReplayVocab);
-}
-
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
 
-std::vector<uint32_t> TracePromptIds(const sim::TraceRecord& record, uint64_t index) {
-  const int64_t n = std::max<int32_t>(record.input_tokens, 1);
-  std::vector<uint32_t> ids;
-  ids.reserve(static_cast<size_t>(n));
-  for (size_t block = 0; static_cast<int64_t>(ids.size()) < n; ++block) {
-    const uint64_t id = block < record.content_ids.size() ? record.content_ids[block] : UniqueBlockId(index, block);
-    for (int p = 0; p < sim::kTraceBlockTokens && static_cast<int64_t>(ids.size()) < n; ++p) {
-      ids.push_back(TokenOf(id, p));
-    }
-  }
-  return ids;
-}
-
 std::string TraceRequestBody(const sim::TraceRecord& record, uint64_t index, std::string_view model) {
-  const std::vector<uint32_t> ids = TracePromptIds(record, index);
+  const std::vector<uint32_t> ids = sim::TracePromptIds(record, index);
   std::string b = fmt::format(R"({{"model":{},"prompt":[)", json(model).dump());
   b.reserve(b.size() + ids.size() * 6 + 96);
   char num[16];
@@ -146,7 +121,7 @@ std::string ReplayReport::Log() const {
   std::string out;
   for (const ReplayEntry& e : entries) {
     json j = {{"index", e.index},         {"scheduled_s", e.scheduled_s},     {"sent_s", e.sent_s},
-              {"delayed", e.delayed},     {"status", e.status},               {"backend", e.backend},
+              {"delayed", e.delayed},     {"status", e.status},               {"backend", e.backend}, {"prefill_backend", e.prefill_backend},
               {"ttft_s", e.ttft_s},       {"e2e_s", e.e2e_s},                 {"prompt_tokens", e.prompt_tokens},
               {"cached_tokens", e.cached_tokens}, {"output_tokens", e.output_tokens}, {"error", e.error}};
     out += j.dump();
@@ -200,10 +175,15 @@ class Replayer {
       std::lock_guard l(mu_);
       report_.entries[index].sent_s = Seconds(sent - start_);
     }
-    StartTimedCall(*client_, {.server = &server_, .path = o_.path, .api_key = o_.api_key, .timeout = o_.timeout,
+    StartTimedCall(*client_, {.server = &server_, .path = o_.path, .api_key = KeyOf(records_[index]), .timeout = o_.timeout,
                               .stream = true},
                    index, TraceRequestBody(records_[index], index, o_.model),
                    [this](TimedCall& s, const absl::Status& st, net::CallStage stage) { Done(s, st, stage); });
+  }
+
+  // A record's tenant speaks with that tenant's key; tenants past the list use --api-key.
+  const std::string& KeyOf(const sim::TraceRecord& r) const {
+    return r.tenant < o_.tenant_keys.size() ? o_.tenant_keys[r.tenant] : o_.api_key;
   }
 
   void Done(const TimedCall& s, const absl::Status& st, net::CallStage stage) {
@@ -226,6 +206,7 @@ class Replayer {
     ReplayEntry& e = report_.entries[s.index];
     e.status = s.status;
     e.backend = s.backend;
+    e.prefill_backend = s.prefill_backend;
     e.error = error;
     e.e2e_s = Seconds(now - s.start);
     if (outcome == "200") {
@@ -236,6 +217,8 @@ class Replayer {
       e.output_tokens = s.sse.tokens();
       e.prompt_tokens = s.sse.prompt_tokens();
       e.cached_tokens = s.sse.cached_tokens();
+      // P/D: the prefill engine's cache, not the decode engine's count of the KV it received.
+      if (s.prefill_cached_tokens >= 0) e.cached_tokens = s.prefill_cached_tokens;
       if (e.prompt_tokens >= 0) {
         report_.prompt_tokens += e.prompt_tokens;
         report_.cached_tokens += std::max<int64_t>(e.cached_tokens, 0);

@@ -29,15 +29,6 @@ inline constexpr double kMinTimeScale = 1e-3, kMaxTimeScale = 1e6;
 // A replay lasting longer than this many real seconds (the trace's span / --time-scale, about
 // 116 days) is refused: nobody means it, and the schedule must stay within steady_clock's range.
 inline constexpr double kMaxReplaySeconds = 1e7;
-// Token ids of generated prompts are in [0, kReplayVocab): below every real vocabulary's size.
-inline constexpr uint32_t kReplayVocab = 32000;
-
-// The prompt of trace record `index`: for each 512-token block, ids that are a pure function of
-// (block id, position in the block), the last block cut to the record's input length. Blocks
-// the trace gives no id for (Azure, or ids shorter than the prompt) get ids of this request's
-// own, so they share nothing.
-std::vector<uint32_t> TracePromptIds(const sim::TraceRecord& record, uint64_t index);
-
 // The streamed completion request for record `index`: {"model", "prompt": [ids], "max_tokens":
 // the record's output length (at least 1), "stream": true, "stream_options": include_usage}.
 std::string TraceRequestBody(const sim::TraceRecord& record, uint64_t index, std::string_view model);
@@ -51,6 +42,9 @@ struct ReplayOptions {
   std::string path = "/v1/completions";
   std::string model = "emu-model";
   std::string api_key;
+  // The API key of each trace tenant (a record's "tenant" indexes it); a tenant past the list
+  // uses api_key.
+  std::vector<std::string> tenant_keys;
   int concurrency = 8;       // requests in flight at most; an arrival past it waits (delayed)
   double time_scale = 1.0;   // trace seconds per real second (`myriad up --speed`)
   int threads = 1;
@@ -68,6 +62,7 @@ struct ReplayEntry {
   bool delayed = false;
   int status = 0;          // HTTP status; 0 when no response came
   std::string backend;     // the gateway's X-Myriad-Backend; empty when absent
+  std::string prefill_backend;  // X-Myriad-Prefill-Backend (P/D); empty when absent
   double ttft_s = -1;      // -1: no first byte of a 200 answer
   double e2e_s = -1;
   int64_t prompt_tokens = -1;  // from usage; -1 when absent

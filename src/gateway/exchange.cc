@@ -169,6 +169,8 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
   net::Headers out;
   out.emplace_back("traceparent", trace.Header(static_cast<uint64_t>(start.time_since_epoch().count())));
   out.emplace_back("X-Myriad-Backend", backend->config.name);
+  if (!prefill_backend.empty()) out.emplace_back("X-Myriad-Prefill-Backend", prefill_backend);
+  if (prefill_cached >= 0) out.emplace_back("X-Myriad-Prefill-Cached-Tokens", std::to_string(prefill_cached));
   if (rank >= 0) out.emplace_back("X-Myriad-Dp-Rank", std::to_string(rank));
   r->BeginStream(status, content_type, std::move(out));
   header_sent = true;
@@ -178,6 +180,12 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
 void Exchange::OnData(std::string_view data) {
   std::lock_guard l(mu);
   if (finished) return;
+  if (upstream_status == 200 && queued > 0 && !data.empty()) {
+    // The answer's first bytes: the engine has computed the prompt (the prefill phase of a
+    // P/D pair answers only when done, so this holds there too).
+    gw->PrefillDone(backend, rank, queued);
+    queued = 0;
+  }
   if (!header_sent) {
     if (held.size() < (size_t{1} << 20)) held.append(data);
     return;
@@ -277,6 +285,13 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   upstream_status = 0;
   first_byte = false;
   queued = 0;
+  // The decode engine is chosen now that the prompt is computed, from the decode loads of this
+  // moment (the simulator's hand-off does the same); the one admission saw is the fallback.
+  // (Lock order: the exchange's, then the gateway's, as everywhere.)
+  if (auto [now_d, now_rank] = gw->PickDecodeAfterPrefill(*this); now_d) {
+    decode_backend = now_d;
+    decode_rank = now_rank;
+  }
   std::shared_ptr<Backend> d = decode_backend;
   rank = decode_rank;
   {
@@ -285,6 +300,17 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
     gw->stats_.pd_requests++;
   }
   decision += fmt::format("; prefilled on {}", prefill->config.name);
+  prefill_backend = prefill->config.name;
+  // The decode engine counts the KV it received as cached; the prefill engine's own figure is
+  // what its cache saved (X-Myriad-Prefill-Cached-Tokens).
+  if (answer.is_object() && answer.contains("usage") && answer["usage"].is_object()) {
+    const json& u = answer["usage"];
+    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object() &&
+        u["prompt_tokens_details"].contains("cached_tokens") &&
+        u["prompt_tokens_details"]["cached_tokens"].is_number_unsigned()) {
+      prefill_cached = u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    }
+  }
   StartCall(d, net::JsonText(body), false);
 }
 

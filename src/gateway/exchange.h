@@ -48,6 +48,8 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   std::shared_ptr<net::Call> call;
   std::shared_ptr<Backend> backend;         // of the current call
   std::shared_ptr<Backend> decode_backend;  // P/D: the decode side chosen for this request
+  std::string prefill_backend;              // P/D: the engine that computed the prompt
+  int64_t prefill_cached = -1;              // P/D: the prompt tokens it found in its cache
   int rank = -1;         // the current call's DP rank (X-data-parallel-rank); -1: the engine's pick
   int decode_rank = -1;  // P/D: the decode side's
   int64_t queued = 0;

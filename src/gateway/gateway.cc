@@ -396,12 +396,15 @@ void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int
   if (!ok) stats_.upstream_failures++;
 }
 
-Gateway::Route Gateway::Pick(Exchange& ex) {
+void Gateway::PrefillDone(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens) {
+  if (!b || queued_tokens == 0) return;
   std::lock_guard l(mu_);
+  b->Charge(rank, 0, -queued_tokens);
+}
+
+Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
   // A candidate is a backend, or one DP rank of it when the gateway steers its ranks.
-  using Target = std::pair<std::shared_ptr<Backend>, int>;
-  std::vector<Target> entries, decodes;
-  std::vector<policy::Candidate> entry_c, decode_c;
+  Candidates c;
   auto tried = [&](const Backend& b) {
     return std::find(ex.tried.begin(), ex.tried.end(), b.config.name) != ex.tried.end();
   };
@@ -409,8 +412,8 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
     if (b->config.model != ex.req.model || !b->available() || tried(*b)) continue;
     const bool decode = b->config.role == BackendRole::kDecode;
     auto add = [&](int rank, policy::UnitLoad load) {
-      (decode ? decodes : entries).emplace_back(b, rank);
-      (decode ? decode_c : entry_c).push_back(policy::Candidate{b->HolderOf(rank), load, &cost_});
+      (decode ? c.decodes : c.entries).emplace_back(b, rank);
+      (decode ? c.decode_c : c.entry_c).push_back(policy::Candidate{b->HolderOf(rank), load, &cost_});
     };
     if (b->ranks.empty()) {
       add(-1, b->Load());
@@ -418,6 +421,25 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
       for (size_t r = 0; r < b->ranks.size(); ++r) add(static_cast<int>(r), b->RankLoad(r));
     }
   }
+  return c;
+}
+
+Gateway::Target Gateway::PickDecodeAfterPrefill(const Exchange& ex) {
+  std::lock_guard l(mu_);
+  Candidates c = CandidatesFor(ex);
+  policy::AdmissionPipeline& admission = ex.token_keys ? *token_admission_ : *admission_;
+  const int pick = admission.router().PickDecode(c.decode_c, rng_);
+  if (pick < 0) return {nullptr, -1};
+  return c.decodes[static_cast<size_t>(pick)];
+}
+
+Gateway::Route Gateway::Pick(Exchange& ex) {
+  std::lock_guard l(mu_);
+  Candidates c = CandidatesFor(ex);
+  std::vector<Target>& entries = c.entries;
+  std::vector<Target>& decodes = c.decodes;
+  std::vector<policy::Candidate>& entry_c = c.entry_c;
+  std::vector<policy::Candidate>& decode_c = c.decode_c;
   // Without a prefill or colocated engine left, a decode engine serves the whole request.
   const bool decode_only = entries.empty();
   if (decode_only) {

@@ -110,6 +110,16 @@ class Gateway {
   };
   // Admits and routes the exchange's next attempt (a retry after its first).
   Route Pick(Exchange& ex);
+  using Target = std::pair<std::shared_ptr<Backend>, int>;
+  struct Candidates {
+    std::vector<Target> entries, decodes;
+    std::vector<policy::Candidate> entry_c, decode_c;
+  };
+  // The backends (or steered DP ranks) that may serve the exchange now, under mu_.
+  Candidates CandidatesFor(const Exchange& ex) const;
+  // P/D: the decode engine for an exchange whose prefill is done, chosen from the decode
+  // engines' loads at that moment, as the simulator chooses at hand-off ({null, -1}: none left).
+  Target PickDecodeAfterPrefill(const Exchange& ex);
   absl::Status AddBackendLocked(BackendConfig config, bool from_etcd);
   bool RemoveBackendLocked(const std::string& name, bool only_from_etcd);
   // Starts a subscriber for these backends' KV events (null when none publishes).
@@ -119,6 +129,10 @@ class Gateway {
   void Unsubscribe(const std::string& name);
   bool SpendRetry();
   void Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens);
+  // The first token came: the prompt is computed, so its tokens leave the backend's prefill
+  // queue now rather than when the whole answer ends (the simulated unit's load drops as it
+  // computes; one load signal in both worlds).
+  void PrefillDone(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens);
 
   GatewayConfig config_;
   std::shared_ptr<Clock> clock_;

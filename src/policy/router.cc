@@ -96,12 +96,20 @@ void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry)
 }
 
 int Router::PickAmongTies(const RouteRequest& req, double best_ttft) {
-  // Equal up to rounding: identical units at the same load estimate the same TTFT, but the
-  // sums that make it need not round alike.
-  const double limit = best_ttft + std::max(best_ttft * 1e-9, 1e-12);
+  // Equal within the tolerance (at least up to rounding: identical units at the same load
+  // estimate the same TTFT, but the sums that make it need not round alike).
+  const double limit = best_ttft + std::max({best_ttft * options_.tie_tolerance, NanosToSeconds(options_.tie_tolerance_abs),
+                                             best_ttft * 1e-9, 1e-12});
   tied_.clear();
+  int64_t most_cached = -1;
   for (size_t i = 0; i < estimates_.size(); ++i) {
-    if (estimates_[i].ttft <= limit) tied_.push_back(static_cast<int>(i));
+    if (estimates_[i].ttft > limit) continue;
+    // The longest cached prefix among the near-equal: keep a prefix where it is.
+    if (estimates_[i].cached > most_cached) {
+      most_cached = estimates_[i].cached;
+      tied_.clear();
+    }
+    if (estimates_[i].cached == most_cached) tied_.push_back(static_cast<int>(i));
   }
   if (tied_.size() == 1) return tied_[0];
   // The prompt's last full block names its whole cacheable prefix, so the same prompt lands on
@@ -201,7 +209,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
         d.fetch_blocks = e.fetch_blocks;
         d.expected_cached_tokens = e.cached;
       }
-      d.estimated_ttft_s = d.entry >= 0 ? best_ttft : 0;
+      d.estimated_ttft_s = d.entry >= 0 ? estimates_[static_cast<size_t>(d.entry)].ttft : 0;
       if (d.entry >= 0 && options_.reject_factor > 0 &&
           best_ttft > options_.reject_factor * NanosToSeconds(options_.ttft_slo)) {
         d.rejected = true;

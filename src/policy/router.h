@@ -41,6 +41,12 @@ struct RouterOptions {
   double fetch_bytes_per_s = 40e9;
   Nanos fetch_latency = 50 * kMicrosecond;
   int block_tokens = 512;
+  // kv-aware: estimates within tie_tolerance x the best (or tie_tolerance_abs, whichever is
+  // larger) count as equal, and among them the longest cached prefix wins, then the prompt's
+  // key. A replica of a prefix is made only for a clear gain, and a decision does not flip on
+  // a few milliseconds of timing noise (the live gateway and the simulator then agree).
+  double tie_tolerance = 0.05;
+  Nanos tie_tolerance_abs = 5 * kMillisecond;
 };
 
 // Parses "least-loaded", "kv-aware", "kv-aware+spread", "prefix-only+spread"...; the "+fair"

@@ -199,7 +199,7 @@ absl::Status ParseWorkload(const Reader& rd, const YAML::Node& n, const std::str
     return absl::OkStatus();
   }
   if (w->type == "mooncake" || w->type == "azure") {
-    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"type", "path", "rate_scale", "replicas", "loop"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"type", "path", "rate_scale", "replicas", "loop", "keys"}));
     if (!n["path"]) return rd.Error(n, p + ".path", "missing: the trace file to replay");
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "path", p, &w->trace_path));
     std::filesystem::path path(w->trace_path);
@@ -207,6 +207,12 @@ absl::Status ParseWorkload(const Reader& rd, const YAML::Node& n, const std::str
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "rate_scale", p, &w->replay.rate_scale));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "replicas", p, &w->replay.replicas));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "loop", p, &w->replay.loop));
+    std::string keys = "content";
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "keys", p, &keys));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "keys", p, keys == "content" || keys == "tokens",
+                                    "must be content (from the trace's block ids) or tokens (hash the prompt "
+                                    "`myriad loadgen --trace` sends)", keys));
+    w->replay.token_keys = keys == "tokens";
     MYRIAD_RETURN_IF_ERROR(rd.Check(n, "rate_scale", p, w->replay.rate_scale > 0, "must be positive",
                                     w->replay.rate_scale));
     MYRIAD_RETURN_IF_ERROR(rd.Check(n, "replicas", p, w->replay.replicas >= 1, "must be at least 1",

@@ -20,6 +20,18 @@
 namespace myriad::sim {
 namespace {
 
+// Ids of blocks that belong to one request only. Bit 63 keeps them apart from trace ids (which
+// count up from 0); index < 2^20 records and block < 2^15 (2^24 tokens / 512) fit below it.
+uint64_t UniqueBlockId(uint64_t index, size_t block) {
+  return (uint64_t{1} << 63) | (index << 16) | static_cast<uint64_t>(block);
+}
+
+uint32_t TokenOf(uint64_t block_id, int position) {
+  // Two rounds so that neighbouring block ids do not give shifted copies of one sequence.
+  const uint64_t h = Mix64(Mix64(block_id) + static_cast<uint64_t>(position));
+  return static_cast<uint32_t>(h % kReplayVocab);
+}
+
 using nlohmann::json;
 
 absl::Status LineError(std::string_view source, int64_t line, std::string_view field,
@@ -181,9 +193,16 @@ class TraceWorkload final : public Workload {
     req.arrival = c.arrival;
     req.input_tokens = rec.input_tokens;
     req.output_tokens = rec.output_tokens;
+    req.tenant = rec.tenant;
     // Each (replica, loop) pair is its own prefix space: copies keep their internal sharing
     // but share nothing with each other.
     const uint64_t extra = static_cast<uint64_t>(c.loop) * options_.replicas + c.replica;
+    if (options_.token_keys) {
+      const std::vector<BlockKey> keys =
+          HashTokenBlocks(TracePromptIds(rec, c.index), static_cast<size_t>(options_.block_tokens));
+      req.blocks.assign(keys.begin(), keys.end());
+      return req;
+    }
     size_t n_keys = static_cast<size_t>(rec.input_tokens / options_.block_tokens);
     if (!rec.content_ids.empty()) {
       n_keys = std::min(n_keys, rec.content_ids.size() * sub_blocks_);
@@ -274,6 +293,13 @@ absl::StatusOr<std::vector<TraceRecord>> ParseMooncakeTrace(std::istream& in,
                                      id.dump()));
       }
       rec.content_ids.push_back(id.get<uint64_t>());
+    }
+    if (auto t = obj.find("tenant"); t != obj.end()) {
+      if (!t->is_number_unsigned() || t->get<uint64_t>() >= kMaxTraceTenants) {
+        return LineError(source_name, line_no, "tenant",
+                         fmt::format("must be an integer in [0, {}), got {}", kMaxTraceTenants, t->dump()));
+      }
+      rec.tenant = static_cast<uint32_t>(t->get<uint64_t>());
     }
     records.push_back(std::move(rec));
   }
@@ -367,6 +393,19 @@ absl::StatusOr<std::vector<TraceRecord>> LoadTraceFile(const std::string& path,
   return records;
 }
 
+std::vector<uint32_t> TracePromptIds(const TraceRecord& record, uint64_t index) {
+  const int64_t n = std::max<int32_t>(record.input_tokens, 1);
+  std::vector<uint32_t> ids;
+  ids.reserve(static_cast<size_t>(n));
+  for (size_t block = 0; static_cast<int64_t>(ids.size()) < n; ++block) {
+    const uint64_t id = block < record.content_ids.size() ? record.content_ids[block] : UniqueBlockId(index, block);
+    for (int p = 0; p < kTraceBlockTokens && static_cast<int64_t>(ids.size()) < n; ++p) {
+      ids.push_back(TokenOf(id, p));
+    }
+  }
+  return ids;
+}
+
 std::optional<FieldError> CheckTraceOptions(const TraceReplayOptions& o) {
   if (!(o.rate_scale > 0) || !std::isfinite(o.rate_scale)) {
     return FieldError{"workload.rate_scale", fmt::format("must be > 0, got {}", o.rate_scale)};
@@ -382,6 +421,9 @@ std::optional<FieldError> CheckTraceOptions(const TraceReplayOptions& o) {
   }
   if (o.duration < 0) return FieldError{"duration", fmt::format("must be >= 0, got {}", FormatDuration(o.duration))};
   if (o.loop && o.duration <= 0) return FieldError{"workload.loop", "needs a positive duration"};
+  if (o.token_keys && (o.replicas != 1 || o.loop)) {
+    return FieldError{"workload.keys", "'tokens' replays the trace once: it takes neither replicas nor loop"};
+  }
   return std::nullopt;
 }
 

@@ -26,10 +26,14 @@ struct TraceRecord {
   // positions mean shared content. Empty when the trace has no prefix information (Azure):
   // such a request shares nothing with any other.
   std::vector<uint64_t> content_ids;
+  // Myriad's extension of Mooncake's format: an optional "tenant" (an index into the
+  // scenario's tenants, below kMaxTraceTenants); 0 when absent.
+  uint32_t tenant = 0;
 };
+inline constexpr uint64_t kMaxTraceTenants = 1024;
 
 // Mooncake JSONL: one {"timestamp": ms, "input_length", "output_length", "hash_ids": [...]}
-// object per line, blank lines skipped. Errors are InvalidArgument "source:line: field: what".
+// object per line (and optionally "tenant"), blank lines skipped. Errors are InvalidArgument "source:line: field: what".
 absl::StatusOr<std::vector<TraceRecord>> ParseMooncakeTrace(std::istream& in,
                                                             std::string_view source_name);
 
@@ -42,6 +46,17 @@ absl::StatusOr<std::vector<TraceRecord>> ParseAzureTrace(std::istream& in,
 // an error naming the file.
 absl::StatusOr<std::vector<TraceRecord>> LoadTraceFile(const std::string& path,
                                                        std::string_view format);
+
+// Token ids of prompts generated from a trace are in [0, kReplayVocab): below every real
+// vocabulary's size.
+inline constexpr uint32_t kReplayVocab = 32000;
+
+// The prompt of trace record `index` as token ids: for each 512-token block, ids that are a pure
+// function of (block id, position in the block), the last block cut to the record's input
+// length. Blocks the trace gives no id for (Azure, or ids shorter than the prompt) get ids of
+// this request's own, so they share nothing. `myriad loadgen --trace` sends these ids, and a
+// replay with `token_keys` keys its blocks from them, so both worlds hash the same tokens.
+std::vector<uint32_t> TracePromptIds(const TraceRecord& record, uint64_t index);
 
 struct TraceReplayOptions {
   // Arrivals are sped up by this factor (2 = twice the request rate, half the span).
@@ -57,6 +72,10 @@ struct TraceReplayOptions {
   // No arrivals at or after this simulated time; 0 = until the end of the trace.
   Nanos duration = 0;
   uint64_t seed = 1;
+  // Key blocks by hashing TracePromptIds with HashTokenBlocks, as a gateway hashes the prompt
+  // `myriad loadgen --trace` sends, instead of from the content ids: slower, but the keys (and
+  // the router's tie-breaks on them) are then the live gateway's own. One copy, no loop.
+  bool token_keys = false;
 };
 
 // Copies of a trace that one run may replay (each holds a jitter for the whole run).

@@ -97,8 +97,15 @@ void Unit::EnqueuePrefill(uint32_t slot) {
 
 void Unit::PushPrefill(uint32_t slot) {
   ReqState& r = table_[slot];
-  PrefillItem item{slot, r.epoch, r.req.input_tokens + r.generated, 0, false};
-  queued_prefill_tokens_ += item.target;
+  PrefillItem item{slot, r.epoch, r.req.input_tokens + r.generated, 0, 0, 0, false};
+  // Queued work is what the gateway charges a backend: the prompt less the prefix the cache
+  // holds (counted now, without touching the LRU order), corrected once the batch admits it.
+  // One load signal in both worlds: a hit does not make a unit look busy while it waits.
+  if (r.preemptions == 0 && r.generated == 0) {
+    const int64_t held = static_cast<int64_t>(cache_.Count(r.req.blocks)) * cfg_.block_tokens;
+    item.expected = static_cast<int32_t>(std::clamp<int64_t>(held, 0, item.target - 1));
+  }
+  queued_prefill_tokens_ += item.target - item.expected;
   // A preempted sequence goes first, it already waited its turn once; never while a step is
   // in flight, whose chunks belong to the leading items.
   if (r.preemptions > 0 && !busy_) prefill_.push_front(item);
@@ -138,7 +145,7 @@ bool Unit::AdmitPrefill(PrefillItem& item) {
   item.done = std::max(cached, 0);
   item.cached_blocks = static_cast<int32_t>(hit_blocks);
   item.admitted = true;
-  queued_prefill_tokens_ -= item.done;
+  queued_prefill_tokens_ -= item.done - item.expected;
   kv_used_ += item.target;
   r.kv_reserved = item.target;
   ShrinkCache();

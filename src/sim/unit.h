@@ -150,6 +150,7 @@ class Unit {
     int32_t target = 0;  // context tokens whose KV must exist when done
     int32_t done = 0;
     int32_t cached_blocks = 0;  // leading blocks found in the cache at admission (already touched)
+    int32_t expected = 0;       // tokens the cache held when queued: not counted as queued work
     bool admitted = false;
   };
 

@@ -17,6 +17,8 @@ namespace myriad::cli {
 namespace {
 
 using json = nlohmann::json;
+using sim::kReplayVocab;
+using sim::TracePromptIds;
 
 sim::TraceRecord Record(int32_t input, int32_t output, std::vector<uint64_t> ids) {
   sim::TraceRecord r;

@@ -110,6 +110,34 @@ TEST_F(RouterTest, KvAwareSpreadsTiesAtZeroLoad) {
   }
 }
 
+// Estimates within the tie tolerance are equal: the unit holding the longest prefix keeps the
+// request rather than a replica being made elsewhere for a gain of a few percent, and a few
+// milliseconds of timing noise do not flip the choice. Past the tolerance, the faster one wins.
+TEST_F(RouterTest, KvAwareKeepsThePrefixWhereItIsWithinTheTieTolerance) {
+  auto units = Units(2);
+  const std::span<const BlockKey> head(blocks_.data(), 2);
+  index_.Stored(1, 0, head, 0);  // unit 1 holds the first 1,024 tokens
+  const double idle = cost_.PrefillSeconds(16 * 512, 0);
+  const double holder = cost_.PrefillSeconds(16 * 512 - 1024, 1024);
+  ASSERT_LT(holder, idle);
+  // A queue on the holder that makes its estimate 3% worse than recomputing on the idle unit.
+  units[1].load.queued_prefill_tokens =
+      static_cast<int64_t>((1.03 * idle - holder) / cost_.QueueSeconds(1'000'000) * 1e6);
+  Router tolerant(RouterOptions{.policy = RoutingPolicy::kKvAware, .block_tokens = 512}, &index_);
+  RouteDecision d = tolerant.Route(Req(), units, {}, rng_);
+  EXPECT_EQ(d.entry, 1);
+  EXPECT_EQ(d.expected_cached_tokens, 1024);
+  EXPECT_GT(d.estimated_ttft_s, idle) << "the estimate is the chosen unit's";
+  Router exact(RouterOptions{.policy = RoutingPolicy::kKvAware, .block_tokens = 512, .tie_tolerance = 0,
+                             .tie_tolerance_abs = 0},
+               &index_);
+  EXPECT_EQ(exact.Route(Req(), units, {}, rng_).entry, 0);
+  // 20% worse is a clear gain: the idle unit takes it even with the tolerance.
+  units[1].load.queued_prefill_tokens =
+      static_cast<int64_t>((1.2 * idle - holder) / cost_.QueueSeconds(1'000'000) * 1e6);
+  EXPECT_EQ(tolerant.Route(Req(), units, {}, rng_).entry, 0);
+}
+
 TEST_F(RouterTest, SpreadingCopiesTheHotPrefixToTheNewUnit) {
   auto units = Units(3);
   index_.Stored(1, 0, blocks_, 0);
