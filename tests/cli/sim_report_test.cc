@@ -90,8 +90,8 @@ TEST(SimReport, OpensInHeadlessChromiumWithTheRunsDataAndNoConsoleErrors) {
   const std::string dom = ReadAll(dom_path), log = ReadAll(err_path);
   // Every console message (an uncaught exception included) is logged as CONSOLE; the page logs none.
   EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;
+  // The script sets these on <body> when it has drawn everything (data-render-error if not).
   EXPECT_NE(dom.find("<body data-rendered=\"ok\" data-charts=\"12\">"), std::string::npos) << dom.substr(0, 2000);
-  EXPECT_EQ(dom.find("data-render-error"), std::string::npos);
   const std::string png = ReadAll(shot);
   ASSERT_GT(png.size(), 10000u);
   EXPECT_EQ(png.substr(1, 3), "PNG");

@@ -101,7 +101,12 @@ TEST(TimeSeriesSampler, IntervalIsWidenedToAtMostTheMaximumNumberOfPoints) {
 
 TEST(TimeSeries, MarkersAreSortedAndCountedIntoTheirWindows) {
   TimeSeries s;
-  for (double t : {10.0, 20.0, 30.0}) s.points.push_back(SeriesPoint{.t_s = t, .window_s = 10});
+  for (double t : {10.0, 20.0, 30.0}) {
+    SeriesPoint p;
+    p.t_s = t;
+    p.window_s = 10;
+    s.points.push_back(p);
+  }
   s.markers = {{Marker::Kind::kReadmission, 25, "back"},
                {Marker::Kind::kFault, 10, "crash"},  // at a window's end: that window
                {Marker::Kind::kEjection, 12, "out"},
