@@ -8,7 +8,10 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
+#include <vector>
 
+#include "sim/report_html.h"
 #include "sim/runner.h"
 
 namespace myriad::cli {
@@ -35,6 +38,14 @@ SimCommand::SimCommand(CLI::App& app) {
   cmd_->add_option("--compare", compare_,
                    "Run each of these routing policies on the same workload and seed and print one table")
       ->delimiter(',');
+  cmd_->add_option("--report", report_path_,
+                   "Write a self-contained HTML report (charts over virtual time; with --compare, the "
+                   "policies overlaid)");
+  cmd_->add_option("--timeseries", timeseries_path_,
+                   "Write the report's series as CSV, one row per sampling window (and policy)");
+  cmd_->add_option("--sample-interval", sample_interval_text_,
+                   "Virtual time per point of --report and --timeseries (default 10s; 1ms to 1000000s; widened "
+                   "so a run has at most 2000 points)");
   cmd_->add_flag("-q,--quiet", quiet_, "Print nothing but errors (and --json)");
   cmd_->add_flag("--json", json_, "Print the JSON results on stdout instead of the summary");
   cmd_->add_flag("--no-progress", no_progress_, "No progress bar even on a terminal");
@@ -94,6 +105,7 @@ int SimCommand::Run() {
     std::fprintf(stderr, "myriad sim: --request-log and --compare: one log needs one run; drop one of them\n");
     return 2;
   }
+  if (int rc = PrepareSeriesOutputs(); rc != 0) return rc;
   if (!compare_.empty()) return RunCompare(*scenario);
   sim::ProgressFn progress;
   if (!quiet_ && !no_progress_ && isatty(STDERR_FILENO)) progress = DrawProgress;
@@ -119,7 +131,9 @@ int SimCommand::Run() {
     };
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto report = sim::RunScenario(*scenario, progress, std::move(outcomes));
+  sim::TimeSeries series;
+  auto report = sim::RunScenario(*scenario, progress, std::move(outcomes), wants_series() ? &series : nullptr,
+                                 sample_interval_);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!report.ok()) {
     std::fprintf(stderr, "myriad sim: %s\n", std::string(report.status().message()).c_str());
@@ -140,6 +154,7 @@ int SimCommand::Run() {
       return 1;
     }
   }
+  if (int rc = WriteSeriesOutputs(std::span(&*report, 1), std::span(&series, 1)); rc != 0) return rc;
   if (json_) {
     std::printf("%s\n", Dump(*report).c_str());
   } else if (!quiet_) {
@@ -164,11 +179,13 @@ int SimCommand::RunCompare(const sim::Scenario& base) {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   std::string table = fmt::format("{:<26} {:>8} {:>9} {:>9} {:>9} {:>8} {:>12} {:>10} {:>9}\n", "policy", "hit rate",
                                   "TTFT p50", "TTFT p99", "TPOT p99", "SLO", "goodput", "$/M tok", "rejected");
-  for (const auto& name : compare_) {
+  std::vector<sim::TimeSeries> series(compare_.size());
+  for (size_t i = 0; i < compare_.size(); ++i) {
+    const std::string& name = compare_[i];
     sim::Scenario s = base;
     s.router.policy = name;
     const auto t0 = std::chrono::steady_clock::now();
-    auto report = sim::RunScenario(s);
+    auto report = sim::RunScenario(s, nullptr, nullptr, wants_series() ? &series[i] : nullptr, sample_interval_);
     if (!report.ok()) {
       std::fprintf(stderr, "myriad sim: %s: %s\n", name.c_str(), std::string(report.status().message()).c_str());
       return RunFailureCode(report.status());
@@ -194,8 +211,53 @@ int SimCommand::RunCompare(const sim::Scenario& base) {
       return 1;
     }
   }
+  const std::vector<nlohmann::ordered_json> reports(all.begin(), all.end());
+  if (int rc = WriteSeriesOutputs(reports, series); rc != 0) return rc;
   if (json_) std::printf("%s\n", Dump(all).c_str());
   else if (!quiet_) std::printf("%s", table.c_str());
+  return 0;
+}
+
+int SimCommand::PrepareSeriesOutputs() {
+  auto interval = ParseDuration(sample_interval_text_);
+  if (!interval.ok() || *interval < sim::kMinSampleInterval || *interval > sim::kMaxSampleInterval) {
+    std::fprintf(stderr, "myriad sim: --sample-interval: '%s' is %s; give a duration from 1ms to 1000000s (e.g. 10s)\n",
+                 sample_interval_text_.c_str(), interval.ok() ? "out of bounds" : "not a duration");
+    return 2;
+  }
+  sample_interval_ = *interval;
+  for (auto [path, out, flag] : {std::tuple{&report_path_, &report_out_, "--report"},
+                                 std::tuple{&timeseries_path_, &timeseries_out_, "--timeseries"}}) {
+    if (path->empty()) continue;
+    out->open(*path, std::ios::binary);
+    if (!*out) {
+      std::fprintf(stderr, "myriad sim: %s: cannot write %s\n", flag, path->c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int SimCommand::WriteSeriesOutputs(std::span<const nlohmann::ordered_json> reports,
+                                   std::span<const sim::TimeSeries> series) {
+  if (timeseries_out_.is_open()) {
+    sim::WriteSeriesCsv(timeseries_out_, series);
+    timeseries_out_.close();
+    if (!timeseries_out_) {
+      std::fprintf(stderr, "myriad sim: --timeseries: cannot write %s\n", timeseries_path_.c_str());
+      return 1;
+    }
+  }
+  if (report_out_.is_open()) {
+    std::vector<sim::ReportRun> runs;
+    for (size_t i = 0; i < reports.size() && i < series.size(); ++i) runs.push_back({&reports[i], &series[i]});
+    report_out_ << sim::FormatHtmlReport(runs);
+    report_out_.close();
+    if (!report_out_) {
+      std::fprintf(stderr, "myriad sim: --report: cannot write %s\n", report_path_.c_str());
+      return 1;
+    }
+  }
   return 0;
 }
 

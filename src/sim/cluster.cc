@@ -476,7 +476,8 @@ void Cluster::Run(const ProgressFn& progress) {
   if (store_) store_->Start(horizon);
   const Nanos tick = std::max<Nanos>(horizon / 200, kSecond);
   for (Nanos until = tick;; until += tick) {
-    events_.RunUntil(std::min(until, horizon));
+    if (sampler_) RunSampledUntil(std::min(until, horizon));
+    else events_.RunUntil(std::min(until, horizon));
     if (progress) progress(std::min(1.0, static_cast<double>(until) / static_cast<double>(horizon)));
     const bool drained = arrivals_done_ && table_.live() == 0;
     if (drained || until >= horizon || events_.pending() == 0) break;
@@ -495,6 +496,7 @@ void Cluster::FinishRun() {
     metrics_.OnUnfinished(end_, r);
     table_.Release(slot);
   }
+  if (sampler_) sampler_->Close(end_, ReadGauges());
 }
 
 namespace {

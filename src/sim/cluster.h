@@ -24,6 +24,7 @@
 #include "sim/metrics.h"
 #include "sim/scenario.h"
 #include "sim/store_tier.h"
+#include "sim/timeseries.h"
 #include "sim/topology.h"
 #include "sim/unit.h"
 
@@ -48,6 +49,12 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   // Each request's end (completed or rejected) as it happens; set before Run.
   void set_outcome_sink(OutcomeSink sink) { metrics_.set_outcome_sink(std::move(sink)); }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
+  // Samples the run every `interval` of virtual time (widened to at most kMaxSeriesPoints
+  // windows); set before Run. Without it nothing is sampled.
+  void EnableSampling(Nanos interval);
+  // After Run: the sampled series with the faults and controller actions as markers (an empty
+  // series without EnableSampling).
+  TimeSeries Series() const;
 
   void OnPrefillDone(int unit, uint32_t slot) override;
   void OnRequestDone(int unit, uint32_t slot) override;
@@ -160,6 +167,12 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   // prefill; false (nothing done) when the store has none.
   bool LoadFromStore(uint32_t slot, int unit);
   nlohmann::ordered_json StoreReport() const;
+  // Sampling (cluster_series.cc).
+  std::unique_ptr<TimeSeriesSampler> sampler_;
+  ClusterGauges gauges_;  // reused
+  const ClusterGauges& ReadGauges();
+  // Runs the events up to `until`, closing every sampling window that ends by then.
+  void RunSampledUntil(Nanos until);
 };
 
 }  // namespace myriad::sim

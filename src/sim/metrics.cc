@@ -9,6 +9,7 @@ void RequestMetrics::EnableTimeline(Nanos bucket, Nanos horizon) {
 
 void RequestMetrics::OnArrival(Nanos now, const Request& r) {
   ++arrived;
+  if (sampler_) sampler_->OnArrival();
   if (timeline_bucket > 0) ++At(now).arrived;
   ++Tenant(r.tenant).arrived;
   arrived_input_tokens += r.input_tokens;
@@ -23,6 +24,7 @@ void RequestMetrics::OnReject(Nanos now, const Request& r, const std::string& re
                          .tenant = r.tenant});
   }
   ++rejected[reason];
+  if (sampler_) sampler_->OnReject();
   ++Tenant(r.tenant).rejected;
   rejected_input_tokens += r.input_tokens;
   rejected_output_tokens += r.output_tokens;
@@ -52,10 +54,15 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
   e2e_s.Add(NanosToSeconds(now - r.arrival));
   bool ok = ttft <= slo_ttft_ && !s.corrupt;
   if (s.corrupt) ++corrupted;
+  Nanos tpot = -1;
   if (r.output_tokens > 1) {
-    const Nanos tpot = (now - s.first_token) / (r.output_tokens - 1);
+    tpot = (now - s.first_token) / (r.output_tokens - 1);
     tpot_s.Add(NanosToSeconds(tpot));
     ok = ok && tpot <= slo_tpot_;
+  }
+  if (sampler_) {
+    sampler_->OnComplete(NanosToSeconds(ttft), tpot >= 0 ? NanosToSeconds(tpot) : -1.0, ok,
+                         int64_t{r.input_tokens} + r.output_tokens);
   }
   if (ok) {
     if (timeline_bucket > 0) {
@@ -72,6 +79,7 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
 
 void RequestMetrics::OnUnfinished(Nanos now, const ReqState& s) {
   ++rejected["unfinished_at_end"];
+  if (sampler_) sampler_->OnReject();
   ++Tenant(s.req.tenant).rejected;
   unfinished_output_tokens += s.generated;
   rejected_input_tokens += s.req.input_tokens;

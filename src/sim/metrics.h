@@ -15,6 +15,7 @@
 #include "core/stats.h"
 #include "policy/tenants.h"
 #include "sim/request_table.h"
+#include "sim/timeseries.h"
 
 namespace myriad::sim {
 
@@ -49,6 +50,8 @@ class RequestMetrics {
   void OnUnfinished(Nanos now, const ReqState& s);
   // Every completion and rejection is also handed here (null: none; off the hot path then).
   void set_outcome_sink(OutcomeSink sink) { sink_ = std::move(sink); }
+  // Every arrival and end is also counted into the sampler's current window (null: none).
+  void set_sampler(TimeSeriesSampler* sampler) { sampler_ = sampler; }
 
   uint64_t arrived = 0, completed = 0, good = 0;
   std::map<std::string, uint64_t> rejected;  // by reason (ordered: stable JSON)
@@ -83,6 +86,7 @@ class RequestMetrics {
 
  private:
   OutcomeSink sink_;
+  TimeSeriesSampler* sampler_ = nullptr;
   Bucket& At(Nanos t) {
     const size_t i = static_cast<size_t>(std::max<Nanos>(t, 0) / timeline_bucket);
     return timeline[std::min(i, timeline.size() - 1)];

@@ -13,13 +13,16 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const Scenario& s) {
 }
 
 absl::StatusOr<nlohmann::ordered_json> RunScenario(const Scenario& s, const ProgressFn& progress,
-                                                   OutcomeSink outcomes) {
+                                                   OutcomeSink outcomes, TimeSeries* series,
+                                                   Nanos sample_interval) {
   auto workload = MakeWorkload(s);
   if (!workload.ok()) return workload.status();
   auto cluster = Cluster::Create(s, std::move(*workload));
   if (!cluster.ok()) return cluster.status();
   if (outcomes) (*cluster)->set_outcome_sink(std::move(outcomes));
+  if (series) (*cluster)->EnableSampling(sample_interval);
   (*cluster)->Run(progress);
+  if (series) *series = (*cluster)->Series();
   return (*cluster)->Report();
 }
 

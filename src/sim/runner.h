@@ -14,9 +14,11 @@ namespace myriad::sim {
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const Scenario& s);
 
-// `outcomes`, when set, gets every request's end as the run goes (myriad sim --request-log).
+// `outcomes`, when set, gets every request's end as the run goes (myriad sim --request-log);
+// `series`, when set, gets the run sampled every `sample_interval` of virtual time (--report).
 absl::StatusOr<nlohmann::ordered_json> RunScenario(const Scenario& s, const ProgressFn& progress = nullptr,
-                                                   OutcomeSink outcomes = nullptr);
+                                                   OutcomeSink outcomes = nullptr, TimeSeries* series = nullptr,
+                                                   Nanos sample_interval = kDefaultSampleInterval);
 
 // The terminal summary of a report.
 std::string FormatSummary(const nlohmann::ordered_json& report);

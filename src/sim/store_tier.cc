@@ -186,7 +186,7 @@ void StoreTier::Tick() {
   }
   const kvstore::TickReport report = master_.Tick(now);
   if (report.nodes_declared_dead > 0) {
-    for (Loss& l : losses_) {
+    for (NodeLoss& l : losses_) {
       if (l.detected < 0 && master_.nodes().Find(static_cast<kvstore::NodeId>(l.node)) == nullptr) l.detected = now;
     }
   }
@@ -225,7 +225,7 @@ nlohmann::ordered_json StoreTier::Report(Nanos end, int block_tokens) const {
   const kvstore::NodeRegistry& reg = master_.nodes();
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   ordered_json losses = ordered_json::array();
-  for (const Loss& l : losses_) {
+  for (const NodeLoss& l : losses_) {
     losses.push_back({{"node", l.node},
                       {"domain", nodes_[static_cast<size_t>(l.node)].domain},
                       {"at_s", NanosToSeconds(l.at)},

@@ -77,6 +77,13 @@ class StoreTier {
   // Leading blocks of `blocks` the store holds, complete (what admission may count on).
   size_t Covered(std::span<const BlockKey> blocks) const;
 
+  // A node's death, and when the master declared it dead (-1: not yet).
+  struct NodeLoss {
+    int node;
+    Nanos at;
+    Nanos detected = -1;
+  };
+  const std::vector<NodeLoss>& losses() const { return losses_; }
   const kvstore::KvMaster& master() const { return master_; }
   const StoreTierStats& stats() const { return stats_; }
   int node_rack(int node) const { return nodes_[static_cast<size_t>(node)].rack; }
@@ -101,11 +108,6 @@ class StoreTier {
     BlockKey key;
     kvstore::ReplicaList replicas;
   };
-  struct Loss {
-    int node;
-    Nanos at;
-    Nanos detected = -1;
-  };
   // Bytes per second of a store node's link towards a peer (`crosses_spine`: another rack).
   double LinkRate(bool crosses_spine) const;
   // Occupies `node`'s link with `bytes` from `now` on; returns when they are through.
@@ -122,7 +124,7 @@ class StoreTier {
   kvstore::NamespaceId ns_ = 0;
   std::vector<Node> nodes_;
   absl::flat_hash_set<BlockKey> writing_;  // blocks whose write is in flight
-  std::vector<Loss> losses_;
+  std::vector<NodeLoss> losses_;
   std::function<void()> on_first_loss_;
   Nanos tick_ = kSecond;
   Nanos horizon_ = 0;
