@@ -51,6 +51,7 @@ myriad_map_external(zmq "^zmq(_addon)?\\.hpp$" "^zmq\\.h$")
 myriad_map_external(icu "^unicode/")
 myriad_map_external(pcre2 "^pcre2\\.h$")
 myriad_map_external(cli11 "^CLI/")
+myriad_map_external(pybind11 "^pybind11/")
 myriad_map_external(posix "^(sys|arpa|netinet)/" "^(unistd|fcntl|poll|sched|pthread|signal|netdb|dlfcn)\\.h$")
 myriad_map_external(simd "^(x86intrin|immintrin|emmintrin|smmintrin|nmmintrin|arm_neon)\\.h$")
 
@@ -73,6 +74,8 @@ myriad_map_module(kvstore_core USES core EXTERNAL absl fmt xxhash)
 myriad_map_module(kvstore USES kvstore_core policy net EXTERNAL absl fmt json xxhash posix)
 myriad_map_module(emu USES policy net tokenizer EXTERNAL absl fmt json xxhash)
 myriad_map_module(gateway USES policy net tokenizer EXTERNAL absl fmt json yaml xxhash)
+# The Python module myriad_store (cmake/python.cmake builds it, not as a static library).
+myriad_map_module(pystore USES kvstore EXTERNAL absl fmt pybind11 xxhash)
 myriad_map_module(cli USES sim kvstore kvstore_core emu gateway tokenizer net policy perf core
                   EXTERNAL absl fmt json cli11 posix)
 

@@ -13,6 +13,7 @@ packages=(
   libicu-dev libpcre2-dev
   etcd-server chromium
   clang libclang-rt-dev
+  python3 python3-dev pybind11-dev
 )
 
 missing=()

@@ -34,12 +34,24 @@ absl::Status StoreClient::Put(std::string_view ns, std::span<const BlockKey> key
   std::vector<NodeId> avoid;
   const uint64_t checksum = ObjectChecksum(bytes);
   absl::Status st;
+  absl::Status node_failure;  // the last failed node write
   for (int attempt = 0; attempt < kPutAttempts; ++attempt) {
     const size_t avoided = avoid.size();
     st = PutOnce(ns, keys, bytes, checksum, replicas, pinned, avoid, &avoid);
     // Only a failed node write is worth another placement; the master's refusals are final.
-    if (st.ok() || avoid.size() == avoided || avoid.size() > kMaxAvoidNodes) return st;
+    if (st.ok()) return st;
+    if (avoid.size() == avoided) break;
+    node_failure = st;
+    if (avoid.size() > kMaxAvoidNodes) return st;
     ++stats_.put_retries;
+  }
+  // A placement refused after a failed write (no other node has room, or none is left in the
+  // fault domains) would hide why the put failed: the node's error comes first, with its code.
+  if (!node_failure.ok() && st != node_failure) {
+    return absl::Status(node_failure.code(),
+                        fmt::format("{}; placing it again without the node(s) that failed: {}",
+                                    std::string(node_failure.message()),
+                                    std::string(st.message())));
   }
   return st;
 }
