@@ -73,7 +73,9 @@ myriad_map_module(kvstore_core USES core EXTERNAL absl fmt xxhash)
 myriad_map_module(kvstore USES kvstore_core policy net EXTERNAL absl fmt json xxhash posix)
 myriad_map_module(emu USES policy net tokenizer EXTERNAL absl fmt json xxhash)
 myriad_map_module(gateway USES policy net tokenizer EXTERNAL absl fmt json yaml xxhash)
-myriad_map_module(cli USES sim kvstore kvstore_core emu gateway tokenizer net policy perf core
+# The controller: scrapes engines and the gateway, drives policy/fleet_controller.h, runs hooks.
+myriad_map_module(control USES policy net EXTERNAL absl fmt json yaml posix)
+myriad_map_module(cli USES sim kvstore kvstore_core emu gateway control tokenizer net policy perf core
                   EXTERNAL absl fmt json cli11 posix)
 
 myriad_map_exception(kvstore boost "^data_(conn|client|server)\\.(h|cc)$"
