@@ -113,6 +113,16 @@ TEST(Controller, HangIsDrainedInTheGatewayWithinHangAfterAndTheHookSeesItsTarget
     net::HttpClient c(net::HostPort{"127.0.0.1", e1.port()}, {.timeout = 30 * kSecond});
     (void)c.Post("/v1/completions", gateway::gwtest::Completion("hold on", 100000));
   });
+  // However the test ends: the engine stops, which ends the request, before the thread is joined.
+  struct Joiner {
+    emu::EmuServer& e;
+    std::thread& t;
+    ~Joiner() {
+      e.SetFault({});
+      e.Stop();
+      t.join();
+    }
+  } joiner{e1, client};
   for (int i = 0; i < 400 && e1.engine().stats().running == 0; ++i) std::this_thread::sleep_for(5ms);
   ASSERT_GT(e1.engine().stats().running, 0u);
   e1.SetFault({.kind = emu::Fault::Kind::kHang});
@@ -150,9 +160,6 @@ TEST(Controller, HangIsDrainedInTheGatewayWithinHangAfterAndTheHookSeesItsTarget
   EXPECT_NE(metrics->body.find("myriad_control_actions_total{action=\"drain\"} 1"), std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("myriad_control_engines{state=\"recovering\"} 1"), std::string::npos);
-  e1.SetFault({});
-  f.h.emus[1]->Stop();
-  client.join();
 }
 
 TEST(Controller, CrashIsDrainedAfterFailedProbesInARow) {
@@ -166,6 +173,22 @@ TEST(Controller, CrashIsDrainedAfterFailedProbesInARow) {
   EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash"}));
   EXPECT_NE(ReadFile(f.dir / "restart_b0").find("MYRIAD_REASON=crash\n"), std::string::npos);
   EXPECT_EQ(f.ctl->StateOf("b1"), "serving");
+  // The restart, as a hook would do it: a new engine on the same port. It answers the probe as
+  // at admission and completes its warmups: re-admitted, undrained in the gateway.
+  const uint16_t port = f.h.emus[0]->port();
+  f.h.emus[0]->Stop();
+  emu::EmuOptions o;
+  o.engine.speed = 50;
+  o.http.port = port;
+  auto again = emu::EmuServer::Create(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE((*again)->Start().ok());
+  f.h.emus[0] = *std::move(again);
+  f.Step();
+  EXPECT_EQ(f.ctl->StateOf("b0"), "serving") << f.Log();
+  EXPECT_FALSE(Draining(f.h, "b0"));
+  EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash",
+                                                       "warmup:back after restart", "readmit:warmup passed"}));
 }
 
 }  // namespace
