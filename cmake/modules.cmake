@@ -76,7 +76,9 @@ myriad_map_module(emu USES policy net tokenizer EXTERNAL absl fmt json xxhash)
 myriad_map_module(gateway USES policy net tokenizer EXTERNAL absl fmt json yaml xxhash)
 # The Python module myriad_store (cmake/python.cmake builds it, not as a static library).
 myriad_map_module(pystore USES kvstore EXTERNAL absl fmt pybind11 xxhash)
-myriad_map_module(cli USES sim kvstore kvstore_core emu gateway tokenizer net policy perf core
+# The controller: scrapes engines and the gateway, drives policy/fleet_controller.h, runs hooks.
+myriad_map_module(control USES policy net EXTERNAL absl fmt json yaml posix)
+myriad_map_module(cli USES sim kvstore kvstore_core emu gateway control tokenizer net policy perf core
                   EXTERNAL absl fmt json cli11 posix)
 
 myriad_map_exception(kvstore boost "^data_(conn|client|server)\\.(h|cc)$"

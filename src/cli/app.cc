@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli/control_command.h"
 #include "cli/emu_command.h"
 #include "cli/eplb_command.h"
 #include "cli/gateway_command.h"
@@ -32,6 +33,7 @@ int Main(int argc, char** argv) {
   EmuCommand emu(app);
   GatewayCommand gateway(app);
   UpCommand up(app);
+  ControlCommand control(app);
   LoadgenCommand loadgen(app);
   TokenizeCommand tokenize(app);
   TwinCommand twin(app);
@@ -52,6 +54,7 @@ int Main(int argc, char** argv) {
     if (emu.selected()) return emu.Run();
     if (gateway.selected()) return gateway.Run();
     if (up.selected()) return up.Run();
+    if (control.selected()) return control.Run();
     if (loadgen.selected()) return loadgen.Run();
     if (tokenize.selected()) return tokenize.Run();
     if (twin.selected()) return twin.Run();

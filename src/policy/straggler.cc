@@ -49,4 +49,20 @@ std::span<const int> StragglerDetector::Observe(std::span<const double> rank_tim
   return flagged_;
 }
 
+std::vector<RadarEntry> TopRadar(std::span<const StragglerDetector* const> units, size_t k) {
+  std::vector<RadarEntry> radar;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (!units[u]) continue;
+    for (int r = 0; r < units[u]->ranks(); ++r) radar.push_back({static_cast<int>(u), r, units[u]->excess(r)});
+  }
+  const size_t top = std::min(k, radar.size());
+  std::partial_sort(radar.begin(), radar.begin() + static_cast<std::ptrdiff_t>(top), radar.end(),
+                    [](const RadarEntry& a, const RadarEntry& b) {
+                      return a.excess != b.excess ? a.excess > b.excess
+                                                  : (a.unit != b.unit ? a.unit < b.unit : a.rank < b.rank);
+                    });
+  radar.resize(top);
+  return radar;
+}
+
 }  // namespace myriad::policy

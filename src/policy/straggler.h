@@ -42,4 +42,15 @@ class StragglerDetector {
   std::vector<int> flagged_;
 };
 
+// One rank on the slow-node radar.
+struct RadarEntry {
+  int unit;
+  int rank;
+  double excess;
+};
+// The `k` ranks with the largest smoothed excess over every unit's detector (unit = index in
+// `units`; a null detector has no ranks), largest first, ties by unit then rank: the ranks an
+// operator should look at first.
+std::vector<RadarEntry> TopRadar(std::span<const StragglerDetector* const> units, size_t k);
+
 }  // namespace myriad::policy

@@ -579,24 +579,10 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
   ordered_json availability = ordered_json::object();
   for (size_t p = 0; p < s_.pools.size(); ++p) availability[s_.pools[p].name] = Availability(static_cast<int>(p), 0, end);
   // The slow-node radar: ranks by their smoothed step-time excess over their unit's median.
-  struct Entry {
-    double excess;
-    int unit, rank;
-  };
-  std::vector<Entry> radar;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    const auto& det = *state_[u].detector;
-    for (int r = 0; r < det.ranks(); ++r) radar.push_back({det.excess(r), static_cast<int>(u), r});
-  }
-  const size_t top = std::min<size_t>(10, radar.size());
-  std::partial_sort(radar.begin(), radar.begin() + static_cast<std::ptrdiff_t>(top), radar.end(),
-                    [](const Entry& a, const Entry& b) {
-                      return a.excess != b.excess ? a.excess > b.excess
-                                                  : (a.unit != b.unit ? a.unit < b.unit : a.rank < b.rank);
-                    });
+  std::vector<const policy::StragglerDetector*> detectors;
+  for (const UnitState& st : state_) detectors.push_back(st.detector.get());
   ordered_json radar_json = ordered_json::array();
-  for (size_t i = 0; i < top; ++i) {
-    const Entry& e = radar[i];
+  for (const policy::RadarEntry& e : policy::TopRadar(detectors, 10)) {
     const Placement& pl = placements_[static_cast<size_t>(e.unit)];
     radar_json.push_back({{"unit", e.unit},
                           {"pool", s_.pools[static_cast<size_t>(PoolOf(e.unit))].name},

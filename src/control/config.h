@@ -1,0 +1,54 @@
+#pragma once
+// `myriad control`'s configuration (docs/controller.md): the engines to watch (or the gateway
+// to ask for them), how often to scrape, the detection thresholds of policy/fleet_controller.h,
+// the warmup gate's known-answer probe, and the actuators.
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/time.h"
+#include "policy/fleet_controller.h"
+
+namespace myriad::control {
+
+struct EngineConfig {
+  std::string name;  // the gateway's backend name: what drain and undrain address
+  std::string url;   // http://host:port of the engine's OpenAI API and /metrics
+};
+
+// Bounds (docs/controller.md).
+inline constexpr size_t kMaxEngines = 10'000;
+inline constexpr Nanos kMinScrapeInterval = 10 * kMillisecond;
+inline constexpr Nanos kMaxScrapeInterval = 10 * kMinute;
+inline constexpr Nanos kMaxScrapeTimeout = kMinute;
+inline constexpr Nanos kMaxExecTimeout = kHour;
+inline constexpr int kMaxProbeTokens = 4096;
+
+struct ControlConfig {
+  std::string listen = "127.0.0.1:9300";
+  Nanos scrape_interval = kSecond;
+  Nanos scrape_timeout = kSecond;
+  policy::FleetControllerOptions policy;
+  // The warmup gate: a fixed prompt at temperature 0 whose answer is recorded at admission.
+  std::string probe_prompt = "The capital of France is";
+  int probe_max_tokens = 8;
+  std::string probe_model;  // "" : the request names no model (the engine's default)
+  Nanos probe_timeout = 30 * kSecond;
+  // The gateway's admin API: its backend list when `engines` is empty, and drain/undrain.
+  std::string gateway_url;
+  std::string gateway_admin_token;
+  bool drain_in_gateway = true;  // when gateway_url is set
+  std::vector<EngineConfig> engines;
+  // A shell command per action name (drain, restart, readmit, cordon), run with MYRIAD_ACTION,
+  // MYRIAD_TARGET, MYRIAD_TARGET_URL and MYRIAD_REASON in its environment.
+  std::map<std::string, std::string> exec;
+  Nanos exec_timeout = kMinute;
+  bool dry_run = false;
+};
+
+absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source);
+absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path);
+
+}  // namespace myriad::control

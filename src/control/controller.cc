@@ -1,0 +1,313 @@
+#include "control/controller.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+
+#include <nlohmann/json.hpp>
+
+#include "control/exec_hook.h"
+#include "net/json_text.h"
+#include "net/prometheus.h"
+#include "net/vllm_metrics.h"
+
+namespace myriad::control {
+
+using json = nlohmann::json;
+using policy::ActionKind;
+
+namespace {
+
+// Ranks and engines on the radar, at the admin endpoint and as metrics.
+constexpr size_t kRadarTop = 10;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(ControlConfig config, std::shared_ptr<Clock> clock) {
+  if (!net::ParseHostPort(config.listen).ok()) {
+    return absl::InvalidArgumentError(fmt::format("listen: '{}' is not HOST:PORT", config.listen));
+  }
+  return std::unique_ptr<Controller>(new Controller(std::move(config), OrDefaultClock(std::move(clock))));
+}
+
+Controller::Controller(ControlConfig config, std::shared_ptr<Clock> clock)
+    : config_(std::move(config)), clock_(std::move(clock)), policy_(config_.policy) {
+  for (const EngineConfig& ec : config_.engines) {
+    auto e = std::make_unique<Engine>();
+    e->config = ec;
+    e->index = policy_.AddEngine();
+    engines_.push_back(std::move(e));
+  }
+  if (!config_.gateway_url.empty()) {
+    auto c = net::HttpClient::FromUrl(config_.gateway_url, {.timeout = config_.scrape_timeout});
+    if (c.ok()) gateway_ = *std::move(c);
+  }
+}
+
+Controller::~Controller() { Stop(); }
+
+absl::Status Controller::Start() {
+  auto hp = net::ParseHostPort(config_.listen);
+  if (!hp.ok()) return hp.status();
+  net::HttpServerOptions o;
+  o.address = hp->host;
+  o.port = hp->port;
+  o.server_name = "myriad-control";
+  http_ = std::make_unique<net::HttpServer>(o, [this](const net::HttpRequest& r) { return Handle(r); });
+  if (absl::Status st = http_->Start(); !st.ok()) return st;
+  sleeper_ = clock_->NewSleeper();
+  loop_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void Controller::Stop() {
+  {
+    std::lock_guard l(mu_);
+    stopping_ = true;
+  }
+  if (sleeper_) sleeper_->Wake();
+  if (loop_.joinable()) loop_.join();
+  if (http_) http_->Stop();
+}
+
+void Controller::Loop() {
+  while (true) {
+    {
+      std::lock_guard l(mu_);
+      if (stopping_) return;
+    }
+    const Nanos began = clock_->Now();
+    RunRound();
+    sleeper_->SleepUntil(began + config_.scrape_interval);
+  }
+}
+
+void Controller::RefreshEngines() {
+  if (!config_.engines.empty() || !gateway_) return;
+  net::Headers h;
+  if (!config_.gateway_admin_token.empty()) h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
+  auto r = gateway_->Request("GET", "/admin/backends", "", {}, h);
+  if (!r.ok() || r->status != 200) return;  // the next round asks again
+  const json j = json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("backends") || !j["backends"].is_array()) return;
+  std::lock_guard l(mu_);
+  for (const json& b : j["backends"]) {
+    if (!b.is_object() || !b.contains("name") || !b["name"].is_string() || !b.contains("url") ||
+        !b["url"].is_string()) {
+      continue;
+    }
+    const std::string name = b["name"];
+    if (engines_.size() >= kMaxEngines ||
+        std::any_of(engines_.begin(), engines_.end(), [&](const auto& e) { return e->config.name == name; })) {
+      continue;
+    }
+    auto e = std::make_unique<Engine>();
+    e->config = {name, b["url"].get<std::string>()};
+    e->index = policy_.AddEngine();
+    engines_.push_back(std::move(e));
+  }
+}
+
+policy::EngineObservation Controller::Scrape(Engine& e) {
+  policy::EngineObservation obs;
+  if (!e.client) {
+    auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = config_.scrape_timeout});
+    if (!c.ok()) return obs;
+    e.client = *std::move(c);
+  }
+  auto r = e.client->Get("/metrics");
+  if (!r.ok() || r->status != 200) return obs;
+  const net::VllmScrape s = net::ParseVllmMetrics(r->body);
+  obs.reachable = true;
+  obs.running = s.running;
+  obs.waiting = s.waiting;
+  obs.progress = s.generation_tokens;
+  // The window's mean step time per rank: the inter-token histogram's deltas since last time.
+  bool complete = !s.ranks.empty() && e.step_sums.size() == s.ranks.size();
+  std::vector<double> times;
+  for (size_t i = 0; complete && i < s.ranks.size(); ++i) {
+    const double dn = s.ranks[i].step_count - e.step_sums[i].second;
+    const double ds = s.ranks[i].step_seconds_sum - e.step_sums[i].first;
+    if (!(dn > 0) || !(ds >= 0)) complete = false;
+    else times.push_back(ds / dn);
+  }
+  if (complete) obs.rank_step_times = std::move(times);
+  e.step_sums.clear();
+  for (const auto& rank : s.ranks) e.step_sums.emplace_back(rank.step_seconds_sum, rank.step_count);
+  return obs;
+}
+
+void Controller::RunRound() {
+  RefreshEngines();
+  std::vector<Engine*> list;
+  {
+    std::lock_guard l(mu_);
+    ++rounds_;
+    for (auto& e : engines_) list.push_back(e.get());
+  }
+  for (Engine* e : list) {
+    const policy::EngineObservation obs = Scrape(*e);
+    std::vector<policy::FleetAction> actions;
+    {
+      std::lock_guard l(mu_);
+      scrape_failures_ += obs.reachable ? 0 : 1;
+      e->last_ok = obs.reachable;
+      if (obs.reachable) {
+        e->running = obs.running;
+        e->waiting = obs.waiting;
+        e->progress = obs.progress;
+      }
+      actions = policy_.Observe(e->index, clock_->Now(), obs);
+    }
+    Carry(*e, std::move(actions));
+  }
+}
+
+absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens) {
+  auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = config_.probe_timeout});
+  if (!c.ok()) return c.status();
+  json body = {{"prompt", config_.probe_prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  if (!config_.probe_model.empty()) body["model"] = config_.probe_model;
+  auto r = (*c)->Post("/v1/completions", net::JsonText(body));
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return absl::UnavailableError(fmt::format("status {}", r->status));
+  const json j = json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].empty() ||
+      !j["choices"][0].is_object() || !j["choices"][0].contains("text") || !j["choices"][0]["text"].is_string()) {
+    return absl::UnavailableError("no choices[0].text in the answer");
+  }
+  return j["choices"][0]["text"].get<std::string>();
+}
+
+absl::Status Controller::Actuate(const policy::FleetAction& a, const Engine& e) {
+  if (config_.dry_run) return absl::OkStatus();
+  absl::Status result = absl::OkStatus();
+  if ((a.kind == ActionKind::kDrain || a.kind == ActionKind::kReadmit) && gateway_ && config_.drain_in_gateway) {
+    net::Headers h;
+    if (!config_.gateway_admin_token.empty()) {
+      h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
+    }
+    const std::string target =
+        fmt::format("/admin/backends/{}/{}", e.config.name, a.kind == ActionKind::kDrain ? "drain" : "undrain");
+    auto r = gateway_->Request("POST", target, "", {}, h);
+    if (!r.ok()) result = r.status();
+    else if (r->status != 200) result = absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
+  }
+  const auto hook = config_.exec.find(std::string(policy::ActionName(a.kind)));
+  if (hook != config_.exec.end()) {
+    absl::Status st = RunHook({hook->second, std::string(policy::ActionName(a.kind)), e.config.name, e.config.url,
+                               a.reason},
+                              config_.exec_timeout);
+    if (result.ok()) result = st;
+  }
+  return result;
+}
+
+void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
+  std::deque<policy::FleetAction> todo(actions.begin(), actions.end());
+  while (!todo.empty()) {
+    const policy::FleetAction a = std::move(todo.front());
+    todo.pop_front();
+    json line = {{"t_s", NanosToSeconds(clock_->Now())}, {"action", policy::ActionName(a.kind)},
+                 {"target", e.config.name}, {"url", e.config.url}, {"reason", a.reason}};
+    std::vector<policy::FleetAction> more;
+    if (a.kind == ActionKind::kRecordAnswer || a.kind == ActionKind::kWarmup) {
+      auto answer = Probe(e, config_.probe_max_tokens);
+      if (a.kind == ActionKind::kRecordAnswer) {
+        std::lock_guard l(mu_);
+        if (answer.ok()) e.answer = *answer;
+        more = policy_.AnswerRecorded(e.index, answer.ok());
+        line["ok"] = answer.ok();
+      } else {
+        const policy::ProbeOutcome outcome = !answer.ok()          ? policy::ProbeOutcome::kNoAnswer
+                                             : *answer == e.answer ? policy::ProbeOutcome::kMatch
+                                                                   : policy::ProbeOutcome::kMismatch;
+        int completed = 0;
+        if (outcome == policy::ProbeOutcome::kMatch) {
+          for (int i = 0; i < config_.policy.warmup_requests; ++i) completed += Probe(e, config_.probe_max_tokens).ok();
+        }
+        line["probe"] = outcome == policy::ProbeOutcome::kMatch      ? "match"
+                        : outcome == policy::ProbeOutcome::kMismatch ? "mismatch"
+                                                                     : "no_answer";
+        line["warmup_completed"] = completed;
+        std::lock_guard l(mu_);
+        more = policy_.WarmupDone(e.index, clock_->Now(), outcome, completed);
+      }
+      if (!answer.ok()) line["error"] = std::string(answer.status().message());
+    } else {
+      line["dry_run"] = config_.dry_run;
+      const absl::Status st = Actuate(a, e);
+      line["ok"] = st.ok();
+      if (!st.ok()) line["error"] = std::string(st.message());
+    }
+    {
+      std::lock_guard l(mu_);
+      ++actions_[std::string(policy::ActionName(a.kind))];
+    }
+    if (log_) log_(net::JsonText(line));
+    todo.insert(todo.end(), more.begin(), more.end());
+  }
+}
+
+std::string Controller::StateOf(const std::string& engine) const {
+  std::lock_guard l(mu_);
+  for (const auto& e : engines_) {
+    if (e->config.name == engine) return std::string(policy::EngineStateName(policy_.state(e->index)));
+  }
+  return "";
+}
+
+net::HttpResponse Controller::Handle(const net::HttpRequest& req) {
+  const std::string_view path = req.path();
+  if (req.method != "GET") return net::JsonError(405, "MethodNotAllowed", "only GET is served");
+  if (path == "/health") return {200, "text/plain", "", {}};
+  if (path == "/metrics") return Metrics();
+  if (path == "/admin/engines") return AdminEngines();
+  return net::JsonError(404, "NotFoundError", fmt::format("no route for GET {}", std::string(path)));
+}
+
+net::HttpResponse Controller::AdminEngines() const {
+  std::lock_guard l(mu_);
+  json list = json::array();
+  for (const auto& e : engines_) {
+    list.push_back({{"name", e->config.name}, {"url", e->config.url},
+                    {"state", policy::EngineStateName(policy_.state(e->index))}, {"reachable", e->last_ok},
+                    {"running", e->running}, {"waiting", e->waiting}, {"progress", e->progress}});
+  }
+  json radar = json::array();
+  for (const policy::RadarEntry& r : policy_.Radar(kRadarTop)) {
+    radar.push_back({{"engine", engines_[static_cast<size_t>(r.unit)]->config.name}, {"rank", r.rank},
+                     {"step_time_excess", r.excess}});
+  }
+  return {200, "application/json", net::JsonText(json({{"engines", list}, {"radar", radar}})), {}};
+}
+
+net::HttpResponse Controller::Metrics() const {
+  net::PrometheusWriter w;
+  std::lock_guard l(mu_);
+  w.Counter("myriad_control_rounds_total", "Scrape rounds run.", rounds_);
+  w.Counter("myriad_control_scrape_failures_total", "Engine scrapes that failed (refused, timed out, not 200).",
+            scrape_failures_);
+  w.Family("myriad_control_actions", "Actions taken (or logged, in a dry run), by kind.", net::MetricType::kCounter);
+  for (const auto& [name, n] : actions_) w.Sample("myriad_control_actions_total", {{"action", name}}, n);
+  std::map<std::string_view, int64_t> by_state;
+  for (const auto s : {policy::EngineState::kAdmitting, policy::EngineState::kServing, policy::EngineState::kRecovering,
+                       policy::EngineState::kWarmup, policy::EngineState::kCordoned}) {
+    by_state[policy::EngineStateName(s)] = 0;
+  }
+  for (const auto& e : engines_) ++by_state[policy::EngineStateName(policy_.state(e->index))];
+  w.Family("myriad_control_engines", "Engines by the controller's state.", net::MetricType::kGauge);
+  for (const auto& [state, n] : by_state) w.Sample("myriad_control_engines", {{"state", state}}, n);
+  w.Family("myriad_control_radar_step_time_excess",
+           "The slow-node radar's top ranks: smoothed step time over the engine's median, minus 1.",
+           net::MetricType::kGauge);
+  for (const policy::RadarEntry& r : policy_.Radar(kRadarTop)) {
+    const std::string rank = std::to_string(r.rank);
+    w.Sample("myriad_control_radar_step_time_excess",
+             {{"engine", engines_[static_cast<size_t>(r.unit)]->config.name}, {"rank", rank}}, r.excess);
+  }
+  return {200, std::string(net::kPrometheusContentType), w.Take(), {}};
+}
+
+}  // namespace myriad::control

@@ -1,0 +1,88 @@
+#pragma once
+// `myriad control`: the third driver of the failure policies the simulator runs. Each round it
+// scrapes every engine's /metrics (vLLM's names), hands the observations to
+// policy::FleetController, and carries out the actions it returns: drain and undrain through
+// the gateway's admin API, the exec hooks, the warmup gate's probes. It decides nothing itself.
+// Its own /metrics and GET /admin/engines (engines, states, the slow-node radar) are served on
+// `listen`. Rounds run on the clock it is given, so tests step virtual time.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "control/config.h"
+#include "core/clock.h"
+#include "net/http.h"
+#include "net/http_client.h"
+#include "net/http_server.h"
+#include "policy/fleet_controller.h"
+
+namespace myriad::control {
+
+class Controller {
+ public:
+  // Checks what the config cannot (the listen address binds at Start). Null clock: the real one.
+  static absl::StatusOr<std::unique_ptr<Controller>> Create(ControlConfig config,
+                                                            std::shared_ptr<Clock> clock = nullptr);
+  ~Controller();
+
+  // Serves /metrics and /admin/engines and starts the rounds (one at once, then every
+  // scrape_interval of the clock).
+  absl::Status Start();
+  void Stop();
+  // One round now, on the caller's thread (tests call it instead of Start's loop).
+  void RunRound();
+
+  // Each action as one JSON line (stdout in the CLI), dry run or not.
+  void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
+  uint16_t port() const { return http_ ? http_->port() : 0; }
+  // The engine's state by name ("" when unknown).
+  std::string StateOf(const std::string& engine) const;
+
+ private:
+  struct Engine {
+    EngineConfig config;
+    int index = 0;
+    std::unique_ptr<net::HttpClient> client;  // scrapes and probes (the round's thread only)
+    std::string answer;  // the known answer recorded at admission
+    // The previous scrape's per-rank step histogram, for the window's mean step time.
+    std::vector<std::pair<double, double>> step_sums;
+    bool last_ok = false;
+    double running = 0, waiting = 0, progress = 0;
+  };
+
+  Controller(ControlConfig config, std::shared_ptr<Clock> clock);
+  void RefreshEngines();
+  policy::EngineObservation Scrape(Engine& e);
+  void Carry(Engine& e, std::vector<policy::FleetAction> actions);
+  // Records the answer, or compares it; "" with ok=false when the engine did not answer.
+  absl::StatusOr<std::string> Probe(Engine& e, int max_tokens);
+  absl::Status Actuate(const policy::FleetAction& a, const Engine& e);
+  net::HttpResponse Handle(const net::HttpRequest& req);
+  net::HttpResponse Metrics() const;
+  net::HttpResponse AdminEngines() const;
+  void Loop();
+
+  ControlConfig config_;
+  std::shared_ptr<Clock> clock_;
+  std::unique_ptr<Sleeper> sleeper_;
+  std::function<void(const std::string&)> log_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<net::HttpClient> gateway_;  // the round's thread only
+  std::thread loop_;
+  bool stopping_ = false;  // under mu_
+
+  mutable std::mutex mu_;  // guards what follows: the handlers read it
+  policy::FleetController policy_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::map<std::string, uint64_t> actions_;  // by action name, for /metrics
+  uint64_t scrape_failures_ = 0;
+  uint64_t rounds_ = 0;
+};
+
+}  // namespace myriad::control

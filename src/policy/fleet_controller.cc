@@ -1,0 +1,160 @@
+#include "policy/fleet_controller.h"
+
+#include <utility>
+
+namespace myriad::policy {
+
+std::string_view EngineStateName(EngineState s) {
+  switch (s) {
+    case EngineState::kAdmitting: return "admitting";
+    case EngineState::kServing: return "serving";
+    case EngineState::kRecovering: return "recovering";
+    case EngineState::kWarmup: return "warmup";
+    case EngineState::kCordoned: return "cordoned";
+  }
+  return "";
+}
+
+std::string_view ActionName(ActionKind k) {
+  switch (k) {
+    case ActionKind::kRecordAnswer: return "record_answer";
+    case ActionKind::kDrain: return "drain";
+    case ActionKind::kRestart: return "restart";
+    case ActionKind::kWarmup: return "warmup";
+    case ActionKind::kReadmit: return "readmit";
+    case ActionKind::kCordon: return "cordon";
+  }
+  return "";
+}
+
+int FleetController::AddEngine() {
+  Engine e;
+  // Only failed checks count here: a scrape is this controller's active check.
+  e.probes = BackendHealth(BackendHealthOptions{.eject_after_errors = 0,
+                                                .unhealthy_after_failed_checks = o_.crash_after_failed_probes});
+  engines_.push_back(std::move(e));
+  return static_cast<int>(engines_.size()) - 1;
+}
+
+void FleetController::Evict(int engine, Nanos now, std::string reason, std::vector<FleetAction>& out) {
+  Engine& e = At(engine);
+  e.state = EngineState::kRecovering;
+  e.restarted_at = now;
+  e.stalled = reason == "hang";
+  e.stalled_progress = e.progress;
+  e.seen = false;
+  e.gate_pending = false;
+  e.drained = true;
+  e.probes.Reset();
+  if (e.detector) e.detector->Reset();  // the rebuilt engine's ranks start afresh
+  out.push_back({ActionKind::kDrain, engine, reason});
+  out.push_back({ActionKind::kRestart, engine, std::move(reason)});
+}
+
+std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const EngineObservation& obs) {
+  std::vector<FleetAction> out;
+  Engine& e = At(engine);
+  if (e.state == EngineState::kCordoned) return out;
+  const HealthChange change = e.probes.RecordCheck(obs.reachable);
+  if (!obs.reachable) {
+    const bool watched = e.state == EngineState::kServing || e.state == EngineState::kAdmitting;
+    if (watched && change == HealthChange::kUnhealthy) {
+      Evict(engine, now, "crash", out);
+    } else if (e.state == EngineState::kRecovering && now - e.restarted_at >= o_.restart_timeout) {
+      e.restarted_at = now;
+      out.push_back({ActionKind::kRestart, engine, "still unreachable after restart"});
+    }
+    return out;
+  }
+  // Progress: a counter that moved (or went back: a restarted process) or nothing in flight.
+  const bool busy = obs.running + obs.waiting > 0;
+  if (e.state == EngineState::kRecovering && e.stalled && busy && obs.progress == e.stalled_progress) {
+    if (now - e.restarted_at >= o_.restart_timeout) {
+      e.restarted_at = now;
+      out.push_back({ActionKind::kRestart, engine, "still hung after restart"});
+    }
+    return out;
+  }
+  if (!e.seen || obs.progress != e.progress || !busy) e.progress_at = now;
+  e.seen = true;
+  e.progress = obs.progress;
+  switch (e.state) {
+    case EngineState::kAdmitting:
+      if (!e.gate_pending) {
+        e.gate_pending = true;
+        out.push_back({ActionKind::kRecordAnswer, engine, "admission"});
+      }
+      return out;
+    case EngineState::kRecovering:
+      if (!e.admitted) {
+        e.state = EngineState::kAdmitting;
+        e.gate_pending = true;
+        out.push_back({ActionKind::kRecordAnswer, engine, "back after restart"});
+        return out;
+      }
+      e.state = EngineState::kWarmup;
+      e.gate_pending = true;
+      out.push_back({ActionKind::kWarmup, engine, "back after restart"});
+      return out;
+    case EngineState::kWarmup:
+    case EngineState::kCordoned:
+      return out;
+    case EngineState::kServing:
+      break;
+  }
+  if (busy && now - e.progress_at >= o_.hang_after) {
+    Evict(engine, now, "hang", out);
+    return out;
+  }
+  const size_t ranks = obs.rank_step_times.size();
+  if (ranks >= 3) {  // a median of two ranks cannot single one out
+    if (!e.detector || static_cast<size_t>(e.detector->ranks()) != ranks) {
+      e.detector = std::make_unique<StragglerDetector>(static_cast<int>(ranks), o_.straggler);
+    }
+    const auto flagged = e.detector->Observe(obs.rank_step_times);
+    if (!flagged.empty()) Evict(engine, now, "straggler rank " + std::to_string(flagged.front()), out);
+  }
+  return out;
+}
+
+std::vector<FleetAction> FleetController::AnswerRecorded(int engine, bool ok) {
+  Engine& e = At(engine);
+  if (e.state != EngineState::kAdmitting) return {};
+  e.gate_pending = false;
+  // A failed recording is tried again at the next scrape that reaches the engine.
+  if (!ok) return {};
+  e.admitted = true;
+  e.state = EngineState::kServing;
+  if (!e.drained) return {};
+  e.drained = false;
+  return {{ActionKind::kReadmit, engine, "answer recorded"}};
+}
+
+std::vector<FleetAction> FleetController::WarmupDone(int engine, Nanos now, ProbeOutcome probe, int completed) {
+  Engine& e = At(engine);
+  if (e.state != EngineState::kWarmup) return {};
+  e.gate_pending = false;
+  e.stalled = false;
+  if (probe == ProbeOutcome::kMismatch) {
+    e.state = EngineState::kCordoned;
+    return {{ActionKind::kCordon, engine, "answer mismatch"}};
+  }
+  if (probe == ProbeOutcome::kNoAnswer || completed < o_.warmup_requests) {
+    // Not warm yet (or it failed again): the next scrape that reaches it runs the gate again.
+    e.state = EngineState::kRecovering;
+    return {};
+  }
+  e.state = EngineState::kServing;
+  e.drained = false;
+  e.progress_at = now;
+  e.probes.Reset();
+  return {{ActionKind::kReadmit, engine, "warmup passed"}};
+}
+
+std::vector<RadarEntry> FleetController::Radar(size_t k) const {
+  std::vector<const StragglerDetector*> detectors;
+  for (const Engine& e : engines_) detectors.push_back(e.detector.get());
+  return TopRadar(detectors, k);
+}
+
+}  // namespace myriad::policy

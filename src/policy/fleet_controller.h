@@ -1,0 +1,128 @@
+#pragma once
+// The controller's decisions over a fleet of real engines: observations in (what each engine's
+// /metrics said at `now`, or that it could not be reached), actions out (drain, restart, run
+// the warmup gate, re-admit, cordon). The detection itself is the simulator's: a crash is
+// BackendHealth's failed checks in a row, a straggler is StragglerDetector's verdict over the
+// engine's per-rank step times, a hang is the watchdog's timeout (DetectionOptions) measured as
+// no progress while requests are in flight. `myriad control` only scrapes and carries the
+// actions out. Pure: time is the `now` argument.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/time.h"
+#include "policy/backend_health.h"
+#include "policy/health.h"
+#include "policy/straggler.h"
+
+namespace myriad::policy {
+
+struct FleetControllerOptions {
+  // No progress for this long while requests are in flight is a hang: the watchdog's timeout.
+  Nanos hang_after = DetectionOptions{}.watchdog_timeout;
+  // Failed scrapes in a row (refused, timed out, not 200) that make a crash.
+  int crash_after_failed_probes = BackendHealthOptions{}.unhealthy_after_failed_checks;
+  // Warmup requests that must complete, after the known-answer probe passed, to re-admit.
+  int warmup_requests = 3;
+  // A restarted engine that is still unreachable after this long is restarted again.
+  Nanos restart_timeout = 5 * kMinute;
+  StragglerOptions straggler;
+};
+// Upper bounds of the options (docs/controller.md).
+inline constexpr Nanos kMaxHangAfter = kHour;
+inline constexpr int kMaxWarmupRequests = 1000;
+
+// One engine as its /metrics showed it at one scrape.
+struct EngineObservation {
+  bool reachable = false;
+  double running = 0, waiting = 0;
+  // A counter that moves whenever the engine makes progress (vllm:generation_tokens_total).
+  double progress = 0;
+  // Mean step time per DP rank over the window since the last scrape; empty when the window
+  // had no steps on some rank (nothing to compare).
+  std::vector<double> rank_step_times;
+};
+
+enum class EngineState {
+  kAdmitting,   // not yet seen reachable: the probe's answer is recorded when it is
+  kServing,
+  kRecovering,  // drained and restarted: waiting for it to come back
+  kWarmup,      // back: the warmup gate is running
+  kCordoned,    // failed its gate: out until an operator acts
+};
+std::string_view EngineStateName(EngineState s);
+
+enum class ActionKind {
+  kRecordAnswer,  // run the known-answer probe and record its answer (admission)
+  kDrain,         // no new requests in the gateway
+  kRestart,
+  kWarmup,        // run the known-answer probe against the recorded answer, then the warmups
+  kReadmit,       // undrain
+  kCordon,
+};
+std::string_view ActionName(ActionKind k);
+
+// The known-answer probe of the warmup gate: the engine's answer against the one recorded at
+// admission; kNoAnswer when it did not answer at all (not ready yet, or down again).
+enum class ProbeOutcome { kMatch, kMismatch, kNoAnswer };
+
+struct FleetAction {
+  ActionKind kind;
+  int engine;
+  std::string reason;  // "hang", "crash", "straggler rank 2", "answer mismatch", ...
+};
+
+class FleetController {
+ public:
+  explicit FleetController(FleetControllerOptions options) : o_(options) {}
+
+  // Adds an engine (by index, in order); returns its index.
+  int AddEngine();
+  size_t engines() const { return engines_.size(); }
+
+  // One scrape of one engine at `now`; the actions it calls for.
+  std::vector<FleetAction> Observe(int engine, Nanos now, const EngineObservation& obs);
+  // The outcome of kRecordAnswer (ok: an answer was recorded). An engine that crashed before
+  // it was ever admitted has no answer to check after its restart: recording one re-admits it.
+  std::vector<FleetAction> AnswerRecorded(int engine, bool ok);
+  // The outcome of kWarmup: the probe's, and how many warmup requests completed after it. A
+  // mismatch cordons; no answer or too few completions leave it recovering (the gate runs
+  // again at the next scrape that reaches it); else it is re-admitted.
+  std::vector<FleetAction> WarmupDone(int engine, Nanos now, ProbeOutcome probe, int completed);
+
+  EngineState state(int engine) const { return At(engine).state; }
+  // The slow-node radar over every engine's ranks (unit = engine index).
+  std::vector<RadarEntry> Radar(size_t k) const;
+  const FleetControllerOptions& options() const { return o_; }
+
+ private:
+  struct Engine {
+    EngineState state = EngineState::kAdmitting;
+    BackendHealth probes;
+    bool seen = false;
+    double progress = 0;
+    Nanos progress_at = 0;  // last time it progressed or had nothing in flight
+    Nanos restarted_at = 0;
+    // Busy with this progress when evicted: seeing it so again means the restart has not
+    // happened yet (a hung process still answers /metrics).
+    bool stalled = false;
+    double stalled_progress = 0;
+    bool gate_pending = false;  // kRecordAnswer or kWarmup issued, outcome not yet back
+    bool admitted = false;      // an answer is recorded
+    bool drained = false;       // drained by this controller, not yet re-admitted
+    std::unique_ptr<StragglerDetector> detector;
+  };
+  Engine& At(int engine) { return engines_.at(static_cast<size_t>(engine)); }
+  const Engine& At(int engine) const { return engines_.at(static_cast<size_t>(engine)); }
+  // Drain and restart: the fail-fast path of a hang, a crash and a straggler alike.
+  void Evict(int engine, Nanos now, std::string reason, std::vector<FleetAction>& out);
+
+  FleetControllerOptions o_;
+  std::vector<Engine> engines_;
+};
+
+}  // namespace myriad::policy

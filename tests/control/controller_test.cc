@@ -1,0 +1,195 @@
+// The controller over loopback: emulated engines behind a real gateway, the controller's
+// rounds on a ManualClock. A hang (the emulator's fault endpoint) and a crash are detected
+// within their thresholds, drained in the gateway, and the exec hooks see their target.
+#include "control/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "../gateway/gateway_test_util.h"
+#include "../test_util/temp_dir.h"
+
+namespace myriad::control {
+namespace {
+
+using gateway::gwtest::Harness;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr const char* kToken = "ctl-test-token";
+
+gateway::GatewayConfig WithAdmin() {
+  gateway::GatewayConfig c;
+  c.admin_token = kToken;
+  return c;
+}
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool Draining(Harness& h, const std::string& name) {
+  net::HttpClient c = h.Client();
+  auto r = c.Request("GET", "/admin/backends", "", {}, {{"Authorization", std::string("Bearer ") + kToken}});
+  if (!r.ok() || r->status != 200) {
+    ADD_FAILURE() << (r.ok() ? r->body : r.status().ToString());
+    return false;
+  }
+  const json list = json::parse(r->body);
+  for (const json& b : list["backends"]) {
+    if (b["name"] == name) return b["draining"].get<bool>();
+  }
+  ADD_FAILURE() << "no backend " << name << " in " << r->body;
+  return false;
+}
+
+struct Fixture {
+  Harness h{2, WithAdmin()};
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::filesystem::path dir = myriad::testing::TestTempDir() / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::unique_ptr<Controller> ctl;
+  std::mutex mu;
+  std::vector<json> log;
+
+  explicit Fixture(ControlConfig c = {}) {
+    std::filesystem::create_directories(dir);
+    c.listen = "127.0.0.1:0";
+    c.gateway_url = fmt::format("http://127.0.0.1:{}", h.gw->port());
+    c.gateway_admin_token = kToken;  // the engines come from the gateway's backend list
+    c.scrape_interval = kSecond;
+    c.scrape_timeout = 500 * kMillisecond;
+    c.probe_timeout = 2 * kSecond;
+    c.policy.hang_after = 3 * kSecond;
+    c.policy.crash_after_failed_probes = 2;
+    for (const char* a : {"drain", "restart"}) {
+      c.exec[a] = fmt::format("env | grep ^MYRIAD_ | sort > '{}'/{}_$MYRIAD_TARGET", dir.string(), a);
+    }
+    auto made = Controller::Create(c, clock);
+    EXPECT_TRUE(made.ok()) << made.status();
+    ctl = *std::move(made);
+    ctl->set_log([this](const std::string& line) {
+      std::lock_guard l(mu);
+      log.push_back(json::parse(line));
+    });
+    EXPECT_TRUE(ctl->Start().ok());
+    EXPECT_TRUE(clock->AwaitSleepers(1));  // the first round: both engines admitted
+  }
+  ~Fixture() { ctl->Stop(); }
+  // One scrape period of virtual time, and the round it starts.
+  void Step() {
+    clock->Advance(kSecond);
+    EXPECT_TRUE(clock->AwaitSleepers(1));
+  }
+  std::string Log() {
+    std::lock_guard l(mu);
+    std::string out;
+    for (const json& j : log) out += j.dump() + "\n";
+    return out;
+  }
+  std::vector<std::string> Actions(const std::string& target) {
+    std::lock_guard l(mu);
+    std::vector<std::string> out;
+    for (const json& j : log) {
+      if (j["target"] == target) out.push_back(j["action"].get<std::string>() + ":" + j["reason"].get<std::string>());
+    }
+    return out;
+  }
+};
+
+TEST(Controller, HangIsDrainedInTheGatewayWithinHangAfterAndTheHookSeesItsTarget) {
+  Fixture f;
+  ASSERT_EQ(f.ctl->StateOf("b0"), "serving");
+  ASSERT_EQ(f.ctl->StateOf("b1"), "serving");
+  // A long request in flight on b1, then b1 hangs: its /metrics still answer, its tokens stop.
+  emu::EmuServer& e1 = *f.h.emus[1];
+  std::thread client([&] {
+    net::HttpClient c(net::HostPort{"127.0.0.1", e1.port()}, {.timeout = 30 * kSecond});
+    (void)c.Post("/v1/completions", gateway::gwtest::Completion("hold on", 100000));
+  });
+  // However the test ends: the engine stops, which ends the request, before the thread is joined.
+  struct Joiner {
+    emu::EmuServer& e;
+    std::thread& t;
+    ~Joiner() {
+      e.SetFault({});
+      e.Stop();
+      t.join();
+    }
+  } joiner{e1, client};
+  for (int i = 0; i < 400 && e1.engine().stats().running == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_GT(e1.engine().stats().running, 0u);
+  e1.SetFault({.kind = emu::Fault::Kind::kHang});
+  const Nanos hung_at = f.clock->Now();
+  Nanos detected = -1;
+  for (int i = 0; i < 10 && detected < 0; ++i) {
+    f.Step();
+    if (f.ctl->StateOf("b1") == "recovering") detected = f.clock->Now();
+  }
+  // Within hang_after plus one scrape period (the last progress may have landed just before).
+  ASSERT_GE(detected, 0) << "never detected";
+  EXPECT_LE(detected - hung_at, 3 * kSecond + kSecond);
+  EXPECT_TRUE(Draining(f.h, "b1")) << f.Log();
+  EXPECT_FALSE(Draining(f.h, "b0"));
+  EXPECT_EQ(f.ctl->StateOf("b0"), "serving");
+  const std::vector<std::string> b1 = f.Actions("b1");
+  EXPECT_EQ(std::count(b1.begin(), b1.end(), "drain:hang"), 1) << ::testing::PrintToString(b1);
+  EXPECT_EQ(std::count(b1.begin(), b1.end(), "restart:hang"), 1);
+  const std::string env = ReadFile(f.dir / "drain_b1");
+  EXPECT_NE(env.find("MYRIAD_ACTION=drain\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("MYRIAD_TARGET=b1\n"), std::string::npos) << env;
+  EXPECT_NE(env.find(fmt::format("MYRIAD_TARGET_URL=http://127.0.0.1:{}\n", e1.port())), std::string::npos) << env;
+  EXPECT_NE(env.find("MYRIAD_REASON=hang\n"), std::string::npos) << env;
+  EXPECT_NE(ReadFile(f.dir / "restart_b1").find("MYRIAD_ACTION=restart\n"), std::string::npos);
+  // The controller's own endpoints show it.
+  net::HttpClient admin(net::HostPort{"127.0.0.1", f.ctl->port()});
+  auto engines = admin.Get("/admin/engines");
+  ASSERT_TRUE(engines.ok());
+  const json j = json::parse(engines->body);
+  ASSERT_EQ(j["engines"].size(), 2u);
+  EXPECT_EQ(j["engines"][1]["state"], "recovering");
+  EXPECT_TRUE(j["radar"].is_array());
+  auto metrics = admin.Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->body.find("myriad_control_actions_total{action=\"drain\"} 1"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("myriad_control_engines{state=\"recovering\"} 1"), std::string::npos);
+}
+
+TEST(Controller, CrashIsDrainedAfterFailedProbesInARow) {
+  Fixture f;
+  f.h.emus[0]->Crash();
+  f.Step();  // one failed scrape: not yet
+  EXPECT_EQ(f.ctl->StateOf("b0"), "serving");
+  f.Step();
+  EXPECT_EQ(f.ctl->StateOf("b0"), "recovering");
+  EXPECT_TRUE(Draining(f.h, "b0")) << f.Log();
+  EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash"}));
+  EXPECT_NE(ReadFile(f.dir / "restart_b0").find("MYRIAD_REASON=crash\n"), std::string::npos);
+  EXPECT_EQ(f.ctl->StateOf("b1"), "serving");
+  // The restart, as a hook would do it: a new engine on the same port. It answers the probe as
+  // at admission and completes its warmups: re-admitted, undrained in the gateway.
+  const uint16_t port = f.h.emus[0]->port();
+  f.h.emus[0]->Stop();
+  emu::EmuOptions o;
+  o.engine.speed = 50;
+  o.http.port = port;
+  auto again = emu::EmuServer::Create(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE((*again)->Start().ok());
+  f.h.emus[0] = *std::move(again);
+  f.Step();
+  EXPECT_EQ(f.ctl->StateOf("b0"), "serving") << f.Log();
+  EXPECT_FALSE(Draining(f.h, "b0"));
+  EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash",
+                                                       "warmup:back after restart", "readmit:warmup passed"}));
+}
+
+}  // namespace
+}  // namespace myriad::control

@@ -1,0 +1,163 @@
+// The controller's decisions, with time as an argument: hang, crash and straggler detection
+// over scrapes, and the warmup gate before re-admission.
+#include "policy/fleet_controller.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace myriad::policy {
+namespace {
+
+std::vector<std::string> Names(const std::vector<FleetAction>& actions) {
+  std::vector<std::string> out;
+  for (const auto& a : actions) out.push_back(std::string(ActionName(a.kind)) + ":" + a.reason);
+  return out;
+}
+
+EngineObservation Busy(double progress) {
+  return {.reachable = true, .running = 2, .waiting = 1, .progress = progress, .rank_step_times = {}};
+}
+
+EngineObservation Idle(double progress = 0) {
+  EngineObservation o;
+  o.reachable = true;
+  o.progress = progress;
+  return o;
+}
+
+// An engine admitted at t=0: its answer recorded, serving.
+struct Fleet {
+  FleetController c;
+  int e;
+  explicit Fleet(FleetControllerOptions o = {}) : c(o), e(c.AddEngine()) {
+    EXPECT_EQ(Names(c.Observe(e, 0, Busy(0))), (std::vector<std::string>{"record_answer:admission"}));
+    EXPECT_TRUE(c.Observe(e, 0, Busy(0)).empty());  // one recording at a time
+    c.AnswerRecorded(e, true);
+    EXPECT_EQ(c.state(e), EngineState::kServing);
+  }
+};
+
+TEST(FleetController, HangIsNoProgressWithRequestsInFlightForHangAfter) {
+  Fleet f;
+  const Nanos hang = f.c.options().hang_after;
+  EXPECT_EQ(hang, 30 * kSecond);  // the watchdog's default, as the simulator uses it
+  EXPECT_TRUE(f.c.Observe(f.e, kSecond, Busy(10)).empty());
+  // Stuck at 10 tokens from t=1s: not yet a hang one nanosecond before hang_after.
+  EXPECT_TRUE(f.c.Observe(f.e, kSecond + hang - 1, Busy(10)).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, kSecond + hang, Busy(10))),
+            (std::vector<std::string>{"drain:hang", "restart:hang"}));
+  EXPECT_EQ(f.c.state(f.e), EngineState::kRecovering);
+}
+
+TEST(FleetController, IdleOrProgressingEngineIsNeverHung) {
+  Fleet f;
+  for (int i = 1; i <= 100; ++i) {
+    EXPECT_TRUE(f.c.Observe(f.e, i * 10 * kSecond, Idle(5)).empty()) << i;
+  }
+  for (int i = 101; i <= 200; ++i) EXPECT_TRUE(f.c.Observe(f.e, i * 10 * kSecond, Busy(i)).empty()) << i;
+}
+
+TEST(FleetController, CrashIsFailedProbesInARow) {
+  FleetControllerOptions o;
+  o.crash_after_failed_probes = 3;
+  Fleet f(o);
+  EXPECT_TRUE(f.c.Observe(f.e, 1 * kSecond, {}).empty());
+  EXPECT_TRUE(f.c.Observe(f.e, 2 * kSecond, {}).empty());
+  EXPECT_TRUE(f.c.Observe(f.e, 3 * kSecond, Busy(1)).empty());  // a success breaks the run
+  EXPECT_TRUE(f.c.Observe(f.e, 4 * kSecond, {}).empty());
+  EXPECT_TRUE(f.c.Observe(f.e, 5 * kSecond, {}).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 6 * kSecond, {})), (std::vector<std::string>{"drain:crash", "restart:crash"}));
+  // Down while recovering: nothing more until restart_timeout, then one more restart.
+  EXPECT_TRUE(f.c.Observe(f.e, 7 * kSecond, {}).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 6 * kSecond + o.restart_timeout, {})),
+            (std::vector<std::string>{"restart:still unreachable after restart"}));
+}
+
+TEST(FleetController, WarmupGateReadmitsOnlyAfterTheAnswerMatchesAndWarmupsComplete) {
+  Fleet f;
+  f.c.Observe(f.e, 0, Busy(5));
+  f.c.Observe(f.e, 30 * kSecond, Busy(5));  // hang
+  ASSERT_EQ(f.c.state(f.e), EngineState::kRecovering);
+  // The hung process still answers with the same stalled progress: not restarted yet.
+  EXPECT_TRUE(f.c.Observe(f.e, 31 * kSecond, Busy(5)).empty());
+  // Restarted: its counter starts over.
+  EXPECT_EQ(Names(f.c.Observe(f.e, 40 * kSecond, Idle())),
+            (std::vector<std::string>{"warmup:back after restart"}));
+  EXPECT_EQ(f.c.state(f.e), EngineState::kWarmup);
+  // Not ready to answer: the gate runs again at the next scrape.
+  EXPECT_TRUE(f.c.WarmupDone(f.e, 41 * kSecond, ProbeOutcome::kNoAnswer, 0).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 42 * kSecond, Idle())),
+            (std::vector<std::string>{"warmup:back after restart"}));
+  // The answer matched but only 2 of 3 warmups completed.
+  EXPECT_TRUE(f.c.WarmupDone(f.e, 43 * kSecond, ProbeOutcome::kMatch, 2).empty());
+  f.c.Observe(f.e, 44 * kSecond, Idle());
+  EXPECT_EQ(Names(f.c.WarmupDone(f.e, 45 * kSecond, ProbeOutcome::kMatch, 3)),
+            (std::vector<std::string>{"readmit:warmup passed"}));
+  EXPECT_EQ(f.c.state(f.e), EngineState::kServing);
+  // Its hang clock starts at re-admission.
+  EXPECT_TRUE(f.c.Observe(f.e, 45 * kSecond + 29 * kSecond, Busy(0)).empty());
+}
+
+TEST(FleetController, EngineDownFromTheStartIsEvictedAndAdmittedWhenBack) {
+  FleetController c({});
+  const int e = c.AddEngine();
+  EXPECT_TRUE(c.Observe(e, 0, {}).empty());
+  EXPECT_EQ(Names(c.Observe(e, kSecond, {})), (std::vector<std::string>{"drain:crash", "restart:crash"}));
+  // No answer was ever recorded: the first one re-admits it.
+  EXPECT_EQ(Names(c.Observe(e, 10 * kSecond, Idle())), (std::vector<std::string>{"record_answer:back after restart"}));
+  EXPECT_EQ(Names(c.AnswerRecorded(e, true)), (std::vector<std::string>{"readmit:answer recorded"}));
+  EXPECT_EQ(c.state(e), EngineState::kServing);
+}
+
+TEST(FleetController, WrongAnswerCordonsForGood) {
+  Fleet f;
+  f.c.Observe(f.e, 1 * kSecond, {});
+  f.c.Observe(f.e, 2 * kSecond, {});  // crash
+  ASSERT_EQ(f.c.state(f.e), EngineState::kRecovering);
+  f.c.Observe(f.e, 10 * kSecond, Idle());
+  EXPECT_EQ(Names(f.c.WarmupDone(f.e, 11 * kSecond, ProbeOutcome::kMismatch, 3)),
+            (std::vector<std::string>{"cordon:answer mismatch"}));
+  EXPECT_EQ(f.c.state(f.e), EngineState::kCordoned);
+  EXPECT_TRUE(f.c.Observe(f.e, 12 * kSecond, {}).empty());
+  EXPECT_TRUE(f.c.Observe(f.e, kHour, Busy(1)).empty());
+}
+
+TEST(FleetController, StragglerRankEvictsAfterConsecutiveWindowsAndShowsOnTheRadar) {
+  Fleet f;
+  const int windows = f.c.options().straggler.windows;
+  std::vector<FleetAction> last;
+  for (int w = 1; w <= windows; ++w) {
+    EngineObservation o = Busy(w * 100.0);
+    o.rank_step_times = {0.020, 0.020, 0.030, 0.020};
+    last = f.c.Observe(f.e, w * kSecond, o);
+    if (w < windows) {
+      EXPECT_TRUE(last.empty()) << w;
+    }
+  }
+  EXPECT_EQ(Names(last), (std::vector<std::string>{"drain:straggler rank 2", "restart:straggler rank 2"}));
+}
+
+TEST(FleetController, RadarRanksTheSlowestRanksAcrossEngines) {
+  FleetController c({});
+  const int a = c.AddEngine(), b = c.AddEngine();
+  for (int e : {a, b}) {
+    c.Observe(e, 0, Busy(0));
+    c.AnswerRecorded(e, true);
+  }
+  EngineObservation o = Busy(1);
+  o.rank_step_times = {1.0, 1.0, 1.0};
+  c.Observe(a, kSecond, o);
+  o.rank_step_times = {1.0, 1.5, 1.0};
+  c.Observe(b, kSecond, o);
+  const auto radar = c.Radar(2);
+  ASSERT_EQ(radar.size(), 2u);
+  EXPECT_EQ(radar[0].unit, b);
+  EXPECT_EQ(radar[0].rank, 1);
+  EXPECT_GT(radar[0].excess, 0.05);
+  EXPECT_LE(radar[1].excess, radar[0].excess);
+}
+
+}  // namespace
+}  // namespace myriad::policy
