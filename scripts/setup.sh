@@ -11,7 +11,7 @@ packages=(
   libboost1.81-dev
   cppzmq-dev libzmq3-dev
   libicu-dev libpcre2-dev
-  etcd-server
+  etcd-server prometheus
   clang libclang-rt-dev
 )
 
