@@ -11,7 +11,7 @@ packages=(
   libboost1.81-dev
   cppzmq-dev libzmq3-dev
   libicu-dev libpcre2-dev
-  etcd-server chromium
+  etcd-server chromium prometheus
   clang libclang-rt-dev
   python3 python3-dev pybind11-dev
 )

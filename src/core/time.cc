@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,23 @@ std::string FormatDuration(Nanos n) {
   else if (n < kHour) std::snprintf(buf, sizeof buf, "%dm%04.1fs", static_cast<int>(s / 60), s - 60 * static_cast<int>(s / 60));
   else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
   return buf;
+}
+
+std::string FormatRfc3339Millis(int64_t unix_nanos) {
+  // Floor division: an instant before the epoch still rounds toward the past.
+  int64_t ms = unix_nanos / kMillisecond;
+  if (unix_nanos % kMillisecond < 0) --ms;
+  int64_t secs = ms / 1000;
+  int64_t milli = ms % 1000;
+  if (milli < 0) {
+    milli += 1000;
+    --secs;
+  }
+  const std::time_t t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, milli);
 }
 
 }  // namespace myriad

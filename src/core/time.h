@@ -28,4 +28,8 @@ absl::StatusOr<Nanos> ParseDuration(std::string_view text);
 // "1h02m03.5s"-style rendering for humans.
 std::string FormatDuration(Nanos n);
 
+// A wall-clock instant (nanoseconds since the Unix epoch) as RFC 3339 in UTC with milliseconds,
+// "2026-12-01T22:04:23.123Z": what log shippers parse without a format hint.
+std::string FormatRfc3339Millis(int64_t unix_nanos);
+
 }  // namespace myriad

@@ -32,9 +32,16 @@ constexpr size_t kWordCount = sizeof(kWords) / sizeof(kWords[0]);
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::vector<double> LatencyBuckets() {
+// vLLM's buckets (vllm/v1/metrics/loggers.py), so dashboards' quantiles read alike.
+std::vector<double> TtftBuckets() {
   return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
           2.5,   5.0,   7.5,  10,   20,   40,   80,   160, 640, 2560};
+}
+std::vector<double> InterTokenBuckets() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10, 20, 40, 80};
+}
+std::vector<double> RequestLatencyBuckets() {
+  return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680};
 }
 
 int64_t UnixNow() {
@@ -111,7 +118,12 @@ absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options)
 
 EmuServer::EmuServer(EmuOptions options, std::vector<std::unique_ptr<Engine>> engines)
     : options_(std::move(options)), engines_(std::move(engines)) {
-  for (auto* h : {&ttft_, &itl_, &e2e_, &queue_}) h->bounds = LatencyBuckets();
+  latency_.resize(engines_.size());
+  for (RankLatency& h : latency_) {
+    h.ttft.bounds = TtftBuckets();
+    h.itl.bounds = InterTokenBuckets();
+    h.e2e.bounds = RequestLatencyBuckets();
+  }
 }
 
 EmuServer::~EmuServer() { Stop(); }
@@ -443,11 +455,12 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     const std::string piece = options_.codec.decode(token);
     {
       std::lock_guard l(mu_);
+      RankLatency& h = latency_[static_cast<size_t>(live->rank)];
       if (index == 0) {
         live->first = now;
-        ttft_.Observe(Seconds(now - live->start));
+        h.ttft.Observe(Seconds(now - live->start));
       } else {
-        itl_.Observe(Seconds(now - live->last));
+        h.itl.Observe(Seconds(now - live->last));
       }
     }
     live->last = now;
@@ -474,7 +487,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     {
       std::lock_guard l(mu_);
       live_.erase(live->id);
-      if (reason == "length") e2e_.Observe(Seconds(now - live->start));
+      if (reason == "length") latency_[static_cast<size_t>(live->rank)].e2e.Observe(Seconds(now - live->start));
     }
     completions_++;
     json usage = {{"prompt_tokens", u.prompt_tokens},
@@ -552,52 +565,80 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
 }
 
 net::HttpResponse EmuServer::Metrics() {
-  // One label set per DP rank (engine="<rank>"), as vLLM's API server reports its engines.
+  // vLLM's names, types, help and labels (vllm/v1/metrics/loggers.py): one label set per DP
+  // rank (model_name, engine="<rank>"), as vLLM's API server reports its engines. Counters are
+  // named with _total in their HELP and TYPE lines, as prometheus_client writes them.
   std::vector<EngineStats> stats;
   for (const auto& e : engines_) stats.push_back(e->stats());
   net::PrometheusWriter w;
   const std::string& m = options_.served_model_name;
   std::vector<std::string> engine_ids;
   for (size_t i = 0; i < stats.size(); ++i) engine_ids.push_back(std::to_string(i));
-  auto each = [&](std::string_view name, auto value) {
+  auto family = [&](std::string_view name, std::string_view help, net::MetricType type, auto value) {
+    w.Family(name, help, type);
     for (size_t i = 0; i < stats.size(); ++i) w.Sample(name, {{"model_name", m}, {"engine", engine_ids[i]}}, value(stats[i]));
   };
-  w.Family("vllm:num_requests_running", "Requests in the running batch.", net::MetricType::kGauge);
-  each("vllm:num_requests_running", [](const EngineStats& s) { return static_cast<int64_t>(s.running); });
-  w.Family("vllm:num_requests_waiting", "Requests waiting to be scheduled.", net::MetricType::kGauge);
-  each("vllm:num_requests_waiting", [](const EngineStats& s) { return static_cast<int64_t>(s.waiting); });
-  w.Family("vllm:kv_cache_usage_perc", "KV-cache usage, 1 means 100 percent.", net::MetricType::kGauge);
-  each("vllm:kv_cache_usage_perc", [](const EngineStats& s) { return s.kv_usage; });
-  w.Family("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
-           net::MetricType::kCounter);
-  each("vllm:prefix_cache_queries_total", [](const EngineStats& s) { return s.prefix_queries; });
-  w.Family("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", net::MetricType::kCounter);
-  each("vllm:prefix_cache_hits_total", [](const EngineStats& s) { return s.prefix_hits; });
-  w.Family("vllm:num_preemptions", "Preemptions.", net::MetricType::kCounter);
-  each("vllm:num_preemptions_total", [](const EngineStats& s) { return s.preemptions; });
-  w.Family("vllm:prompt_tokens", "Prompt tokens computed.", net::MetricType::kCounter);
-  each("vllm:prompt_tokens_total", [](const EngineStats& s) { return s.prompt_tokens; });
-  w.Family("vllm:generation_tokens", "Tokens generated.", net::MetricType::kCounter);
-  each("vllm:generation_tokens_total", [](const EngineStats& s) { return s.generation_tokens; });
-  w.Family("vllm:request_success", "Requests finished, by reason.", net::MetricType::kCounter);
+  using net::MetricType;
+  family("vllm:num_requests_running", "Number of requests in model execution batches.", MetricType::kGauge,
+         [](const EngineStats& s) { return static_cast<int64_t>(s.running); });
+  family("vllm:num_requests_waiting", "Number of requests waiting to be processed.", MetricType::kGauge,
+         [](const EngineStats& s) { return static_cast<int64_t>(s.waiting); });
+  family("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", MetricType::kGauge,
+         [](const EngineStats& s) { return s.kv_usage; });
+  // vLLM's name before 0.9, still served by it (and read by older routers).
+  family("vllm:gpu_cache_usage_perc",
+         "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+         MetricType::kGauge, [](const EngineStats& s) { return s.kv_usage; });
+  family("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+         MetricType::kCounter, [](const EngineStats& s) { return s.prefix_queries; });
+  family("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+         MetricType::kCounter, [](const EngineStats& s) { return s.prefix_hits; });
+  family("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", MetricType::kCounter,
+         [](const EngineStats& s) { return s.preemptions; });
+  family("vllm:prompt_tokens_total", "Number of prefill tokens processed.", MetricType::kCounter,
+         [](const EngineStats& s) { return s.prompt_tokens; });
+  family("vllm:generation_tokens_total", "Number of generation tokens processed.", MetricType::kCounter,
+         [](const EngineStats& s) { return s.generation_tokens; });
+  // Every reason vLLM has, zeros included, as it pre-creates them; the emulator never stops on
+  // a stop string, so "stop" stays 0.
+  w.Family("vllm:request_success_total", "Count of successfully processed requests.", MetricType::kCounter);
   for (size_t i = 0; i < stats.size(); ++i) {
-    w.Sample("vllm:request_success_total",
-             {{"model_name", m}, {"engine", engine_ids[i]}, {"finished_reason", "length"}}, stats[i].finished_length);
-    w.Sample("vllm:request_success_total",
-             {{"model_name", m}, {"engine", engine_ids[i]}, {"finished_reason", "abort"}}, stats[i].finished_abort);
+    const std::pair<std::string_view, uint64_t> reasons[] = {
+        {"stop", 0}, {"length", stats[i].finished_length}, {"abort", stats[i].finished_abort}};
+    for (const auto& [reason, n] : reasons) {
+      w.Sample("vllm:request_success_total", {{"model_name", m}, {"engine", engine_ids[i]}, {"finished_reason", reason}},
+               n);
+    }
+  }
+  net::HistogramCounts iteration;
+  iteration.bounds.assign(EngineStats::kIterationTokenBounds.begin(), EngineStats::kIterationTokenBounds.end());
+  for (size_t i = 0; i < stats.size(); ++i) {
+    iteration.counts.assign(stats[i].iteration_tokens.begin(), stats[i].iteration_tokens.end());
+    iteration.sum = static_cast<double>(stats[i].iteration_tokens_sum);
+    // vLLM's name: a histogram that ends in _total (promtool says so; the tests waive it).
+    w.Histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+                {{"model_name", m}, {"engine", engine_ids[i]}}, iteration, /*family=*/i == 0);
   }
   const std::string bs = std::to_string(options_.engine.block_size);
-  w.Family("vllm:cache_config_info", "Information of the KV cache.", net::MetricType::kGauge);
+  w.Family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", MetricType::kGauge);
   for (size_t i = 0; i < stats.size(); ++i) {
     w.Sample("vllm:cache_config_info",
              {{"block_size", bs}, {"num_gpu_blocks", std::to_string(stats[i].kv_blocks)}, {"engine", engine_ids[i]}}, 1.0);
   }
   {
     std::lock_guard l(mu_);
-    std::initializer_list<net::Label> labels = {{"model_name", m}, {"engine", "0"}};
-    w.Histogram("vllm:time_to_first_token_seconds", "Time to first token.", labels, ttft_);
-    w.Histogram("vllm:inter_token_latency_seconds", "Time between tokens.", labels, itl_);
-    w.Histogram("vllm:e2e_request_latency_seconds", "Request latency.", labels, e2e_);
+    auto histogram = [&](std::string_view name, std::string_view help, net::HistogramCounts RankLatency::*h) {
+      for (size_t i = 0; i < latency_.size(); ++i) {
+        w.Histogram(name, help, {{"model_name", m}, {"engine", engine_ids[i]}}, latency_[i].*h, i == 0);
+      }
+    };
+    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &RankLatency::ttft);
+    histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &RankLatency::itl);
+    // vLLM's name for the same observations before 0.11 (still served, deprecated).
+    histogram("vllm:time_per_output_token_seconds",
+              "Histogram of time per output token in seconds. DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
+              &RankLatency::itl);
+    histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &RankLatency::e2e);
   }
   return net::HttpResponse{200, std::string(net::kPrometheusContentType), w.Take(), {}};
 }

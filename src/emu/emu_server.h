@@ -116,7 +116,11 @@ class EmuServer {
   Fault fault_;
   std::vector<std::shared_ptr<net::HttpResponder>> parked_;  // hung /health and requests
   std::unordered_map<uint64_t, std::shared_ptr<Live>> live_;
-  net::HistogramCounts ttft_, itl_, e2e_, queue_;
+  // Latencies per DP rank, as vLLM labels them by engine.
+  struct RankLatency {
+    net::HistogramCounts ttft, itl, e2e;
+  };
+  std::vector<RankLatency> latency_;
 };
 
 }  // namespace myriad::emu

@@ -373,6 +373,14 @@ perf::BatchShape Engine::PlanStep(Plan* plan, std::vector<CacheEvent>* events, C
 void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
                         std::vector<std::function<void()>>* calls) {
   stats_.steps++;
+  int64_t step_tokens = 0;
+  for (const auto& [r, chunk] : plan) step_tokens += r->done ? 0 : std::max<int64_t>(chunk, 1);
+  if (step_tokens > 0) {
+    const auto& bounds = EngineStats::kIterationTokenBounds;
+    const auto bucket = std::lower_bound(bounds.begin(), bounds.end(), static_cast<double>(step_tokens)) - bounds.begin();
+    stats_.iteration_tokens[static_cast<size_t>(bucket)]++;
+    stats_.iteration_tokens_sum += static_cast<uint64_t>(step_tokens);
+  }
   for (const auto& [r, chunk] : plan) {
     if (r->done) continue;  // cancelled meanwhile
     if (chunk > 0) {

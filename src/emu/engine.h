@@ -5,6 +5,7 @@
 // and the cache behaviour are what a router sees of a real engine. Its scheduling decisions
 // (KV admission, each step's batch, preemption) are policy::BatchPlanner's, the ones the
 // simulator's units make; this class keeps the queues, the cache and the clock.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -81,6 +82,13 @@ struct EngineStats {
   uint64_t finished_length = 0, finished_abort = 0;
   uint64_t steps = 0;
   uint64_t preemptions = 0;  // running sequences sent back to waiting when KV ran out
+  // Tokens per engine step (prompt chunks plus one per decoded sequence), bucketed by
+  // kIterationTokenBounds as vLLM's vllm:iteration_tokens_total is: per-bucket counts, the
+  // last one over the largest bound.
+  static constexpr std::array<double, 13> kIterationTokenBounds = {1,   8,    16,   32,   64,   128,  256,
+                                                                   512, 1024, 2048, 4096, 8192, 16384};
+  std::array<uint64_t, kIterationTokenBounds.size() + 1> iteration_tokens{};
+  uint64_t iteration_tokens_sum = 0;
 };
 
 class Engine {

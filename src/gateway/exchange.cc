@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
+#include "core/time.h"
 #include "net/json_text.h"
 
 namespace myriad::gateway {
@@ -70,6 +71,7 @@ void Exchange::Dispatch() {
       gw->stats_.rejected++;
     }
     decision = route.reason;
+    if (tried.empty()) reject_reason = route.reason;
     if (route.no_backend) {
       const std::string msg =
           last_error.empty()
@@ -173,6 +175,7 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
   if (prefill_cached >= 0) out.emplace_back("X-Myriad-Prefill-Cached-Tokens", std::to_string(prefill_cached));
   if (rank >= 0) out.emplace_back("X-Myriad-Dp-Rank", std::to_string(rank));
   r->BeginStream(status, content_type, std::move(out));
+  meter.set_sse(req.stream);
   header_sent = true;
   status_sent = status;
 }
@@ -203,6 +206,7 @@ void Exchange::OnData(std::string_view data) {
     return;
   }
   bytes_out += data.size();
+  meter.OnData(data, Clock::now());
   r->Write(data);
 }
 
@@ -314,6 +318,14 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   StartCall(d, net::JsonText(body), false);
 }
 
+void Exchange::Refuse(net::HttpResponse response, std::string_view reason) {
+  std::lock_guard l(mu);
+  reject_reason = reason;
+  status_sent = response.status;
+  r->Respond(std::move(response));
+  Finish(status_sent);
+}
+
 void Exchange::FinishWithError(int status, std::string_view type, const std::string& message) {
   status_sent = status;
   if (!header_sent) r->Respond(net::JsonError(status, type, message));
@@ -329,17 +341,29 @@ void Exchange::Finish(int status) {
     std::lock_guard g(gw->mu_);
     gw->responses_[{req.chat, status}]++;
     if (status == 499) gw->stats_.client_cancels++;
-    if (status < 400) {
-      if (first_byte) gw->ttft_.Observe(std::chrono::duration<double>(first - start).count());
-      gw->e2e_.Observe(std::chrono::duration<double>(now - start).count());
-    }
   }
+  const double ttft_s =
+      meter.has_first_token() ? std::chrono::duration<double>(meter.first_token() - start).count() : -1.0;
+  const int64_t prompt_tokens = meter.usage_prompt_tokens() >= 0 ? meter.usage_prompt_tokens()
+                                : status < 400                   ? input_tokens
+                                                                 : -1;
+  gw->request_metrics_.Record(RequestOutcome{.model = model_served ? std::string_view(req.model) : std::string_view(),
+                                             .tenant = tenant_name,
+                                             .reject_reason = reject_reason,
+                                             .ok = status < 400,
+                                             .duration_s = std::chrono::duration<double>(now - start).count(),
+                                             .ttft_s = ttft_s,
+                                             .meter = &meter,
+                                             .prompt_tokens = prompt_tokens,
+                                             .output_tokens = meter.output_tokens()});
   if (!gw->LogEnabled()) {
     call.reset();
     r.reset();
     return;
   }
-  json line = {{"trace_id", trace.trace_id},
+  json line = {{"time", FormatRfc3339Millis(arrived_unix_ns)},
+               {"client", client},
+               {"trace_id", trace.trace_id},
                {"route", net::RouteName(req.chat)},
                {"model", req.model},
                {"tenant", tenant_name},
@@ -352,9 +376,13 @@ void Exchange::Finish(int status) {
                {"decision", decision},
                {"cached_tokens_est", cached_tokens},
                {"input_tokens_est", input_tokens},
-               {"ttft_ms", first_byte ? Ms(first - start) : -1.0},
+               {"first_byte_ms", first_byte ? Ms(first - start) : -1.0},
+               {"ttft_ms", ttft_s >= 0 ? ttft_s * 1e3 : -1.0},
                {"duration_ms", Ms(now - start)},
+               {"prompt_tokens", prompt_tokens},
+               {"output_tokens", meter.output_tokens()},
                {"bytes", bytes_out}};
+  if (!reject_reason.empty()) line["reason"] = reject_reason;
   if (!last_error.empty()) line["error"] = last_error;
   gw->Log(net::JsonText(line));
   call.reset();

@@ -12,6 +12,7 @@
 #include "core/block_hash.h"
 #include "gateway/backends.h"
 #include "gateway/gateway.h"
+#include "gateway/stream_meter.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
 #include "net/openai_request.h"
@@ -41,6 +42,11 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   int64_t input_tokens = 0;
   TraceContext trace;
   Clock::time_point start = Clock::now();
+  // For the access log: when the request arrived (wall clock) and from where.
+  int64_t arrived_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string client;
+  bool model_served = false;  // a backend serves req.model: it may be a metrics label
 
   std::mutex mu;  // guards everything below
   std::vector<std::string> tried;
@@ -65,10 +71,15 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   int64_t cached_tokens = 0;
   int status_sent = 0;
   uint64_t bytes_out = 0;
-  Clock::time_point first;
+  Clock::time_point first;  // the upstream's answer header
+  StreamMeter meter;        // what the client was sent: first token, gaps, usage
+  std::string reject_reason;  // refused by the gateway (no engine saw it): why
 
   // Routes and starts the next attempt; answers the client itself when none is possible.
   void Dispatch();
+  // Answers `response` to a request the gateway refuses before routing it (401, 400, 404),
+  // and logs and counts it like any other.
+  void Refuse(net::HttpResponse response, std::string_view reason);
 
  private:
   void StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase);

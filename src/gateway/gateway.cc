@@ -22,14 +22,6 @@ namespace myriad::gateway {
 
 using json = nlohmann::json;
 
-namespace {
-
-std::vector<double> LatencyBuckets() {
-  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config,
                                                           std::shared_ptr<Clock> clock) {
   auto name = policy::ParsePolicyName(config.policy);
@@ -97,8 +89,6 @@ Gateway::Gateway(GatewayConfig config, std::shared_ptr<Clock> clock)
   trace_salt_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^
                 static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   health_sleeper_ = clock_->NewSleeper();
-  ttft_.bounds = LatencyBuckets();
-  e2e_.bounds = LatencyBuckets();
   if (config_.access_log == "-") {
     log_file_ = stderr;
   } else if (!config_.access_log.empty()) {
@@ -519,6 +509,8 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   auto ex = std::make_shared<Exchange>();
   ex->gw = this;
   ex->r = r;
+  ex->client = std::move(req.peer);
+  ex->req.chat = chat;  // for the route label of a request refused before it is parsed
   uint64_t entropy;
   {
     std::lock_guard l(mu_);
@@ -531,28 +523,28 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
   if (!key.empty()) {
     auto it = tenant_by_key_.find(key);
     if (it == tenant_by_key_.end()) {
-      return r->Respond(net::JsonError(401, "invalid_api_key", "the API key is not known"));
+      return ex->Refuse(net::JsonError(401, "invalid_api_key", "the API key is not known"), "invalid_api_key");
     }
     ex->tenant = it->second;
     ex->tenant_name = config_.tenants[it->second - 1].config.name;
   } else if (!config_.allow_anonymous) {
-    return r->Respond(net::JsonError(401, "invalid_api_key",
-                                     "an API key is required (Authorization: Bearer KEY)"));
+    return ex->Refuse(net::JsonError(401, "invalid_api_key", "an API key is required (Authorization: Bearer KEY)"),
+                      "missing_api_key");
   } else {
     ex->tenant_name = "anonymous";
   }
   net::RequestError error;
-  if (!net::ParseGenerateRequest(req.body, chat, &ex->req, &error)) return r->Respond(error.Response());
+  if (!net::ParseGenerateRequest(req.body, chat, &ex->req, &error)) return ex->Refuse(error.Response(), "invalid_request");
   ex->raw_body = std::move(req.body);  // forwarded as sent, not re-serialized
   {
     std::lock_guard l(mu_);
-    const bool known = std::any_of(backends_.begin(), backends_.end(),
+    ex->model_served = std::any_of(backends_.begin(), backends_.end(),
                                    [&](const auto& b) { return b->config.model == ex->req.model; });
-    if (!known) {
-      return r->Respond(net::JsonError(404, "NotFoundError",
-                                       fmt::format("The model `{}` does not exist.", ex->req.model),
-                                       "model"));
-    }
+  }
+  if (!ex->model_served) {
+    return ex->Refuse(
+        net::JsonError(404, "NotFoundError", fmt::format("The model `{}` does not exist.", ex->req.model), "model"),
+        "unknown_model");
   }
   // Prefix keys: token blocks when the client sent ids, else chunks of the text (the
   // approximate index learns from the gateway's own decisions).
@@ -561,9 +553,10 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
     if (chat) {
       auto ids = encoder_->Chat(ex->raw_body);
       if (!ids.ok()) {
-        return r->Respond(net::JsonError(400, "invalid_request_error",
+        return ex->Refuse(net::JsonError(400, "invalid_request_error",
                                          fmt::format("chat template: {}", std::string(ids.status().message())),
-                                         "messages"));
+                                         "messages"),
+                          "invalid_request");
       }
       ex->req.token_ids = *std::move(ids);
     } else {

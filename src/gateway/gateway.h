@@ -24,6 +24,7 @@
 #include "gateway/backends.h"
 #include "gateway/config.h"
 #include "gateway/etcd_discovery.h"
+#include "gateway/request_metrics.h"
 #include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
@@ -166,7 +167,7 @@ class Gateway {
   double retry_tokens_ = 10;
   GatewayStats stats_;
   std::map<std::pair<bool, int>, uint64_t> responses_;  // (chat route, status) -> count
-  net::HistogramCounts ttft_, e2e_;
+  RequestMetrics request_metrics_;  // its own lock: recorded without mu_
 
   std::function<void(const std::string&)> log_;
   std::mutex log_mu_;

@@ -96,15 +96,13 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
 net::HttpResponse Gateway::Metrics() const {
   net::PrometheusWriter w;
   std::lock_guard l(mu_);
-  w.Family("myriad_gateway_responses", "Responses by route and HTTP status.", net::MetricType::kCounter);
+  w.Family("myriad_gateway_responses_total", "Responses by route and HTTP status.", net::MetricType::kCounter);
   for (const auto& [k, v] : responses_) {
     const std::string code = std::to_string(k.second);
     w.Sample("myriad_gateway_responses_total",
              {{"route", net::RouteName(k.first)}, {"code", code}}, v);
   }
   w.Counter("myriad_gateway_retries_total", "Upstream attempts after the first.", stats_.retries);
-  w.Counter("myriad_gateway_rejections_total", "Requests refused by tenant policy, SLO or lack of backends.",
-            stats_.rejected);
   w.Counter("myriad_gateway_upstream_failures_total", "Upstream calls that failed.", stats_.upstream_failures);
   w.Counter("myriad_gateway_client_cancels_total", "Clients that left before the answer ended.",
             stats_.client_cancels);
@@ -125,8 +123,7 @@ net::HttpResponse Gateway::Metrics() const {
   w.Counter("myriad_gateway_kv_event_batches_total", "KV-event batches applied to the index.", ks.batches);
   w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
   w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
-  w.Histogram("myriad_gateway_ttft_seconds", "Time to the upstream's first byte.", {}, ttft_);
-  w.Histogram("myriad_gateway_request_seconds", "Request duration.", {}, e2e_);
+  request_metrics_.Write(w);
   return net::HttpResponse{200, std::string(net::kPrometheusContentType), w.Take(), {}};
 }
 

@@ -29,6 +29,9 @@ struct HttpRequest {
   std::string target;  // as sent: path and query
   std::string body;
   Headers headers;
+  // The client's address as the server's socket sees it ("127.0.0.1:51234", "[::1]:51234");
+  // empty for requests not read by HttpServer.
+  std::string peer;
 
   // The target without its query string.
   std::string_view path() const;

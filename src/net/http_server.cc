@@ -133,7 +133,16 @@ class Responder : public HttpResponder {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, HttpServer::Impl* server)
-      : stream_(std::move(socket)), server_(server), expiry_(stream_.get_executor()) {}
+      : stream_(std::move(socket)), server_(server), expiry_(stream_.get_executor()) {
+    // Once per connection: every request on it names the same client.
+    beast::error_code ec;
+    const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) {
+      const std::string ip = remote.address().to_string();
+      peer_ = remote.address().is_v6() ? "[" + ip + "]:" + std::to_string(remote.port())
+                                       : ip + ":" + std::to_string(remote.port());
+    }
+  }
   ~Session() { server_->Unregister(this); }
 
   void Start() {
@@ -269,6 +278,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
     request.body = std::move(req.body());
+    request.peer = peer_;
     request.headers.reserve(8);
     for (const auto& field : req) {
       request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
@@ -541,6 +551,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
+  std::string peer_;  // the client's address, for HttpRequest::peer
   HttpServer::Impl* server_;
   Deadline expiry_;  // of the operation in progress; none while the handler works
   beast::flat_buffer buffer_;

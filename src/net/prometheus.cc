@@ -128,8 +128,8 @@ void PrometheusWriter::Gauge(std::string_view name, std::string_view help, doubl
 
 void PrometheusWriter::Histogram(std::string_view name, std::string_view help,
                                  std::initializer_list<Label> labels,
-                                 const HistogramCounts& h) {
-  Family(name, help, MetricType::kHistogram);
+                                 const HistogramCounts& h, bool family) {
+  if (family) Family(name, help, MetricType::kHistogram);
   const std::string bucket = std::string(name) + "_bucket";
   uint64_t cumulative = 0;
   std::vector<Label> all(labels);
@@ -146,6 +146,14 @@ void PrometheusWriter::Histogram(std::string_view name, std::string_view help,
   }
   Sample(std::string(name) + "_sum", labels, h.sum);
   Sample(std::string(name) + "_count", labels, cumulative);
+}
+
+std::string_view BoundedLabel::Get(std::string_view value) {
+  if (value == kOther) return kOther;
+  auto it = seen_.find(value);
+  if (it != seen_.end()) return *it;
+  if (seen_.size() >= cap_) return kOther;
+  return *seen_.emplace(value).first;
 }
 
 void HistogramCounts::Observe(double value) {

@@ -8,6 +8,7 @@
 // requests, keys or nodes: every distinct label set is a time series in Prometheus.
 #include <cstdint>
 #include <initializer_list>
+#include <set>
 #include <string>
 #include <string_view>
 #include <span>
@@ -32,6 +33,22 @@ struct HistogramCounts {
 
 using Label = std::pair<std::string_view, std::string_view>;
 
+// Keeps a label's set of values bounded when the values come from outside (requests, a
+// registry): the first `cap` distinct values keep their own series, later ones are counted
+// under kOther. Not thread-safe: the owner locks.
+class BoundedLabel {
+ public:
+  static constexpr std::string_view kOther = "other";
+  explicit BoundedLabel(size_t cap) : cap_(cap) {}
+  // The value to export for `value`; valid as long as this object.
+  std::string_view Get(std::string_view value);
+  size_t size() const { return seen_.size(); }
+
+ private:
+  size_t cap_;
+  std::set<std::string, std::less<>> seen_;
+};
+
 class PrometheusWriter {
  public:
   // Starts a family: its HELP and TYPE lines. Samples that follow belong to it. A name that is
@@ -46,9 +63,11 @@ class PrometheusWriter {
   // Shorthand for a family with one unlabelled sample.
   void Counter(std::string_view name, std::string_view help, uint64_t value);
   void Gauge(std::string_view name, std::string_view help, double value);
-  // A whole histogram family: cumulative _bucket samples with "le", then _sum and _count.
+  // A histogram's samples for one label set: cumulative _bucket samples with "le", then _sum
+  // and _count; preceded by the family's HELP and TYPE lines when `family` (each family has
+  // them once, so further label sets of it pass false).
   void Histogram(std::string_view name, std::string_view help, std::initializer_list<Label> labels,
-                 const HistogramCounts& h);
+                 const HistogramCounts& h, bool family = true);
 
   const std::string& text() const { return out_; }
   std::string Take() { return std::move(out_); }

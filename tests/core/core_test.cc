@@ -25,6 +25,13 @@ TEST(Duration, ParsesUnitsAndRejectsGarbage) {
   EXPECT_FALSE(ParseDuration("").ok());
 }
 
+TEST(Duration, FormatsWallClockAsRfc3339UtcWithMilliseconds) {
+  EXPECT_EQ(FormatRfc3339Millis(0), "1970-01-01T00:00:00.000Z");
+  // 2026-12-01T22:04:23.123456789Z: milliseconds truncated, not rounded up.
+  EXPECT_EQ(FormatRfc3339Millis(1796162663LL * kSecond + 123456789), "2026-12-01T22:04:23.123Z");
+  EXPECT_EQ(FormatRfc3339Millis(-1), "1969-12-31T23:59:59.999Z");
+}
+
 TEST(Rng, SameSeedSameStreamAndForksIndependent) {
   Rng a(7), b(7), c(8);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(a.Next(), b.Next());

@@ -10,19 +10,6 @@ namespace {
 
 using namespace gwtest;
 
-// A call with an Authorization header (HttpClient has no header API).
-CallResult Send(net::AsyncHttpClient& client, uint16_t port, const std::string& method, const std::string& target,
-                const std::string& body, const std::string& bearer) {
-  net::CallRequest req;
-  req.server = net::HostPort{"127.0.0.1", port};
-  req.method = method;
-  req.target = target;
-  req.body = body;
-  req.headers.emplace_back("Content-Type", "application/json");
-  if (!bearer.empty()) req.headers.emplace_back("Authorization", "Bearer " + bearer);
-  return CallAndWait(client, req);
-}
-
 std::string ErrorMessage(const CallResult& r) {
   const json j = json::parse(r.body, nullptr, false);
   return j.is_object() && j.contains("error") ? j["error"].value("message", "") : r.body;

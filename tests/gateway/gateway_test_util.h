@@ -142,6 +142,19 @@ inline CallResult CallAndWait(net::AsyncHttpClient& client, const net::CallReque
   return out;
 }
 
+// A call with an Authorization header (HttpClient has no header API).
+inline CallResult Send(net::AsyncHttpClient& client, uint16_t port, const std::string& method,
+                       const std::string& target, const std::string& body, const std::string& bearer) {
+  net::CallRequest req;
+  req.server = net::HostPort{"127.0.0.1", port};
+  req.method = method;
+  req.target = target;
+  req.body = body;
+  req.headers.emplace_back("Content-Type", "application/json");
+  if (!bearer.empty()) req.headers.emplace_back("Authorization", "Bearer " + bearer);
+  return CallAndWait(client, req);
+}
+
 // `n` emulated engines publishing KV events (with replay), added to `c` as backends b0..b<n-1>.
 // Waits (up to 2 s) until the gateway has indexed `blocks` blocks from the engines' events;
 // returns how many it has.

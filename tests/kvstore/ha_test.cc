@@ -19,6 +19,7 @@
 
 #include "../cli/run_myriad.h"
 #include "../test_util/etcd_process.h"
+#include "../test_util/promtool.h"
 #include "kv_scenario.h"
 #include "kvstore/master_client.h"
 #include "kvstore/storage_node.h"
@@ -171,6 +172,9 @@ TEST_F(HaTest, ElectionPicksOneLeaderAndStandbysNameIt) {
   ASSERT_TRUE(metrics.ok());
   EXPECT_NE(metrics->body.find("myriad_kvstore_ha_leader 1"), std::string::npos);
   EXPECT_NE(metrics->body.find("myriad_kvstore_objects"), std::string::npos);
+  // The leader's exposition (the master's and the HA families together) passes promtool.
+  const std::vector<std::string> complaints = myriad::testing::PromtoolComplaints(metrics->body);
+  EXPECT_TRUE(complaints.empty()) << ::testing::PrintToString(complaints) << "\n" << metrics->body;
   // Still one leader a few lease periods later (keepalives hold it).
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(WaitLeader(), leader);

@@ -35,5 +35,37 @@ TEST(PrometheusWriterTest, FormatsSpecialValues) {
   EXPECT_EQ(PrometheusWriter::FormatValue(-2.25), "-2.25");
 }
 
+TEST(PrometheusWriterTest, HistogramLabelSetsShareOneFamilyHeader) {
+  HistogramCounts a{{0.5, 1}, {}, 0}, b{{0.5, 1}, {}, 0};
+  a.Observe(0.2);
+  b.Observe(2);
+  PrometheusWriter w;
+  w.Histogram("lat_seconds", "Latency.", {{"engine", "0"}}, a);
+  w.Histogram("lat_seconds", "Latency.", {{"engine", "1"}}, b, /*family=*/false);
+  EXPECT_EQ(w.text(),
+            "# HELP lat_seconds Latency.\n"
+            "# TYPE lat_seconds histogram\n"
+            "lat_seconds_bucket{engine=\"0\",le=\"0.5\"} 1\n"
+            "lat_seconds_bucket{engine=\"0\",le=\"1\"} 1\n"
+            "lat_seconds_bucket{engine=\"0\",le=\"+Inf\"} 1\n"
+            "lat_seconds_sum{engine=\"0\"} 0.2\n"
+            "lat_seconds_count{engine=\"0\"} 1\n"
+            "lat_seconds_bucket{engine=\"1\",le=\"0.5\"} 0\n"
+            "lat_seconds_bucket{engine=\"1\",le=\"1\"} 0\n"
+            "lat_seconds_bucket{engine=\"1\",le=\"+Inf\"} 1\n"
+            "lat_seconds_sum{engine=\"1\"} 2\n"
+            "lat_seconds_count{engine=\"1\"} 1\n");
+}
+
+TEST(BoundedLabelTest, ValuesPastTheCapReadAsOther) {
+  BoundedLabel l(2);
+  EXPECT_EQ(l.Get("a"), "a");
+  EXPECT_EQ(l.Get("b"), "b");
+  EXPECT_EQ(l.Get("c"), "other");  // a third distinct value: no new series
+  EXPECT_EQ(l.Get("a"), "a");      // the first ones keep theirs
+  EXPECT_EQ(l.Get("other"), "other");
+  EXPECT_EQ(l.size(), 2u);
+}
+
 }  // namespace
 }  // namespace myriad::net
