@@ -11,6 +11,7 @@
 #include "gateway/config.h"
 #include "net/http.h"
 #include "net/http_client.h"
+#include "policy/backend_cost_model.h"
 #include "policy/backend_health.h"
 #include "policy/load_balancer.h"
 #include "policy/prefix_index.h"
@@ -48,6 +49,10 @@ struct Backend {
   double running = 0, waiting = 0, kv_usage = 0;
 
   uint64_t requests = 0, failures = 0;
+
+  // Its prefill cost learned from its first tokens (routing.learn_cost; null when off): what
+  // the router prices it with, shared by its DP ranks.
+  std::unique_ptr<policy::BackendCostModel> cost_model;
 
   // The health checker's kept-alive connection (its thread only: under the round's lock).
   std::unique_ptr<net::HttpClient> health_client;

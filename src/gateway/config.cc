@@ -148,8 +148,10 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                                  "perf_gpu", "perf_tp", "disagg_min_uncached",
                                                  "approx_chunk_bytes", "approx_ttl",
                                                  "index_max_entries", "kv_block_size", "seed",
-                                                 "tokenizer", "tokenizer_config", "recompute_tokens_per_s"}));
+                                                 "tokenizer", "tokenizer_config", "recompute_tokens_per_s",
+                                                 "learn_cost"}));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer", "routing", &c.tokenizer));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "learn_cost", "routing", &c.learn_cost));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer_config", "routing", &c.tokenizer_config));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "kv_block_size", "routing", &c.kv_block_size));
     MYRIAD_RETURN_IF_ERROR(r.Check(rt, "kv_block_size", "routing", c.kv_block_size >= 1 && c.kv_block_size <= 4096,

@@ -65,6 +65,9 @@ struct GatewayConfig {
   std::string perf_gpu = "H100";
   int perf_tp = 1;
   int64_t disagg_min_uncached = 0;  // shorter uncached parts skip P/D
+  // Each backend's prefill cost learned from its first-token times (policy/backend_cost_model.h),
+  // starting from the performance model above; false: the performance model alone.
+  bool learn_cost = true;
   // Prompt tokens to prefill admitted per second over all backends (policy/recompute_limiter.h):
   // new requests are shed (429 recompute_limited), lowest priority first, so that retries after
   // a backend failure do not swamp the rest. 0: off.

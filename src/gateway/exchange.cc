@@ -99,6 +99,7 @@ void Exchange::Dispatch() {
   cached_tokens = route.cached_tokens;
   decision = route.reason;
   queued = std::max<int64_t>(0, input_tokens - route.cached_tokens);
+  cost_sample = policy::CostSample{.uncached = queued, .cached = route.cached_tokens, .queued = route.queued_tokens};
   first_byte = false;
   upstream_status = 0;
   held.clear();
@@ -130,6 +131,10 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
   }
   backend = b;
   tried.push_back(b->config.name);
+  // The decode half of a P/D request starts from transferred KV: its first token says nothing
+  // of a prefill.
+  cost_pending = b->cost_model != nullptr && (prefill_phase || (!pd && (req.stream || req.max_tokens <= 1)));
+  call_start = Clock::now();
   net::CallRequest c;
   c.server = b->address;
   c.method = "POST";
@@ -160,6 +165,7 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
   std::lock_guard l(mu);
   if (finished) return;
   upstream_status = status;
+  if (status != 200) cost_pending = false;
   if (!first_byte) {
     first_byte = true;
     first = Clock::now();
@@ -189,6 +195,9 @@ void Exchange::OnData(std::string_view data) {
     gw->PrefillDone(backend, rank, queued);
     queued = 0;
   }
+  // A stream's first event, not its header: engines such as llama.cpp send the header before
+  // they prefill.
+  if (cost_pending && header_sent && req.stream && data.find("data:") != std::string_view::npos) ObserveFirstToken();
   if (!header_sent) {
     if (held.size() < (size_t{1} << 20)) held.append(data);
     return;
@@ -223,6 +232,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   // A 429 is retried elsewhere (Retryable) but is no fault of the engine's: it does not count
   // toward ejection.
   gw->Finished(b, rank, call_ok || upstream_status == 429, queued);
+  if (call_ok && cost_pending && (prefill_phase || !req.stream)) ObserveFirstToken();
   if (call_ok && prefill_phase) {
     if (upstream_status == 200) {
       l.unlock();
@@ -324,6 +334,12 @@ void Exchange::Refuse(net::HttpResponse response, std::string_view reason) {
   status_sent = response.status;
   r->Respond(std::move(response));
   Finish(status_sent);
+}
+
+void Exchange::ObserveFirstToken() {
+  cost_pending = false;
+  cost_sample.seconds = std::chrono::duration<double>(Clock::now() - call_start).count();
+  gw->ObserveFirstToken(backend, cost_sample);
 }
 
 void Exchange::FinishWithError(int status, std::string_view type, const std::string& message) {

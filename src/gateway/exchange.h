@@ -74,6 +74,13 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   Clock::time_point first;  // the upstream's answer header
   StreamMeter meter;        // what the client was sent: first token, gaps, usage
   std::string reject_reason;  // refused by the gateway (no engine saw it): why
+  // The current call's dispatch, for the backend's learned cost: pending while the call may
+  // still give a first-token time (a stream's first event; the whole answer of a prefill
+  // phase or of an unstreamed one-token request). Other unstreamed answers give none: their
+  // time includes the whole generation.
+  bool cost_pending = false;
+  policy::CostSample cost_sample;
+  Clock::time_point call_start;
 
   // Routes and starts the next attempt; answers the client itself when none is possible.
   void Dispatch();
@@ -87,6 +94,7 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   void OnData(std::string_view data);
   void OnDone(absl::Status st, net::CallStage stage, bool prefill_phase);
   void AfterPrefill(std::shared_ptr<Backend> prefill);
+  void ObserveFirstToken();  // caller holds mu
   // Answers with an error unless the answer has started; logs. Caller holds mu.
   void FinishWithError(int status, std::string_view type, const std::string& message);
   void Finish(int status);  // caller holds mu

@@ -309,6 +309,7 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
     for (RankState& r : b->ranks) r.holder = next_holder_++;
   }
   b->from_etcd = from_etcd;
+  if (config_.learn_cost) b->cost_model = std::make_unique<policy::BackendCostModel>(cost_);
   backends_.push_back(std::move(b));
   return absl::OkStatus();
 }
@@ -378,6 +379,11 @@ bool Gateway::SpendRetry() {
   return true;
 }
 
+void Gateway::ObserveFirstToken(const std::shared_ptr<Backend>& b, const policy::CostSample& s) {
+  std::lock_guard l(mu_);
+  if (b && b->cost_model) b->cost_model->Observe(s);
+}
+
 void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens) {
   if (!b) return;
   std::lock_guard l(mu_);
@@ -403,7 +409,8 @@ Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
     const bool decode = b->config.role == BackendRole::kDecode;
     auto add = [&](int rank, policy::UnitLoad load) {
       (decode ? c.decodes : c.entries).emplace_back(b, rank);
-      (decode ? c.decode_c : c.entry_c).push_back(policy::Candidate{b->HolderOf(rank), load, &cost_});
+      const policy::PrefillCost* cost = b->cost_model ? &b->cost_model->cost() : &cost_;
+      (decode ? c.decode_c : c.entry_c).push_back(policy::Candidate{b->HolderOf(rank), load, cost});
     };
     if (b->ranks.empty()) {
       add(-1, b->Load());
@@ -470,6 +477,8 @@ Gateway::Route Gateway::Pick(Exchange& ex) {
     std::tie(out.entry, out.entry_rank) = decodes[static_cast<size_t>(d.decode)];
   }
   out.cached_tokens = d.expected_cached_tokens;
+  out.queued_tokens = d.entry >= 0 ? entry_c[static_cast<size_t>(d.entry)].load.queued_prefill_tokens
+                                   : decode_c[static_cast<size_t>(d.decode)].load.queued_prefill_tokens;
   if (LogEnabled()) {  // the reason is for the access log only: not formatted when it is off
     out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
                              policy::FormatPolicyName(admission.router().options(), config_.fairness),

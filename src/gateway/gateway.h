@@ -107,6 +107,7 @@ class Gateway {
     bool no_backend = false;  // rejected because no backend is left to try (503, not 429)
     std::string reason;
     int64_t cached_tokens = 0;
+    int64_t queued_tokens = 0;  // prompt tokens queued on the entry before this request
     double estimated_ttft_s = 0;
   };
   // Admits and routes the exchange's next attempt (a retry after its first).
@@ -134,6 +135,8 @@ class Gateway {
   // queue now rather than when the whole answer ends (the simulated unit's load drops as it
   // computes; one load signal in both worlds).
   void PrefillDone(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens);
+  // A first token from `b`, for its learned cost model.
+  void ObserveFirstToken(const std::shared_ptr<Backend>& b, const policy::CostSample& s);
 
   GatewayConfig config_;
   std::shared_ptr<Clock> clock_;

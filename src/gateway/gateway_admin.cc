@@ -16,6 +16,15 @@ namespace myriad::gateway {
 
 using json = nlohmann::json;
 
+namespace {
+
+json CoefficientsJson(const policy::CostCoefficients& c) {
+  return {{"fixed_s", c.fixed_s}, {"per_uncached_token_s", c.per_uncached_s},
+          {"per_cached_token_s", c.per_cached_s}, {"per_queued_token_s", c.per_queued_s}};
+}
+
+}  // namespace
+
 bool Gateway::Ready() const {
   std::lock_guard l(mu_);
   return std::any_of(backends_.begin(), backends_.end(), [](const auto& b) { return b->available(); });
@@ -64,6 +73,14 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
                            {"engine_running", s.running}, {"engine_waiting", s.waiting}, {"kv_usage", s.kv_usage}});
         }
         list.back()["dp_ranks"] = std::move(ranks);
+      }
+      if (const policy::BackendCostModel* m = b->cost_model.get()) {
+        json cm = CoefficientsJson(m->coefficients());
+        cm["samples"] = m->samples();
+        cm["clipped"] = m->clipped();
+        cm["relative_scale"] = m->relative_scale();
+        cm["prior"] = CoefficientsJson(m->prior());
+        list.back()["cost_model"] = std::move(cm);
       }
     }
     return net::HttpResponse{200, "application/json", net::JsonText(json({{"backends", list}})), {}};
@@ -116,6 +133,24 @@ net::HttpResponse Gateway::Metrics() const {
   w.Family("myriad_gateway_backend_inflight", "Requests in flight per backend.", net::MetricType::kGauge);
   for (const auto& b : backends_) {
     w.Sample("myriad_gateway_backend_inflight", {{"backend", b->config.name}}, b->inflight);
+  }
+  // The learned cost model (routing.learn_cost): one series per backend and term.
+  w.Family("myriad_gateway_backend_cost_seconds", "Learned prefill cost per backend: term fixed (seconds), "
+           "per_uncached_token, per_cached_token, per_queued_token (seconds per token).", net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    if (!b->cost_model) continue;
+    const policy::CostCoefficients& c = b->cost_model->coefficients();
+    for (const auto& [term, v] : {std::pair<const char*, double>{"fixed", c.fixed_s}, {"per_uncached_token", c.per_uncached_s},
+                                  {"per_cached_token", c.per_cached_s}, {"per_queued_token", c.per_queued_s}}) {
+      w.Sample("myriad_gateway_backend_cost_seconds", {{"backend", b->config.name}, {"term", term}}, v);
+    }
+  }
+  w.Family("myriad_gateway_backend_cost_samples", "First-token times the learned cost model has seen per backend.",
+           net::MetricType::kCounter);
+  for (const auto& b : backends_) {
+    if (b->cost_model) {
+      w.Sample("myriad_gateway_backend_cost_samples_total", {{"backend", b->config.name}}, b->cost_model->samples());
+    }
   }
   w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
           static_cast<double>(index_.entries()));

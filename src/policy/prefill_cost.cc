@@ -24,7 +24,19 @@ PrefillCost::PrefillCost(const perf::StepModel& model, int64_t chunk_tokens)
   per_token_ = std::max(0.0, (t0 - step_overhead_) / n);
   per_attended_ = std::max(0.0, (t1 - t0) / (n * kLongContext));
   fixed_ = step_overhead_;
+  queue_per_token_ = per_token_;
   ranks_ = static_cast<double>(dp);
+}
+
+PrefillCost PrefillCost::Linear(double fixed_s, double per_uncached_s, double per_cached_s, double per_queued_s,
+                                double kv_bytes_per_token) {
+  PrefillCost c;
+  c.fixed_ = fixed_s;
+  c.per_token_ = per_uncached_s;
+  c.per_cached_ = per_cached_s;
+  c.queue_per_token_ = per_queued_s;
+  c.kv_bytes_per_token_ = kv_bytes_per_token;
+  return c;
 }
 
 }  // namespace myriad::policy

@@ -1,7 +1,9 @@
 #pragma once
 // The router's estimate of how long a unit takes to prefill a prompt, reduced from the step
 // model to a closed form once per pool so that a routing decision over a thousand candidates
-// stays within microseconds: T(n uncached, c cached) = a + b*n + k*n*(c + n/2).
+// stays within microseconds: T(n uncached, c cached) = a + b*n + k*n*(c + n/2). A backend whose
+// cost is learned from its first-token times (backend_cost_model.h) is priced by a straight
+// line instead: a + b*n + d*c.
 #include <cstdint>
 
 #include "core/time.h"
@@ -14,16 +16,20 @@ class PrefillCost {
   PrefillCost() = default;
   // `chunk_tokens` is the unit's chunked-prefill budget per DP rank per step.
   PrefillCost(const perf::StepModel& model, int64_t chunk_tokens);
+  // The fitted line: seconds fixed, per uncached and per cached prompt token, and per prompt
+  // token queued ahead on the backend.
+  static PrefillCost Linear(double fixed_s, double per_uncached_s, double per_cached_s, double per_queued_s,
+                            double kv_bytes_per_token);
 
   double PrefillSeconds(int64_t uncached, int64_t cached) const {
     const double n = static_cast<double>(uncached), c = static_cast<double>(cached);
-    return fixed_ + per_token_ * n + per_attended_ * n * (c + n / 2) +
+    return fixed_ + per_token_ * n + per_cached_ * c + per_attended_ * n * (c + n / 2) +
            step_overhead_ * static_cast<double>(uncached / chunk_tokens_);
   }
   // Waiting behind `queued_tokens` prompt tokens already accepted by the unit.
   // Its DP ranks work through the queue in parallel.
   double QueueSeconds(int64_t queued_tokens) const {
-    return per_token_ * static_cast<double>(queued_tokens) / ranks_;
+    return queue_per_token_ * static_cast<double>(queued_tokens) / ranks_;
   }
   // Prompt tokens per second the unit computes when every rank is busy with full chunks.
   double ThroughputTokensPerSecond() const {
@@ -32,7 +38,8 @@ class PrefillCost {
   double kv_bytes_per_token() const { return kv_bytes_per_token_; }
 
  private:
-  double fixed_ = 0, per_token_ = 0, per_attended_ = 0, step_overhead_ = 0;
+  double fixed_ = 0, per_token_ = 0, per_cached_ = 0, per_attended_ = 0, step_overhead_ = 0;
+  double queue_per_token_ = 0;  // per queued token on one rank
   int64_t chunk_tokens_ = 1;
   double ranks_ = 1;
   double kv_bytes_per_token_ = 0;

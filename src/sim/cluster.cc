@@ -70,6 +70,7 @@ absl::Status Cluster::Build() {
     }
     pool_models_.push_back(std::make_unique<perf::StepModel>(std::move(*step)));
     pool_costs_.emplace_back(*pool_models_.back(), pool.max_batch_tokens);
+    if (rc.learn_cost) pool_learned_.push_back(std::make_unique<policy::BackendCostModel>(pool_costs_.back()));
     auto moe = BuildMoe(p);
     if (!moe.ok()) return moe.status();
     pool_moe_.push_back(std::move(*moe));
@@ -109,7 +110,8 @@ absl::Status Cluster::Build() {
     for (size_t i = 0; i < ids.size(); ++i) {
       Unit& u = *units_[static_cast<size_t>(ids[i])];
       cands[i].holder = static_cast<policy::HolderId>(ids[i]);
-      cands[i].cost = &pool_costs_[static_cast<size_t>(u.config().pool)];
+      const auto pool = static_cast<size_t>(u.config().pool);
+      cands[i].cost = pool_learned_.empty() ? &pool_costs_[pool] : &pool_learned_[pool]->cost();
       u.PublishLoadTo(&cands[i].load, ranking.get(), i);
       if (bus_ || store_) u.EnableCacheEvents();
     }
@@ -320,6 +322,17 @@ void Cluster::Admit(uint32_t slot, bool retry) {
   const policy::RouteDecision& d = a.route;
   if (d.hot_spot) ++hot_spots_;
   if (d.entry < 0) ++prefill_on_decode_;
+  if (!pool_learned_.empty()) {
+    const policy::Candidate& c =
+        d.entry >= 0 ? entry_cands_[static_cast<size_t>(d.entry)] : decode_cands_[static_cast<size_t>(d.decode)];
+    if (cost_pending_.size() <= slot) cost_pending_.resize(table_.capacity());
+    const int64_t input = int64_t{r.input_tokens} + st.generated;
+    cost_pending_[slot] = PendingCost{{.uncached = input - d.expected_cached_tokens,
+                                       .cached = d.expected_cached_tokens,
+                                       .queued = c.load.queued_prefill_tokens},
+                                      events_.now(),
+                                      UnitOf(d)};
+  }
   const int copy_from = d.fetch_from >= 0 ? entry_units_[static_cast<size_t>(d.fetch_from)] : -1;
   const int64_t copy_blocks = d.fetch_from >= 0 ? static_cast<int64_t>(d.expected_cached_tokens / scenario_.kv_block_tokens) : 0;
   Dispatch(slot, UnitOf(d), copy_from, copy_blocks);
@@ -389,7 +402,18 @@ void Cluster::OnCacheRemoved(int unit, std::span<const BlockKey> blocks) {
   if (store_ && !offload_paused_) store_->Offload(placements_[static_cast<size_t>(unit)].rack, blocks);
 }
 
+void Cluster::ObserveFirstToken(int unit, uint32_t slot) {
+  if (slot >= cost_pending_.size() || cost_pending_[slot].unit != unit) return;
+  PendingCost& p = cost_pending_[slot];
+  p.unit = -1;  // once per admission: a recompute after preemption is no first token
+  p.sample.seconds = NanosToSeconds(events_.now() - p.start);
+  pool_learned_[static_cast<size_t>(units_[static_cast<size_t>(unit)]->config().pool)]->Observe(p.sample);
+}
+
+void Cluster::OnPrefillToken(int unit, uint32_t slot) { ObserveFirstToken(unit, slot); }
+
 void Cluster::OnPrefillDone(int unit, uint32_t slot) {
+  ObserveFirstToken(unit, slot);
   ReqState& r = table_[slot];
   if (failures_ && failures_->corrupt(unit)) r.corrupt = true;
   const int pick = router_->PickDecode(decode_cands_, rng_);
@@ -517,6 +541,22 @@ nlohmann::ordered_json Cluster::RouterReport() const {
                               {"kv_fetches", kv_fetches_},
                               {"kv_fetch_gigabytes", kv_fetch_bytes_ / 1e9},
                               {"prefill_on_decode_unit", prefill_on_decode_}};
+  if (!pool_learned_.empty()) {
+    nlohmann::ordered_json learned = nlohmann::ordered_json::array();
+    for (size_t p = 0; p < pool_learned_.size(); ++p) {
+      const policy::BackendCostModel& m = *pool_learned_[p];
+      auto terms = [](const policy::CostCoefficients& c) {
+        return nlohmann::ordered_json{{"fixed_s", c.fixed_s}, {"per_uncached_token_s", c.per_uncached_s},
+                                      {"per_cached_token_s", c.per_cached_s}, {"per_queued_token_s", c.per_queued_s}};
+      };
+      nlohmann::ordered_json pool = {{"pool", scenario_.pools[p].name}, {"samples", m.samples()},
+                                     {"clipped", m.clipped()}};
+      pool.update(terms(m.coefficients()));
+      pool["prior"] = terms(m.prior());
+      learned.push_back(std::move(pool));
+    }
+    j["learned_cost"] = std::move(learned);
+  }
   if (index_) {
     const CacheEventStats& e = bus_->stats();
     j["index"] = {{"entries", index_->entries()},

@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "perf/transfer.h"
 #include "policy/admission.h"
+#include "policy/backend_cost_model.h"
 #include "policy/eplb_rebalancer.h"
 #include "policy/prefix_index.h"
 #include "policy/recompute_limiter.h"
@@ -58,6 +59,7 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
 
   void OnPrefillDone(int unit, uint32_t slot) override;
   void OnRequestDone(int unit, uint32_t slot) override;
+  void OnPrefillToken(int unit, uint32_t slot) override;
   void OnCacheStored(int unit, uint32_t first_position, std::span<const BlockKey> blocks) override;
   void OnCacheRemoved(int unit, std::span<const BlockKey> blocks) override;
   void EvacuateUnit(int unit) override;
@@ -100,6 +102,18 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   std::unique_ptr<CacheEventBus> bus_;
   std::string policy_name_;
   std::vector<policy::PrefillCost> pool_costs_;
+  // router.learn_cost: each pool's prefill cost learned from its units' first tokens (a pool is
+  // a class of identical units, so they keep pricing alike), and what each admitted request
+  // was dispatched with, by slot, until its first token (or its prefill on a prefill unit)
+  // is observed.
+  std::vector<std::unique_ptr<policy::BackendCostModel>> pool_learned_;
+  struct PendingCost {
+    policy::CostSample sample;
+    Nanos start = 0;
+    int unit = -1;  // -1: nothing pending
+  };
+  std::vector<PendingCost> cost_pending_;
+  void ObserveFirstToken(int unit, uint32_t slot);
   std::vector<std::unique_ptr<perf::MoeStepModel>> pool_moe_;  // null for evenly-stepped pools
   // Expert popularity that drifts and the placement that follows it, per MoE pool.
   struct MoeDynamics {

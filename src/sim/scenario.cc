@@ -230,7 +230,8 @@ absl::Status ParseRouter(const Reader& rd, const YAML::Node& n, RouterConfig* r)
   } else {
     MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"policy", "event_delay", "event_loss", "event_replay", "reject_factor",
                                          "disagg_min_uncached", "hot_queue_seconds", "index_max_entries",
-                                         "provisional_ttl", "contention"}));
+                                         "provisional_ttl", "contention", "learn_cost"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(n, "learn_cost", p, &r->learn_cost));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "policy", p, &r->policy));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "event_delay", p, &r->event_delay));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "event_loss", p, &r->event_loss));

@@ -89,6 +89,9 @@ struct RouterConfig {
   int64_t index_max_entries = int64_t{64} << 20;
   Nanos provisional_ttl = 2 * kSecond;
   double contention = 0.5;                // fairness: contended above this x SLO
+  // Each pool's prefill cost learned from its simulated first-token times (as the gateway
+  // learns each backend's, policy/backend_cost_model.h); false: the performance model alone.
+  bool learn_cost = true;
 };
 
 struct SloConfig {

@@ -450,6 +450,7 @@ void Unit::OnStepDone() {
     // The prefill step's logits give the next token: the first, or after a recompute (as
     // vLLM's engine and emu::Engine do) the one after the output so far.
     if (r.first_token < 0) r.first_token = now;
+    host_.OnPrefillToken(cfg_.id, slot);
     ++r.generated;
     ++stats_.decode_tokens;
     // A request that has just produced its last token finishes now: it needs no seat.

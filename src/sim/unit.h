@@ -44,6 +44,8 @@ class UnitHost {
   virtual void OnPrefillDone(int unit, uint32_t slot) = 0;
   // The request produced its last token.
   virtual void OnRequestDone(int unit, uint32_t slot) = 0;
+  // A colocated or decode unit finished computing a prompt and produced a token from it.
+  virtual void OnPrefillToken(int /*unit*/, uint32_t /*slot*/) {}
   // The unit's prefix cache gained or lost blocks (only when events are enabled): what an
   // engine's KV events would say.
   // `first_position` is the chain position of blocks[0].

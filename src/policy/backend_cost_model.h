@@ -1,0 +1,108 @@
+#pragma once
+// What one backend (or class of identical backends) really takes to produce a first token,
+// learned online from its observed first-token times, so that the router's TTFT estimate
+// prices a CPU engine as a CPU engine even when the configured performance model is a GPU.
+//
+// The model is a line, T = fixed + a*uncached + b*cached + q*queued (tokens queued on the
+// backend at dispatch), fitted by least squares over the last `window` samples, each weighted
+// by 1/T^2 (a first token's noise grows with its time, and the fixed term is only seen in
+// the short ones; T the larger of the observed and the predicted time):
+// - seeded from the configured model (the prior): until the first sample the router prices
+//   with the prior itself; after it, the fit is pulled toward the prior's shape (its
+//   linearization's fixed, cached and queued terms in proportion to its uncached term) with
+//   the weight of `prior_samples` samples, not toward its speed: a backend seen 100x slower
+//   than its prior, without cache hits or queueing yet, is assumed 100x slower on those too,
+//   and terms the samples do not tell apart (all prompts of one size) keep the prior's split.
+// - robust: each sample's residual against the current fit is clipped (Huber-style) at `clip`
+//   times a running median of relative residuals, so a stall or a request stuck behind a long
+//   one moves the fit by a bounded amount, while a real change of speed (every residual large)
+//   raises the scale within tens of samples and is followed.
+// - bounded: the window is a fixed ring; old samples leave it, so the fit follows a backend
+//   that changes (a new engine version, a neighbour on the host).
+// - non-negative: a coefficient that would fit below zero is held at zero.
+// Pure and deterministic: the same samples in the same order give the same fit.
+#include <cstdint>
+#include <vector>
+
+#include "policy/prefill_cost.h"
+
+namespace myriad::policy {
+
+// One dispatch and what came of it.
+struct CostSample {
+  int64_t uncached = 0;  // prompt tokens the router expected the backend to compute
+  int64_t cached = 0;    // prompt tokens the router expected it to hold
+  int64_t queued = 0;    // prompt tokens queued on it when this one was sent (its load signal)
+  double seconds = 0;    // from dispatch to the first token
+};
+
+struct CostCoefficients {
+  double fixed_s = 0;
+  double per_uncached_s = 0;  // per prompt token computed
+  double per_cached_s = 0;    // per prompt token served from the prefix cache
+  double per_queued_s = 0;    // per prompt token waited behind
+  double Predict(int64_t uncached, int64_t cached, int64_t queued) const {
+    return fixed_s + per_uncached_s * static_cast<double>(uncached) + per_cached_s * static_cast<double>(cached) +
+           per_queued_s * static_cast<double>(queued);
+  }
+};
+
+// Upper bound of the window (samples kept per backend): memory is 48 bytes a sample.
+inline constexpr int kMaxCostWindow = 4096;
+
+struct BackendCostModelOptions {
+  int window = 256;          // samples kept, 4..kMaxCostWindow
+  double prior_samples = 2;  // the prior's weight, in samples of typical size
+  double clip = 4;           // residuals beyond clip x the running scale are clipped
+  // Where the prior's curve (quadratic in the prompt) is replaced by its chord: tokens of a
+  // typical prompt.
+  int64_t reference_tokens = 2048;
+};
+
+class BackendCostModel {
+ public:
+  explicit BackendCostModel(const PrefillCost& prior, BackendCostModelOptions options = {});
+
+  // Learns from one first token. Samples with a non-finite or negative time are ignored.
+  void Observe(const CostSample& s);
+
+  // What the router prices the backend with: the prior until the first sample, then the fit.
+  const PrefillCost& cost() const { return cost_; }
+  // The fit (the prior's linearization until the first sample).
+  const CostCoefficients& coefficients() const { return fit_; }
+  const CostCoefficients& prior() const { return prior_; }
+  // Samples observed in all, and how many of them were clipped as outliers.
+  uint64_t samples() const { return samples_; }
+  uint64_t clipped() const { return clipped_; }
+  size_t window_size() const { return ring_.size(); }
+  // The running median of |relative residual|: how far off the model typically is.
+  double relative_scale() const { return scale_; }
+
+ private:
+  static constexpr int kTerms = 4;
+  struct Row {
+    double x[kTerms];
+    double y;
+    double w;  // 1 / max(y, predicted)^2: residuals count relative to the first-token time
+  };
+  void Add(const Row& r, double sign);
+  void Recount();
+  void Refit();
+
+  BackendCostModelOptions options_;
+  PrefillCost cost_;
+  double kv_bytes_per_token_ = 0;
+  CostCoefficients prior_, fit_;
+  // The prior's fixed, per-cached and per-queued terms over its per-uncached one.
+  double fixed_ratio_ = 0, cached_ratio_ = 0, queued_ratio_ = 0;
+  std::vector<Row> ring_;
+  size_t next_ = 0;  // where the next row goes once the ring is full
+  // Sums over the ring: x x^T and x y.
+  double xx_[kTerms][kTerms] = {};
+  double xy_[kTerms] = {};
+  uint64_t samples_ = 0, clipped_ = 0;
+  uint64_t since_recount_ = 0;
+  double scale_ = 0;
+};
+
+}  // namespace myriad::policy
