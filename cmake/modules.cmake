@@ -79,7 +79,7 @@ myriad_map_module(pystore USES kvstore EXTERNAL absl fmt pybind11 xxhash)
 # The controller: scrapes engines and the gateway, drives policy/fleet_controller.h, runs hooks.
 myriad_map_module(control USES policy net EXTERNAL absl fmt json yaml posix)
 myriad_map_module(cli USES sim kvstore kvstore_core emu gateway control tokenizer net policy perf core
-                  EXTERNAL absl fmt json cli11 posix)
+                  EXTERNAL absl fmt json yaml cli11 posix)
 
 myriad_map_exception(kvstore boost "^data_(conn|client|server)\\.(h|cc)$"
   "the store's binary data plane is written on Asio coroutines; it belongs in net")

@@ -12,7 +12,7 @@
 
 #include "cli/trace_replay.h"
 #include "cli/twin.h"
-#include "emu/emu_server.h"
+#include "cli/local_engines.h"
 #include "gateway/gateway.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
@@ -81,13 +81,6 @@ absl::StatusOr<TwinSide> RunSimTwin(const TwinDescription& d, const std::string&
 }
 
 absl::StatusOr<TwinSide> RunLiveTwin(const TwinDescription& d, const std::vector<sim::TraceRecord>& records) {
-  std::vector<gateway::BackendRole> roles;
-  if (d.prefill > 0) {
-    roles.assign(static_cast<size_t>(d.prefill), gateway::BackendRole::kPrefill);
-    roles.insert(roles.end(), static_cast<size_t>(d.decode), gateway::BackendRole::kDecode);
-  } else {
-    roles.assign(static_cast<size_t>(d.colocated), gateway::BackendRole::kColocated);
-  }
   const std::string model = "twin-model";
   gateway::GatewayConfig gc;
   gc.listen = "127.0.0.1:0";
@@ -114,51 +107,22 @@ absl::StatusOr<TwinSide> RunLiveTwin(const TwinDescription& d, const std::vector
     e.api_keys = {keys.back()};
     gc.tenants.push_back(std::move(e));
   }
-  std::vector<std::unique_ptr<emu::EmuServer>> engines;
-  auto stop_all = [&engines] {
-    for (auto& e : engines) {
-      if (e) e->Stop();
-    }
-  };
-  for (size_t i = 0; i < roles.size(); ++i) {
-    emu::EmuOptions o;
-    o.http.address = "127.0.0.1";
-    o.http.port = 0;
-    o.served_model_name = model;
-    o.role = std::string(gateway::RoleName(roles[i]));
-    o.engine.model = d.model;
-    o.engine.gpu = d.gpu;
-    o.engine.speed = d.speed;
-    o.engine.block_size = d.kv_block_tokens;
-    o.engine.seed = d.seed + i;
-    o.engine_id = fmt::format("engine-{}", i);
-    o.kv_events = "tcp://127.0.0.1:*";
-    o.kv_replay = "tcp://127.0.0.1:*";
-    auto s = emu::EmuServer::Create(o);
-    if (!s.ok()) return s.status();
-    if (absl::Status st = (*s)->Start(); !st.ok()) {
-      stop_all();
-      return st;
-    }
-    gateway::BackendConfig b;
-    b.name = o.engine_id;
-    b.url = fmt::format("http://127.0.0.1:{}", (*s)->port());
-    b.role = roles[i];
-    b.model = model;
-    b.kv_events = (*s)->kv_events_endpoint();
-    b.kv_replay = (*s)->kv_replay_endpoint();
-    gc.backends.push_back(b);
-    engines.push_back(*std::move(s));
-  }
+  LocalEngineOptions lo;
+  lo.roles = LocalRoles(d.colocated, d.prefill, d.decode);
+  lo.served_model = model;
+  lo.perf_model = d.model;
+  lo.gpu = d.gpu;
+  lo.speed = d.speed;
+  lo.block_size = d.kv_block_tokens;
+  lo.seed = d.seed;
+  auto engines = StartLocalEngines(lo);
+  if (!engines.ok()) return engines.status();
+  gc.backends = engines->backends;
+  // Each role's engines learn one cost model, as each simulated pool does.
+  for (gateway::BackendConfig& b : gc.backends) b.cost_class = std::string(gateway::RoleName(b.role));
   auto gw = gateway::Gateway::Create(gc);
-  if (!gw.ok()) {
-    stop_all();
-    return gw.status();
-  }
-  if (absl::Status st = (*gw)->Start(); !st.ok()) {
-    stop_all();
-    return st;
-  }
+  if (!gw.ok()) return gw.status();
+  if (absl::Status st = (*gw)->Start(); !st.ok()) return st;
   // Let the gateway subscribe to every engine's events before the first request.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
 
@@ -187,7 +151,7 @@ absl::StatusOr<TwinSide> RunLiveTwin(const TwinDescription& d, const std::vector
       if (cv.wait_until(l, fail_at, [&] { return done; })) return;
       l.unlock();
       const uint64_t before = (*gw)->stats().ejections;
-      engines[static_cast<size_t>(d.fail_engine)]->Stop();
+      engines->servers[static_cast<size_t>(d.fail_engine)]->Stop();
       const auto stopped = std::chrono::steady_clock::now();
       l.lock();
       while (!done) {
@@ -207,7 +171,7 @@ absl::StatusOr<TwinSide> RunLiveTwin(const TwinDescription& d, const std::vector
   cv.notify_all();
   if (failer.joinable()) failer.join();
   (*gw)->Stop();
-  stop_all();
+  engines->Stop();
   if (!report.ok()) return report.status();
 
   TwinSide side;

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "emu/emu_server.h"
+#include "cli/local_engines.h"
 #include "gateway/gateway.h"
 
 namespace myriad::cli {
@@ -38,18 +38,6 @@ int UpCommand::Run() {
   }
   StopSignals signals;  // before any thread starts
 
-  struct Engine {
-    std::unique_ptr<emu::EmuServer> server;
-    gateway::BackendRole role;
-  };
-  std::vector<Engine> engines;
-  std::vector<gateway::BackendRole> roles;
-  if (prefill_ > 0) {
-    roles.assign(static_cast<size_t>(prefill_), gateway::BackendRole::kPrefill);
-    roles.insert(roles.end(), static_cast<size_t>(decode_), gateway::BackendRole::kDecode);
-  } else {
-    roles.assign(static_cast<size_t>(engines_), gateway::BackendRole::kColocated);
-  }
   gateway::GatewayConfig gc;
   gc.listen = fmt::format("127.0.0.1:{}", port_);
   gc.policy = policy_;
@@ -57,48 +45,28 @@ int UpCommand::Run() {
   gc.perf_gpu = gpu_;
   gc.admin_token = admin_token_;
   gc.tokenizer = tokenizer_;
-  std::shared_ptr<const tokenizer::PromptEncoder> encoder;
+  LocalEngineOptions lo;
+  lo.roles = LocalRoles(engines_, prefill_, decode_);
+  lo.served_model = model_;
+  lo.perf_model = perf_model_;
+  lo.gpu = gpu_;
+  lo.speed = speed_;
   if (!tokenizer_.empty()) {
     auto enc = tokenizer::PromptEncoder::Load(tokenizer_);
     if (!enc.ok()) {
       fmt::print(stderr, "myriad up: --tokenizer: {}\n", std::string(enc.status().message()));
       return 2;
     }
-    encoder = *std::move(enc);
+    lo.encoder = *std::move(enc);
   }
-  for (size_t i = 0; i < roles.size(); ++i) {
-    emu::EmuOptions o;
-    o.http.address = "127.0.0.1";
-    o.http.port = 0;
-    o.served_model_name = model_;
-    o.role = std::string(gateway::RoleName(roles[i]));
-    o.engine.model = perf_model_;
-    o.engine.gpu = gpu_;
-    o.engine.speed = speed_;
-    o.engine.seed = i + 1;
-    o.engine_id = fmt::format("engine-{}", i);
-    o.kv_events = "tcp://127.0.0.1:*";
-    o.kv_replay = "tcp://127.0.0.1:*";
-    o.encoder = encoder;
-    auto s = emu::EmuServer::Create(o);
-    if (!s.ok()) {
-      fmt::print(stderr, "myriad up: {}\n", std::string(s.status().message()));
-      return 2;
-    }
-    if (absl::Status st = (*s)->Start(); !st.ok()) {
-      fmt::print(stderr, "myriad up: engine {}: {}\n", i, std::string(st.message()));
-      return 1;
-    }
-    gateway::BackendConfig b;
-    b.name = fmt::format("engine-{}", i);
-    b.url = fmt::format("http://127.0.0.1:{}", (*s)->port());
-    b.role = roles[i];
-    b.model = model_;
-    b.kv_events = (*s)->kv_events_endpoint();
-    b.kv_replay = (*s)->kv_replay_endpoint();
-    gc.backends.push_back(b);
+  auto engines = StartLocalEngines(lo);
+  if (!engines.ok()) {
+    fmt::print(stderr, "myriad up: {}\n", std::string(engines.status().message()));
+    return engines.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  gc.backends = engines->backends;
+  for (const gateway::BackendConfig& b : gc.backends) {
     fmt::print("  {:<10} {:<9} {}  kv events {}\n", b.name, gateway::RoleName(b.role), b.url, b.kv_events);
-    engines.push_back(Engine{*std::move(s), roles[i]});
   }
   auto gw = gateway::Gateway::Create(gc);
   if (!gw.ok()) {
@@ -111,11 +79,11 @@ int UpCommand::Run() {
   }
   fmt::print("myriad up: gateway on http://127.0.0.1:{} ({} engines, policy {}); try\n"
              "  curl -N http://127.0.0.1:{}/v1/completions -d '{{\"model\":\"{}\",\"prompt\":\"hello\",\"max_tokens\":8,\"stream\":true}}'\n",
-             (*gw)->port(), engines.size(), policy_, (*gw)->port(), model_);
+             (*gw)->port(), engines->servers.size(), policy_, (*gw)->port(), model_);
   std::fflush(stdout);
   signals.Wait();
   (*gw)->Stop();
-  for (auto& e : engines) e.server->Stop();
+  engines->Stop();
   return 0;
 }
 

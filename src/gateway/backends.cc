@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "net/vllm_metrics.h"
+
 namespace myriad::gateway {
 
 namespace {
@@ -54,74 +56,17 @@ void Backend::Charge(int rank, int64_t requests, int64_t prefill_tokens) {
   }
 }
 
-namespace {
-
-// The value of label `name` in a sample's label set, or "".
-std::string_view LabelValue(std::string_view labels, std::string_view name) {
-  size_t at = 0;
-  while ((at = labels.find(name, at)) != std::string_view::npos) {
-    const bool starts = at == 0 || labels[at - 1] == '{' || labels[at - 1] == ',' || labels[at - 1] == ' ';
-    const size_t eq = at + name.size();
-    if (starts && eq + 1 < labels.size() && labels[eq] == '=' && labels[eq + 1] == '"') {
-      const size_t close = labels.find('"', eq + 2);
-      if (close == std::string_view::npos) return {};
-      return labels.substr(eq + 2, close - eq - 2);
-    }
-    at = eq;
-  }
-  return {};
-}
-
-}  // namespace
-
 ScrapedLoad ParseEngineMetrics(std::string_view text) {
+  // One reader of vLLM's (and SGLang's) names for the gateway and the controller.
+  const net::VllmScrape s = net::ParseVllmMetrics(text);
   ScrapedLoad out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.empty() || line[0] == '#') continue;
-    const size_t name_end = line.find_first_of("{ ");
-    if (name_end == std::string_view::npos) continue;
-    const std::string_view name = line.substr(0, name_end);
-    double* target = nullptr;
-    if (name == "vllm:num_requests_running" || name == "sglang:num_running_reqs") target = &out.running;
-    else if (name == "vllm:num_requests_waiting" || name == "sglang:num_queue_reqs") target = &out.waiting;
-    else if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc" ||
-             name == "sglang:token_usage") target = &out.kv_usage;
-    if (!target) continue;
-    // The value follows the labels (which may contain spaces inside quotes).
-    size_t value_at = name_end;
-    std::string_view labels;
-    if (line[name_end] == '{') {
-      const size_t close = line.rfind('}');
-      if (close == std::string_view::npos) continue;
-      value_at = close + 1;
-      labels = line.substr(name_end, close + 1 - name_end);
-    }
-    std::string value(line.substr(value_at));
-    const size_t first = value.find_first_not_of(' ');
-    if (first == std::string::npos) continue;
-    char* stop = nullptr;
-    const double v = std::strtod(value.c_str() + first, &stop);
-    if (stop == value.c_str() + first || !std::isfinite(v)) continue;
-    if (target == &out.kv_usage) {
-      *target = std::max(*target, v);  // per engine: the fullest one bounds admission
-    } else {
-      *target += v;
-    }
-    out.any = true;
-    const std::string_view engine = LabelValue(labels, "engine");
-    size_t rank = 0;
-    const auto parsed = std::from_chars(engine.data(), engine.data() + engine.size(), rank);
-    if (!engine.empty() && parsed.ec == std::errc() && parsed.ptr == engine.data() + engine.size() && rank < 4096) {
-      if (out.by_engine.size() <= rank) out.by_engine.resize(rank + 1);
-      ScrapedLoad::Engine& e = out.by_engine[rank];
-      double* slot = target == &out.running ? &e.running : target == &out.waiting ? &e.waiting : &e.kv_usage;
-      *slot = target == &out.kv_usage ? std::max(*slot, v) : *slot + v;
-    }
+  out.any = s.any;
+  out.running = s.running;
+  out.waiting = s.waiting;
+  out.kv_usage = s.kv_usage;  // per engine: the fullest rank bounds admission
+  out.by_engine.resize(s.ranks.size());
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    out.by_engine[r] = ScrapedLoad::Engine{s.ranks[r].running, s.ranks[r].waiting, s.ranks[r].kv_usage};
   }
   return out;
 }

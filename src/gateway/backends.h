@@ -52,7 +52,7 @@ struct Backend {
 
   // Its prefill cost learned from its first tokens (routing.learn_cost; null when off): what
   // the router prices it with, shared by its DP ranks.
-  std::unique_ptr<policy::BackendCostModel> cost_model;
+  std::shared_ptr<policy::BackendCostModel> cost_model;  // shared within a cost_class
 
   // The health checker's kept-alive connection (its thread only: under the round's lock).
   std::unique_ptr<net::HttpClient> health_client;

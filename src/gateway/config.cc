@@ -124,7 +124,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       const std::string path = fmt::format("backends[{}]", i);
       const YAML::Node b = bs[i];
       MYRIAD_RETURN_IF_ERROR(r.Map(b, path, {"name", "url", "role", "model", "dp_ranks",
-                                             "kv_events", "kv_replay"}));
+                                             "kv_events", "kv_replay", "cost_class"}));
       BackendConfig bc;
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "name", path, &bc.name));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "url", path, &bc.url));
@@ -132,6 +132,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "dp_ranks", path, &bc.dp_ranks));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "kv_events", path, &bc.kv_events));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "kv_replay", path, &bc.kv_replay));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "cost_class", path, &bc.cost_class));
       MYRIAD_RETURN_IF_ERROR(ParseRole(r, b, path, &bc.role));
       if (absl::Status st = ValidateBackend(bc, path); !st.ok()) {
         return r.Error(b, path, std::string(st.message()).substr(path.size() + 2));

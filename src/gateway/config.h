@@ -28,6 +28,10 @@ struct BackendConfig {
   int dp_ranks = 1;  // DP ranks behind the URL, each steered by X-data-parallel-rank (<= kMaxDpRanks)
   std::string kv_events;  // tcp://host:port of its KV-event publisher; empty: none
   std::string kv_replay;  // tcp://host:port of its replay socket; empty: none
+  // Backends naming the same class (and serving the same model in the same role) share one
+  // learned cost model: a pool of identical engines learns as one, as a simulated pool does,
+  // and its members keep tying when idle. Empty: the backend learns its own.
+  std::string cost_class;
 };
 
 struct TenantEntry {

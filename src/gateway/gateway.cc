@@ -309,7 +309,16 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
     for (RankState& r : b->ranks) r.holder = next_holder_++;
   }
   b->from_etcd = from_etcd;
-  if (config_.learn_cost) b->cost_model = std::make_unique<policy::BackendCostModel>(cost_);
+  if (config_.learn_cost) {
+    for (const auto& other : backends_) {
+      if (!b->config.cost_class.empty() && other->config.cost_class == b->config.cost_class &&
+          other->config.model == b->config.model && other->config.role == b->config.role && other->cost_model) {
+        b->cost_model = other->cost_model;
+        break;
+      }
+    }
+    if (!b->cost_model) b->cost_model = std::make_shared<policy::BackendCostModel>(cost_);
+  }
   backends_.push_back(std::move(b));
   return absl::OkStatus();
 }

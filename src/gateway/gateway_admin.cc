@@ -145,7 +145,7 @@ net::HttpResponse Gateway::Metrics() const {
       w.Sample("myriad_gateway_backend_cost_seconds", {{"backend", b->config.name}, {"term", term}}, v);
     }
   }
-  w.Family("myriad_gateway_backend_cost_samples", "First-token times the learned cost model has seen per backend.",
+  w.Family("myriad_gateway_backend_cost_samples_total", "First-token times the learned cost model has seen per backend.",
            net::MetricType::kCounter);
   for (const auto& b : backends_) {
     if (b->cost_model) {

@@ -94,7 +94,10 @@ VllmScrape ParseVllmMetrics(std::string_view text) {
         out.waiting += v;
         if (rank) rank->waiting += v;
         break;
-      case Field::kKvUsage: out.kv_usage = std::max(out.kv_usage, v); break;
+      case Field::kKvUsage:
+        out.kv_usage = std::max(out.kv_usage, v);
+        if (rank) rank->kv_usage = std::max(rank->kv_usage, v);
+        break;
       case Field::kGenerated:
         out.generation_tokens += v;
         if (rank) rank->generation_tokens += v;

@@ -19,6 +19,7 @@ struct VllmScrape {
   double generation_tokens = 0, preemptions = 0;
   struct Rank {
     double running = 0, waiting = 0, generation_tokens = 0;
+    double kv_usage = 0;
     // The inter-token latency histogram's _sum and _count: between two scrapes their deltas
     // give the rank's mean decode step time.
     double step_seconds_sum = 0, step_count = 0;

@@ -1,0 +1,46 @@
+#pragma once
+// The emulated engines of a local cluster, started on loopback with their KV-event endpoints,
+// and the backend entries a gateway needs for them: what `myriad up` and `myriad twin` share.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "emu/emu_server.h"
+#include "gateway/config.h"
+
+namespace myriad::cli {
+
+struct LocalEngineOptions {
+  std::vector<gateway::BackendRole> roles;  // engine i is "engine-i" with roles[i]
+  std::string served_model = "emu-model";
+  std::string perf_model = "Llama-3.1-8B";
+  std::string gpu = "H100";
+  double speed = 1;
+  int block_size = 0;  // 0: the emulator's default
+  uint64_t seed = 1;   // engine i gets seed + i
+  std::shared_ptr<const tokenizer::PromptEncoder> encoder;
+};
+
+struct LocalEngines {
+  std::vector<std::unique_ptr<emu::EmuServer>> servers;
+  std::vector<gateway::BackendConfig> backends;
+  ~LocalEngines() { Stop(); }
+  LocalEngines() = default;
+  LocalEngines(LocalEngines&&) = default;
+  LocalEngines& operator=(LocalEngines&&) = default;
+  void Stop() {
+    for (auto& s : servers) {
+      if (s) s->Stop();
+    }
+  }
+};
+
+// The roles of `colocated` engines, or of `prefill` + `decode` ones when prefill > 0.
+std::vector<gateway::BackendRole> LocalRoles(int colocated, int prefill, int decode);
+
+// Starts every engine; on an error the ones started are stopped. InvalidArgument: bad options.
+absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& o);
+
+}  // namespace myriad::cli
