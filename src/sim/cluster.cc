@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "perf/hardware.h"
@@ -320,6 +321,7 @@ void Cluster::Admit(uint32_t slot, bool retry) {
   // The reason string is built only on rejection, never on the admission path.
   if (!a.admitted()) return Reject(slot, a.ReasonText());
   const policy::RouteDecision& d = a.route;
+  table_[slot].expected_cached = static_cast<int32_t>(std::clamp<int64_t>(d.expected_cached_tokens, 0, std::numeric_limits<int32_t>::max()));
   if (d.hot_spot) ++hot_spots_;
   if (d.entry < 0) ++prefill_on_decode_;
   if (!pool_learned_.empty()) {

@@ -98,12 +98,11 @@ void Unit::EnqueuePrefill(uint32_t slot) {
 void Unit::PushPrefill(uint32_t slot) {
   ReqState& r = table_[slot];
   PrefillItem item{slot, r.epoch, r.req.input_tokens + r.generated, 0, 0, 0, false};
-  // Queued work is what the gateway charges a backend: the prompt less the prefix the cache
-  // holds (counted now, without touching the LRU order), corrected once the batch admits it.
-  // One load signal in both worlds: a hit does not make a unit look busy while it waits.
+  // Queued work is what the gateway charges a backend: the prompt less the prefix the router
+  // expected to find cached (0 under load-only policies), corrected once the batch admits it
+  // and the real hit is known. One load signal in both worlds, and no cache walk here.
   if (r.preemptions == 0 && r.generated == 0) {
-    const int64_t held = static_cast<int64_t>(cache_.Count(r.req.blocks)) * cfg_.block_tokens;
-    item.expected = static_cast<int32_t>(std::clamp<int64_t>(held, 0, item.target - 1));
+    item.expected = std::clamp<int32_t>(r.expected_cached, 0, std::max(item.target - 1, 0));
   }
   queued_prefill_tokens_ += item.target - item.expected;
   // A preempted sequence goes first, it already waited its turn once; never while a step is

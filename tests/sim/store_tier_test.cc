@@ -241,9 +241,7 @@ TEST(StoreTier, RecomputeLimiterCountsStoreHitsAsCached) {
   const int64_t shed_without = without["failures"]["recompute_limiter"]["shed"].get<int64_t>();
   const int64_t shed_with = with["store"]["recompute_limiter"]["shed"].get<int64_t>();
   EXPECT_GT(shed_without, 0);
-  // A store hit is not recompute: the limiter sheds clearly less with the store (a fifth less at
-  // least; 28 against 40 since units count only uncached prompt tokens as queued work).
-  EXPECT_LT(shed_with * 5, shed_without * 4) << shed_with << " vs " << shed_without;
+  EXPECT_LT(shed_with * 5, shed_without * 3) << shed_with << " vs " << shed_without;
 }
 
 TEST(StoreTier, ScenarioWithNodeLossIsDeterministic) {
