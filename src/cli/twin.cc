@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/config_file.h"
 #include "core/rng.h"
 #include "core/stats.h"
 #include "core/yaml_reader.h"
@@ -146,11 +147,9 @@ absl::StatusOr<TwinDescription> ParseTwinDescription(const std::string& yaml, co
 }
 
 absl::StatusOr<TwinDescription> LoadTwinDescription(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(fmt::format("{}: cannot read", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseTwinDescription(ss.str(), path);
+  auto text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  return ParseTwinDescription(*text, path);
 }
 
 absl::StatusOr<std::vector<sim::TraceRecord>> TwinRecords(const TwinDescription& d) {

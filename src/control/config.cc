@@ -1,5 +1,6 @@
 #include "control/config.h"
 
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/config_file.h"
 #include "core/yaml_reader.h"
 #include "net/http.h"
 
@@ -143,16 +145,9 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
 }
 
 absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(fmt::format("{}: is a directory, not a YAML file", path));
-  }
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(fmt::format("{}: cannot open", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(fmt::format("{}: cannot read", path));
-  return ParseControlConfig(ss.str(), path);
+  auto text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  return ParseControlConfig(*text, path);
 }
 
 }  // namespace myriad::control

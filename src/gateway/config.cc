@@ -1,5 +1,6 @@
 #include "gateway/config.h"
 
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -10,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/config_file.h"
 #include "absl/strings/escaping.h"
 #include "core/strings.h"
 #include "core/yaml_reader.h"
@@ -268,16 +270,9 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
 }
 
 absl::StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(fmt::format("{}: is a directory, not a YAML file", path));
-  }
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(fmt::format("{}: cannot open", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(fmt::format("{}: cannot read", path));
-  return ParseGatewayConfig(ss.str(), path);
+  auto text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  return ParseGatewayConfig(*text, path);
 }
 
 }  // namespace myriad::gateway
