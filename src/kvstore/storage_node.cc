@@ -28,7 +28,9 @@ StorageNodeOptions Clamped(StorageNodeOptions o) {
 StorageNode::StorageNode(StorageNodeOptions options)
     : options_(Clamped(std::move(options))),
       store_(options_.capacity_bytes, options_.segment_bytes, !options_.shm_socket.empty()),
-      data_(&store_, options_.data) {
+      data_(&store_, options_.data),
+      clock_(OrDefaultClock(options_.clock)),
+      sleeper_(clock_->NewSleeper()) {
   data_.set_on_no_room([this] { RequestReconcile(); });
   data_.set_copy_destinations([this](std::string_view address) { return KnownPeer(address); });
 }
@@ -104,7 +106,7 @@ void StorageNode::Stop() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  sleeper_->Wake();
   if (control_.joinable()) control_.join();
   if (http_) http_->Stop();
   data_.Stop();
@@ -118,7 +120,7 @@ void StorageNode::RequestReconcile() {
     std::lock_guard lock(mu_);
     reconcile_now_ = true;
   }
-  cv_.notify_all();
+  sleeper_->Wake();
 }
 
 bool StorageNode::KnownPeer(std::string_view address) {
@@ -127,7 +129,7 @@ bool StorageNode::KnownPeer(std::string_view address) {
     if (peers_.contains(std::string(address))) return true;
     peers_now_ = true;
   }
-  cv_.notify_all();
+  sleeper_->Wake();
   return false;
 }
 
@@ -141,25 +143,28 @@ bool StorageNode::RefreshPeers(MasterClient& master) {
 }
 
 void StorageNode::ControlLoop() {
-  using Clock = std::chrono::steady_clock;
-  const auto heartbeat = std::chrono::nanoseconds(options_.heartbeat_interval);
-  const auto reconcile = std::chrono::nanoseconds(options_.reconcile_interval);
-  const auto retry = std::min<Clock::duration>(heartbeat, std::chrono::milliseconds(200));
+  const Nanos heartbeat = options_.heartbeat_interval;
+  const Nanos reconcile = options_.reconcile_interval;
+  const Nanos retry = std::min<Nanos>(heartbeat, 200 * kMillisecond);
   // Sweeps forced by puts without room come at most this often, so a node that is really full
   // does not turn every refused put into a sweep.
-  const auto forced_gap = std::min<Clock::duration>(reconcile, std::chrono::milliseconds(200));
+  const Nanos forced_gap = std::min<Nanos>(reconcile, 200 * kMillisecond);
   std::unique_ptr<MasterClient> master;
-  auto next_heartbeat = Clock::now();
-  auto next_reconcile = Clock::now();
-  auto last_sweep = Clock::now() - forced_gap;
+  Nanos next_heartbeat = clock_->Now();
+  Nanos next_reconcile = clock_->Now();
+  Nanos last_sweep = clock_->Now() - forced_gap;
   bool forced = false;
   // The peer list: asked again when a COPY_TO names an address not on it (a node registered
   // since), at most every 200 ms, and every minute so that departed nodes leave it.
-  const auto peers_gap = std::chrono::milliseconds(200);
-  const auto peers_every = std::chrono::seconds(60);
-  auto last_peers = Clock::now() - peers_every;
+  const Nanos peers_gap = 200 * kMillisecond;
+  const Nanos peers_every = 60 * kSecond;
+  Nanos last_peers = clock_->Now() - peers_every;
   bool peers_wanted = false;
   for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+    }
     if (!master) {
       auto c = MasterClient::Connect(options_.master_url, options_.master_timeout, options_.auth_token);
       if (c.ok()) master = std::move(*c);
@@ -170,15 +175,15 @@ void StorageNode::ControlLoop() {
       if (st.ok()) {
         registered_ = true;
         ++registrations_;
-        next_heartbeat = Clock::now() + heartbeat;
+        next_heartbeat = clock_->Now() + heartbeat;
         // What the master placed here before is gone (a death drops a node's replicas).
-        next_reconcile = Clock::now();
+        next_reconcile = clock_->Now();
       } else {
         ++master_errors_;
       }
-    } else if (master && Clock::now() >= next_heartbeat) {
+    } else if (master && clock_->Now() >= next_heartbeat) {
       absl::Status st = master->Heartbeat(options_.id);
-      next_heartbeat = Clock::now() + heartbeat;
+      next_heartbeat = clock_->Now() + heartbeat;
       if (st.ok()) {
         ++heartbeats_;
       } else {
@@ -196,26 +201,31 @@ void StorageNode::ControlLoop() {
       peers_wanted = peers_wanted || peers_now_;
       peers_now_ = false;
     }
-    const auto t = Clock::now();
+    const Nanos t = clock_->Now();
     if (master && registered_ &&
         (t - last_peers >= peers_every || (peers_wanted && t - last_peers >= peers_gap))) {
       if (!RefreshPeers(*master)) ++master_errors_;
       peers_wanted = false;
-      last_peers = Clock::now();
+      last_peers = clock_->Now();
     }
     if (master && registered_ &&
         (t >= next_reconcile || (forced && t - last_sweep >= forced_gap))) {
       if (!Reconcile(*master)) ++master_errors_;
       forced = false;
-      last_sweep = Clock::now();
+      last_sweep = clock_->Now();
       next_reconcile = last_sweep + reconcile;
     }
-    auto wake = registered_ ? std::min(next_heartbeat, next_reconcile) : Clock::now() + retry;
+    Nanos wake = registered_ ? std::min(next_heartbeat, next_reconcile) : clock_->Now() + retry;
     if (forced) wake = std::min(wake, last_sweep + forced_gap);
     if (registered_) wake = std::min(wake, last_peers + (peers_wanted ? peers_gap : peers_every));
-    std::unique_lock lock(mu_);
-    cv_.wait_until(lock, wake, [this] { return stop_ || reconcile_now_ || peers_now_; });
-    if (stop_) return;
+    {
+      // A flag raised since the read above must not wait for the deadline; one raised after this
+      // check wakes the sleeper (a wake is never lost).
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      if (reconcile_now_ || peers_now_) continue;
+    }
+    sleeper_->SleepUntil(wake);
   }
 }
 
@@ -223,14 +233,12 @@ bool StorageNode::Reconcile(MasterClient& master) {
   std::vector<HeldObject> held;
   std::vector<uint64_t> generations;
   uint32_t cursor = 0;
-  auto heartbeat_at = std::chrono::steady_clock::now() +
-                      std::chrono::nanoseconds(options_.heartbeat_interval);
+  Nanos heartbeat_at = clock_->Now() + options_.heartbeat_interval;
   do {
     // A long sweep (many objects) must not starve the heartbeats.
-    if (std::chrono::steady_clock::now() >= heartbeat_at) {
+    if (clock_->Now() >= heartbeat_at) {
       if (master.Heartbeat(options_.id).ok()) ++heartbeats_;
-      heartbeat_at = std::chrono::steady_clock::now() +
-                     std::chrono::nanoseconds(options_.heartbeat_interval);
+      heartbeat_at = clock_->Now() + options_.heartbeat_interval;
     }
     held.clear();
     generations.clear();

@@ -14,7 +14,6 @@
 // are needed. Writes of objects the master did not place here are not refused up front (that
 // would take a master round trip per write): the next sweep frees them.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -23,6 +22,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "core/clock.h"
 #include "core/time.h"
 #include "kvstore/data_server.h"
 #include "kvstore/node_store.h"
@@ -62,6 +62,9 @@ struct StorageNodeOptions {
   // The cluster's shared secret (kvstore/auth.h): sent to the master, required on the data path
   // and the shm hello, presented when pushing a COPY_TO. Overrides data.auth_token. Empty: open.
   std::string auth_token = {};
+  // The control loop's clock (core/clock.h): heartbeats, reconcile sweeps and the peer list's
+  // refresh run on it; the real one when null. Master calls keep their own transport timeouts.
+  std::shared_ptr<Clock> clock = {};
 };
 
 struct StorageNodeStats {
@@ -115,8 +118,9 @@ class StorageNode {
   std::unique_ptr<net::HttpServer> http_;
   std::string advertise_;
 
+  std::shared_ptr<Clock> clock_;
+  std::unique_ptr<Sleeper> sleeper_;  // the control loop's waits; woken by the flags below
   std::mutex mu_;
-  std::condition_variable cv_;
   bool stop_ = false;
   bool reconcile_now_ = false;
   bool peers_now_ = true;
