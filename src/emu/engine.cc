@@ -102,6 +102,10 @@ uint64_t Engine::Submit(GenRequest request) {
     r->remote = r->in.remote_prefill;
     by_id_[r->id] = r;
     (r->remote ? decode_wait_ : prefill_).push_back(r);
+    if (idle_) {
+      idle_ = false;
+      work_at_ = Clock::now();  // an idle engine starts its step as the request arrives
+    }
   }
   cv_.notify_all();
   return r->id;
@@ -429,8 +433,12 @@ void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
 }
 
 void Engine::Loop() {
+  // Lag of the timeline behind real time that is made up: a step may start up to this much
+  // before the thread plans it. More (a hung or starved engine) is not caught up at once.
+  constexpr Clock::duration kMaxCatchUp = std::chrono::milliseconds(5);
   std::unique_lock l(mu_);
   Plan plan;
+  Clock::time_point next_start{};  // the timeline: when the next step may start
   while (!stop_) {
     if (hung_) {
       cv_.wait(l);
@@ -447,21 +455,33 @@ void Engine::Loop() {
       continue;
     }
     if (plan.empty()) {
+      idle_ = true;
+      work_at_ = Clock::time_point{};
       if (next_ready != Clock::time_point::max()) {
         cv_.wait_until(l, next_ready);
+        // A KV transfer that landed: its step starts then, unless a request came first.
+        if (idle_) work_at_ = std::min(Clock::now(), next_ready);
       } else {
         cv_.wait(l);
       }
+      idle_ = false;
+      next_start = std::max(next_start, work_at_);
       continue;
     }
     if (step_observer_) step_observer_(shape);
     const double seconds = static_cast<double>(model_.StepTime(shape)) / 1e9;
     const auto dt = std::chrono::nanoseconds(
         static_cast<int64_t>(seconds * slowdown_ / options_.speed * 1e9));
-    const auto until = Clock::now() + dt;
+    const auto now = Clock::now();
+    const auto start = std::clamp(next_start, now - kMaxCatchUp, now);
+    const auto until = start + dt;
+    next_start = until;
     cv_.wait_until(l, until, [&] { return stop_; });
     if (stop_) break;
-    while (hung_ && !stop_) cv_.wait(l);  // hung mid-step: the step never completes
+    if (hung_) {
+      while (hung_ && !stop_) cv_.wait(l);  // hung mid-step: the step never completes
+      next_start = Clock::now();
+    }
     if (stop_) break;
 
     std::vector<std::function<void()>> calls;

@@ -154,6 +154,12 @@ class Engine {
   bool stop_ = false;
   bool hung_ = false;
   double slowdown_ = 1.0;
+  // The emulated timeline: when the next step may start. A step starts when the previous one
+  // ends, or, on an idle engine, when its work arrived; not when this thread got round to it, so
+  // the emulator's own CPU time (planning, events, callbacks, wake-ups) does not add to the step
+  // times the model gives (which already include a real engine's overheads). See Loop().
+  bool idle_ = false;
+  Clock::time_point work_at_{};
   uint64_t next_id_ = 1;
   std::deque<ReqPtr> prefill_;      // prompts to compute, arrival order; admitted ones lead
   std::deque<ReqPtr> decode_wait_;  // P/D contexts to receive, and computed ones awaiting a seat
