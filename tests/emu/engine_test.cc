@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "sim/event_queue.h"
@@ -139,6 +140,48 @@ TEST(EngineTest, ReservesTheContextAndPreemptsTheNewestWhenGrowthRunsOut) {
   EXPECT_EQ(run.stats.finished_length, 3u);
   EXPECT_EQ(run.stats.running, 0);
   EXPECT_EQ(run.stats.kv_usage, 0.0);
+}
+
+}  // namespace
+}  // namespace myriad::emu
+
+namespace myriad::emu {
+namespace {
+
+// The emulator's own CPU time between steps does not stretch the model's step times: with 2 ms
+// of extra work before every step (the observer stands for planning, events and callbacks), a
+// request takes the sum of its steps' model times, not that plus 2 ms a step.
+TEST(EngineTest, StepsKeepTheModelsTimesWhateverTheEmulatorSpendsBetweenThem) {
+  EngineOptions o;
+  o.speed = 1;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::chrono::nanoseconds model{0};
+  (*engine)->set_step_observer([&](const perf::BatchShape& s) {
+    model += std::chrono::nanoseconds((*engine)->step_model().StepTime(s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  });
+  GenRequest g;
+  for (int t = 0; t < 64; ++t) g.prompt.push_back(static_cast<uint32_t>(1000 + t));
+  g.max_tokens = 40;
+  g.on_finish = [&](std::string_view, const Usage&) {
+    std::lock_guard l(mu);
+    done = true;
+    cv.notify_all();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  (*engine)->Submit(std::move(g));
+  std::unique_lock l(mu);
+  ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(20), [&] { return done; }));
+  const auto took = std::chrono::steady_clock::now() - start;
+  // 40 steps: without the timeline the overhead alone adds 80 ms.
+  EXPECT_LT(took, model + std::chrono::milliseconds(30))
+      << "took " << std::chrono::duration<double, std::milli>(took).count() << " ms, model "
+      << std::chrono::duration<double, std::milli>(model).count() << " ms";
+  EXPECT_GE(took, model - std::chrono::milliseconds(6));
 }
 
 }  // namespace
