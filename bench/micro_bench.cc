@@ -7,7 +7,7 @@
 #include "perf/moe_step.h"
 #include "perf/step_model.h"
 #include "sim/event_queue.h"
-#include "sim/prefix_cache.h"
+#include "policy/prefix_cache.h"
 #include "sim/synthetic_workload.h"
 
 namespace myriad {
@@ -15,7 +15,7 @@ namespace {
 
 // A prompt of 10 blocks, the first 4 shared among 100 prefixes, into a cache of 1M blocks.
 void BM_PrefixCacheMatchInsert(benchmark::State& state) {
-  sim::PrefixCache cache;
+  policy::PrefixCache cache;
   Rng rng(1);
   std::vector<BlockKey> blocks(10);
   uint64_t unique = 1'000'000;

@@ -57,6 +57,7 @@ myriad_map_external(simd "^(x86intrin|immintrin|emmintrin|smmintrin|nmmintrin|ar
 
 # The modules, as ARCHITECTURE.md draws them: core <- perf <- policy <- sim; policy <- gateway,
 # kvstore, each also <- net; policy <- emu <- net (the emulator schedules with policy/batch_planner); core <- tokenizer <- {gateway, emu};
+# kvstore <- emu (the emulated engine's second tier, emu/kv_store_tier.h, is a store client);
 # cli -> everything. Only net speaks Asio and ZMQ.
 myriad_map_module(core EXTERNAL absl fmt xxhash yaml posix)
 myriad_map_module(perf USES core EXTERNAL absl fmt)
@@ -72,7 +73,7 @@ myriad_map_module(tokenizer USES core EXTERNAL absl fmt json icu pcre2 simd xxha
 # planning): pure, so the simulator runs the very object the master server runs.
 myriad_map_module(kvstore_core USES core EXTERNAL absl fmt xxhash)
 myriad_map_module(kvstore USES kvstore_core policy net EXTERNAL absl fmt json xxhash posix)
-myriad_map_module(emu USES policy net tokenizer EXTERNAL absl fmt json xxhash)
+myriad_map_module(emu USES policy net tokenizer kvstore EXTERNAL absl fmt json xxhash)
 myriad_map_module(gateway USES policy net tokenizer EXTERNAL absl fmt json yaml xxhash)
 # The Python module myriad_store (cmake/python.cmake builds it, not as a static library).
 myriad_map_module(pystore USES kvstore EXTERNAL absl fmt pybind11 xxhash)

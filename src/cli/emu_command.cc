@@ -39,6 +39,26 @@ EmuCommand::EmuCommand(CLI::App& app) {
                    "DP ranks behind this API (vLLM's --data-parallel-size): an engine each, KV events "
                    "on consecutive ports, X-data-parallel-rank picks one")
       ->check(CLI::Range(1, 1024))->capture_default_str();
+  // The KV store as the engine's second tier (docs/kvstore.md, "Engines' second tier").
+  CLI::Option* store =
+      cmd_->add_option("--kv-store", kv_store_,
+                       "KV store master URL(s), e.g. http://127.0.0.1:7700: blocks evicted from HBM are "
+                       "offloaded there and prefix misses loaded from it");
+  cmd_->add_option("--kv-store-namespace", kv_store_namespace_,
+                   "the store namespace (one per model version; default: the served model name)")
+      ->needs(store);
+  cmd_->add_option("--kv-block-bytes", kv_block_bytes_,
+                   fmt::format("bytes stored per 16-token block, 8 to {} (default: the model's KV bytes per "
+                               "token x 16)", emu::kMaxKvBlockBytes))
+      ->check(CLI::Range(uint64_t{8}, emu::kMaxKvBlockBytes))->needs(store);
+  cmd_->add_option("--kv-store-gbps", kv_store_gbps_,
+                   "a load from the store takes at least its bytes over this many GB/s, up to 10000 "
+                   "(default: the GPU's NIC line rate)")
+      ->check(CLI::Range(1e-3, 1e4))->needs(store);
+  cmd_->add_option("--kv-offload-queue", kv_offload_queue_,
+                   fmt::format("evicted blocks waiting to be offloaded, 1 to {}; more are dropped and counted",
+                               emu::kMaxOffloadQueue))
+      ->check(CLI::Range(size_t{1}, emu::kMaxOffloadQueue))->needs(store)->capture_default_str();
 }
 
 int EmuCommand::Run() {
@@ -64,6 +84,11 @@ int EmuCommand::Run() {
   o.engine.max_batched_tokens = max_batched_tokens_;
   o.engine.kv_blocks = kv_blocks_;
   o.engine.seed = seed_;
+  o.engine.kv_store = kv_store_;
+  o.engine.kv_store_namespace = kv_store_namespace_;
+  o.engine.kv_block_bytes = kv_block_bytes_;
+  o.engine.kv_store_gbps = kv_store_gbps_;
+  o.engine.kv_offload_queue = kv_offload_queue_;
   o.kv_events = kv_events_;
   o.kv_replay = kv_replay_;
   o.dp_ranks = dp_;

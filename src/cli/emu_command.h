@@ -1,6 +1,7 @@
 #pragma once
 // `myriad emu --listen HOST:PORT [--model NAME] [--served-model-name NAME] [--speed X] ...`
 // serves an emulated vLLM engine (emu/emu_server.h) until SIGINT or SIGTERM.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -33,6 +34,11 @@ class EmuCommand {
   std::string kv_events_;
   std::string tokenizer_;
   std::string kv_replay_;
+  std::string kv_store_;
+  std::string kv_store_namespace_;
+  uint64_t kv_block_bytes_ = 0;
+  double kv_store_gbps_ = 0;
+  size_t kv_offload_queue_ = 4096;
 };
 
 }  // namespace myriad::cli

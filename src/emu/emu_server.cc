@@ -13,6 +13,7 @@
 
 #include "core/block_hash.h"
 #include "core/rng.h"
+#include "emu/store_metrics.h"
 #include "net/json_text.h"
 #include "net/openai_request.h"
 
@@ -104,6 +105,8 @@ absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options)
   for (int rank = 0; rank < options.dp_ranks; ++rank) {
     EngineOptions eo = options.engine;
     eo.seed += static_cast<uint64_t>(rank);
+    // One namespace per served model (a model version), shared by its DP ranks.
+    if (eo.kv_store_namespace.empty()) eo.kv_store_namespace = options.served_model_name;
     absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(eo);
     if (!engine.ok()) return engine.status();
     engines.push_back(*std::move(engine));
@@ -130,6 +133,8 @@ EmuServer::~EmuServer() { Stop(); }
 
 namespace {
 
+std::string MediumName(CacheEvent::Medium m) { return m == CacheEvent::Medium::kCpu ? "CPU" : "GPU"; }
+
 // The engine's cache events as vLLM publishes them.
 KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
   KvEventBatch b;
@@ -142,7 +147,7 @@ KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
         s.parent_block_hash = e.parent;
         s.token_ids = e.tokens;
         s.block_size = static_cast<uint32_t>(block_size);
-        s.medium = "GPU";
+        s.medium = MediumName(e.medium);
         if (!e.salt.empty()) {
           // vLLM's extra keys: the salt on the request's first block only.
           s.extra_keys.emplace(e.hashes.size());
@@ -154,7 +159,7 @@ KvEventBatch ToBatch(const std::vector<CacheEvent>& events, int block_size) {
       case CacheEvent::Kind::kRemoved: {
         BlockRemoved r;
         r.block_hashes = e.hashes;
-        r.medium = "GPU";
+        r.medium = MediumName(e.medium);
         b.events.emplace_back(std::move(r));
         break;
       }
@@ -593,6 +598,7 @@ net::HttpResponse EmuServer::Metrics() {
          MetricType::kCounter, [](const EngineStats& s) { return s.prefix_queries; });
   family("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
          MetricType::kCounter, [](const EngineStats& s) { return s.prefix_hits; });
+  if (!stats.empty() && stats.front().store_enabled) WriteStoreMetrics(w, m, stats);
   family("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", MetricType::kCounter,
          [](const EngineStats& s) { return s.preemptions; });
   family("vllm:prompt_tokens_total", "Number of prefill tokens processed.", MetricType::kCounter,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/container/flat_hash_set.h"
 #include "core/block_hash.h"
 #include "core/rng.h"
 
@@ -30,9 +31,13 @@ struct Engine::Req {
   int64_t prefilled = 0;  // of target
   int64_t kv_tokens = 0;  // tokens of KV held while decoding
   int64_t cached = 0;     // prompt tokens found in the cache at the first admission
+  int64_t store_cached = 0;  // of which loaded from the store tier
+  // The store tier: the blocks asked for (those past the HBM prefix that the HBM did not
+  // hold), then those read, used by the next admission only.
+  std::vector<uint64_t> asked;
+  std::vector<uint64_t> loaded;
   int generated = 0;
-  int held_cached = 0;  // leading blocks referenced in the cache
-  int64_t private_blocks = 0;
+  int64_t private_blocks = 0;  // reserved: the context's blocks
   bool remote = false;    // its KV arrives by P/D (until a preemption drops it)
   bool admitted = false;  // holds KV
   bool seen = false;      // admitted once: counted in the prefix-cache stats
@@ -55,7 +60,28 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions o) {
   }
   int64_t blocks = o.kv_blocks > 0 ? o.kv_blocks : step->KvCapacityTokens() / o.block_size;
   if (blocks < 1) return absl::InvalidArgumentError("the model leaves no memory for the KV cache");
-  return std::unique_ptr<Engine>(new Engine(std::move(o), *std::move(step), blocks));
+  std::optional<StoreTierOptions> tier;
+  if (!o.kv_store.empty()) {
+    tier.emplace();
+    tier->master_url = o.kv_store;
+    tier->ns = o.kv_store_namespace.empty() ? o.model : o.kv_store_namespace;
+    tier->block_bytes = o.kv_block_bytes > 0
+                            ? o.kv_block_bytes
+                            : static_cast<uint64_t>(step->KvBytesPerToken() * o.block_size);
+    tier->queue_blocks = o.kv_offload_queue;
+    if (!(o.kv_store_gbps >= 0)) return absl::InvalidArgumentError("kv_store_gbps must be >= 0");
+  }
+  std::unique_ptr<Engine> engine(new Engine(std::move(o), *std::move(step), blocks));
+  if (tier) {
+    Engine* e = engine.get();
+    auto t = StoreTier::Create(*std::move(tier), [e](std::vector<CacheEvent> ev) { e->PublishFromTier(std::move(ev)); });
+    if (!t.ok()) return t.status();
+    std::lock_guard l(e->mu_);
+    e->tier_ = *std::move(t);
+    e->load_bytes_per_s_ = e->options_.kv_store_gbps > 0 ? e->options_.kv_store_gbps * 1e9
+                                                         : e->model_.fabric().nic_bytes_per_s();
+  }
+  return engine;
 }
 
 Engine::Engine(EngineOptions options, perf::StepModel model, int64_t kv_blocks)
@@ -76,6 +102,7 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   thread_.join();
+  tier_.reset();  // its threads may still call back into this engine until joined
   std::vector<std::shared_ptr<Req>> left;
   for (auto& [id, r] : by_id_) left.push_back(r);
   for (auto& r : left) {
@@ -94,21 +121,81 @@ uint64_t Engine::Submit(GenRequest request) {
     parent = HashTokenBlock(parent, std::span(r->in.prompt).subspan(i, bs), i == 0 ? kEngineSalt ^ salt : kEngineSalt);
     r->hashes.push_back(parent);
   }
+  std::vector<uint64_t> lookup;  // blocks past the HBM prefix, for the store tier
+  size_t have = 0;
+  uint64_t id = 0;
   {
     std::lock_guard l(mu_);
     r->id = next_id_++;
+    id = r->id;
     r->serial = r->id;
     r->target = static_cast<int64_t>(r->in.prompt.size());
     r->remote = r->in.remote_prefill;
     by_id_[r->id] = r;
-    (r->remote ? decode_wait_ : prefill_).push_back(r);
-    if (idle_) {
-      idle_ = false;
-      work_at_ = Clock::now();  // an idle engine starts its step as the request arrives
+    if (tier_ && !r->remote) {
+      // Past the HBM prefix, HBM may still hold some blocks (eviction is not in chain order):
+      // the store is asked for the others, which are the ones it can have.
+      const size_t most = CacheableBlocks(*r);
+      have = cache_.Count(std::span(r->hashes).first(most));
+      for (size_t i = have; i < most; ++i) {
+        if (cache_.Count(std::span(r->hashes).subspan(i, 1)) == 0) lookup.push_back(r->hashes[i]);
+      }
+      r->asked = lookup;
+    }
+    if (lookup.empty()) {
+      (r->remote ? decode_wait_ : prefill_).push_back(r);
+      WorkArrived(Clock::now());
+    } else {
+      ++loading_;
     }
   }
+  if (!lookup.empty()) {
+    const auto start = Clock::now();
+    // tier_ lives until the engine thread has stopped, and so does this request's slot.
+    tier_->Load(std::move(lookup), [this, r, start](LoadResult res) { OnLoaded(r, res, start); });
+  }
   cv_.notify_all();
-  return r->id;
+  return id;
+}
+
+size_t Engine::CacheableBlocks(const Req& r) const {
+  return static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(r.hashes.size()), (r.target - 1) / options_.block_size));
+}
+
+// The loaded blocks arrive at the data path's speed: the measured time of the reads, or at
+// least their bytes over the configured bandwidth, in emulated time.
+void Engine::OnLoaded(const ReqPtr& r, const LoadResult& res, Clock::time_point start) {
+  {
+    std::lock_guard l(mu_);
+    --loading_;
+    if (r->done) return;  // cancelled meanwhile
+    r->loaded.assign(r->asked.begin(), r->asked.begin() + static_cast<std::ptrdiff_t>(res.blocks));
+    r->asked.clear();
+    r->ready_at = start;
+    if (res.blocks > 0) {
+      const double seconds =
+          std::max(static_cast<double>(res.wall) / 1e9, static_cast<double>(res.bytes) / load_bytes_per_s_);
+      r->ready_at += std::chrono::nanoseconds(static_cast<int64_t>(seconds * slowdown_ / options_.speed * 1e9));
+    }
+    loaded_.push_back(r);
+    WorkArrived(std::min(Clock::now(), r->ready_at));
+  }
+  cv_.notify_all();
+}
+
+void Engine::WorkArrived(Clock::time_point at) {
+  if (!idle_) return;
+  idle_ = false;
+  work_at_ = at;  // an idle engine starts its step as its work arrives
+}
+
+void Engine::PublishFromTier(std::vector<CacheEvent> events) {
+  std::function<void(std::vector<CacheEvent>)> sink;
+  {
+    std::lock_guard l(mu_);
+    sink = sink_;
+  }
+  if (sink) sink(std::move(events));
 }
 
 void Engine::Cancel(uint64_t id) {
@@ -124,7 +211,7 @@ void Engine::Cancel(uint64_t id) {
     if (r->admitted) Release(*r);
     Unlink(r);
     stats_.finished_abort++;
-    usage = Usage{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached};
+    usage = Usage{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached, r->store_cached};
   }
   if (r->in.on_finish) r->in.on_finish("abort", usage);
 }
@@ -146,15 +233,9 @@ void Engine::ClearCache() {
   std::function<void(std::vector<CacheEvent>)> sink;
   {
     std::lock_guard l(mu_);
-    // Referenced blocks stay with their requests as private blocks (a block shared by two
-    // requests is then counted twice until they finish: conservative).
-    for (auto& [id, r] : by_id_) {
-      r->private_blocks += r->held_cached;
-      used_blocks_ += r->held_cached;
-      r->held_cached = 0;
-    }
-    cache_.clear();
-    lru_.clear();
+    // Admitted requests keep their reserved blocks; only the cached copies go.
+    cache_.Clear();
+    meta_.clear();
     sink = sink_;
   }
   if (sink) sink({CacheEvent{CacheEvent::Kind::kCleared, {}, std::nullopt, {}, {}}});
@@ -178,31 +259,44 @@ EngineStats Engine::stats() const {
   for (const auto& r : prefill_) admitted += r->admitted ? 1 : 0;
   for (const auto& r : decode_wait_) admitted += r->admitted ? 1 : 0;
   s.running = admitted;
-  s.waiting = static_cast<int>(prefill_.size() + decode_wait_.size() + running_.size()) - admitted;
+  s.waiting = static_cast<int>(prefill_.size() + decode_wait_.size() + running_.size() + loaded_.size()) +
+              loading_ - admitted;
+  if (tier_) {
+    s.store_enabled = true;
+    s.store = tier_->stats();
+  }
   s.kv_usage = static_cast<double>(HeldBlocks()) / static_cast<double>(kv_blocks_);
   return s;
 }
 
-int64_t Engine::HeldBlocks() const {
-  return static_cast<int64_t>(cache_.size() - lru_.size()) + used_blocks_;
+void Engine::ShrinkCache(std::vector<CacheEvent>* events) {
+  cache_.Shrink(CacheCapacity(), &evicted_);
+  PublishRemoved(events);
 }
 
-bool Engine::EvictOne(std::vector<CacheEvent>* events) {
-  if (lru_.empty()) return false;
-  const uint64_t h = lru_.front();
-  lru_.pop_front();
-  cache_.erase(h);
-  if (!events->empty() && events->back().kind == CacheEvent::Kind::kRemoved) {
-    events->back().hashes.push_back(h);
-  } else {
-    events->push_back(CacheEvent{CacheEvent::Kind::kRemoved, {h}, std::nullopt, {}, {}});
+void Engine::PublishRemoved(std::vector<CacheEvent>* events) {
+  if (evicted_.empty()) return;
+  if (tier_) {
+    // HBM evictions go down to the store tier, as vLLM's offloading connectors take them.
+    std::vector<OffloadBlock> down;
+    down.reserve(evicted_.size());
+    for (uint64_t h : evicted_) {
+      auto it = meta_.find(h);
+      if (it == meta_.end()) continue;
+      down.push_back(OffloadBlock{h, it->second.parent, std::move(it->second.tokens), std::move(it->second.salt)});
+      meta_.erase(it);
+    }
+    tier_->Offload(std::move(down));
   }
-  return true;
+  if (events->empty() || events->back().kind != CacheEvent::Kind::kRemoved) {
+    events->push_back(CacheEvent{CacheEvent::Kind::kRemoved, {}, std::nullopt, {}, {}});
+  }
+  events->back().hashes.insert(events->back().hashes.end(), evicted_.begin(), evicted_.end());
+  evicted_.clear();
 }
 
 int64_t Engine::GrowthBlocks(const Req& r) const {
-  const int64_t held = r.held_cached + r.private_blocks;
-  return std::max<int64_t>(CeilDiv(r.kv_tokens + 1, options_.block_size) - held, 0);
+  return std::max<int64_t>(CeilDiv(r.kv_tokens + 1, options_.block_size) - r.private_blocks, 0);
 }
 
 int64_t Engine::EnsureGrowthRoom(Clock::time_point now) {
@@ -231,42 +325,51 @@ void Engine::Preempt(const ReqPtr& r) {
   prefill_.push_front(r);
 }
 
-void Engine::Reserve(Req& r, int hit, int64_t need, std::vector<CacheEvent>* events) {
-  for (int i = 0; i < hit; ++i) {
-    Block& b = cache_[r.hashes[i]];
-    if (b.refs++ == 0) lru_.erase(b.lru);
-  }
-  r.held_cached = hit;
+void Engine::Reserve(Req& r, int64_t need, std::vector<CacheEvent>* events) {
   r.private_blocks = need;
   used_blocks_ += need;
-  while (static_cast<int64_t>(cache_.size()) + used_blocks_ > kv_blocks_) {
-    if (!EvictOne(events)) break;
-  }
+  ShrinkCache(events);
   r.admitted = true;
 }
 
 // The context's blocks are reserved, not max_tokens: decode growth is found block by block
-// and preemption makes room when it runs out. Matched prefix blocks are shared.
+// and preemption makes room when it runs out. As in a simulated unit, the whole context is
+// reserved: the prefix cache lives in free KV, so a hit saves compute, not room.
 bool Engine::AdmitPrefill(Req& r, int64_t growth, std::vector<CacheEvent>* events) {
   if (r.admitted) return true;
   const int64_t bs = options_.block_size;
-  // At least one token is computed: the last position's logits give the next token.
-  const int most = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(r.hashes.size()), (r.target - 1) / bs));
-  int hit = 0;
-  while (hit < most && cache_.count(r.hashes[hit])) ++hit;
-  // Blocks about to be referenced stop being evictable: they leave the free pool as the new
-  // ones do.
-  int64_t hit_unref = 0;
-  for (int i = 0; i < hit; ++i) hit_unref += cache_[r.hashes[i]].refs == 0 ? 1 : 0;
-  const int64_t need = CeilDiv(r.target, bs) - hit;
-  if (!planner_.Admits({HeldBlocks(), growth}, need + hit_unref)) return false;
-  Reserve(r, hit, need, events);
+  const int64_t need = CeilDiv(r.target, bs);
+  if (!planner_.Admits({HeldBlocks(), growth}, need)) return false;
+  const size_t most = CacheableBlocks(r);
+  // Matched before the reservation shrinks the cache, as a unit does: the hit blocks are
+  // marked used, so the shrink takes others first.
+  const int64_t hbm = static_cast<int64_t>(cache_.MatchAndTouch(std::span(r.hashes).first(most)));
+  // The prefix goes on through blocks read from the store and blocks HBM holds past a gap;
+  // it stops at the first block in neither (one HBM lost since the lookup included).
+  int64_t hit = hbm, from_store = 0;
+  if (!r.loaded.empty()) {
+    const absl::flat_hash_set<uint64_t> loaded(r.loaded.begin(), r.loaded.end());
+    for (; hit < static_cast<int64_t>(most); ++hit) {
+      if (loaded.contains(r.hashes[static_cast<size_t>(hit)])) {
+        ++from_store;
+      } else if (cache_.MatchAndTouch(std::span(r.hashes).subspan(static_cast<size_t>(hit), 1)) == 0) {
+        break;
+      }
+    }
+    r.loaded.clear();
+  }
+  Reserve(r, need, events);
   r.prefilled = hit * bs;
   if (!r.seen) {
     r.seen = true;
     r.cached = hit * bs;
+    r.store_cached = from_store * bs;
     stats_.prefix_queries += r.in.prompt.size();
-    stats_.prefix_hits += static_cast<uint64_t>(hit * bs);
+    stats_.prefix_hits += static_cast<uint64_t>((hit - from_store) * bs);
+    if (tier_) {
+      stats_.external_queries += r.in.prompt.size() - static_cast<uint64_t>((hit - from_store) * bs);
+      stats_.external_hits += static_cast<uint64_t>(r.store_cached);
+    }
   }
   return true;
 }
@@ -280,7 +383,7 @@ void Engine::AdmitDecodes(Clock::time_point now, std::vector<CacheEvent>* events
       for (const auto& o : running_) growth += o->ready_at <= now ? GrowthBlocks(*o) : 0;
       const int64_t need = CeilDiv(static_cast<int64_t>(r->in.prompt.size()), options_.block_size);
       if (!planner_.Admits({HeldBlocks(), growth}, need)) break;
-      Reserve(*r, 0, need, events);
+      Reserve(*r, need, events);
       r->prefilled = r->target;
       r->kv_tokens = r->target;
       if (!r->seen) {
@@ -304,56 +407,62 @@ void Engine::JoinDecode(const ReqPtr& r) {
 }
 
 void Engine::Unlink(const ReqPtr& r) {
+  std::erase(loaded_, r);
   std::erase(running_, r);
   std::erase(prefill_, r);
   std::erase(decode_wait_, r);
 }
 
 void Engine::Release(Req& r) {
-  for (int i = 0; i < r.held_cached; ++i) {
-    auto it = cache_.find(r.hashes[i]);
-    if (it == cache_.end()) continue;
-    if (--it->second.refs == 0) it->second.lru = lru_.insert(lru_.end(), it->first);
-  }
-  r.held_cached = 0;
   used_blocks_ -= r.private_blocks;
   r.private_blocks = 0;
   r.admitted = false;
 }
 
-// The prompt's blocks are computed (or received): they enter the prefix cache. One Stored event
-// per run of new blocks, each naming the block before it as parent.
+// The prompt's blocks are computed (or received): they enter the prefix cache, in the free
+// KV. One Stored event from the first block the cache did not hold, naming the block before
+// it as parent; then the blocks it evicted to make room (after, so that a block stored and
+// evicted at once ends up removed).
 void Engine::CacheComputedBlocks(Req& r, std::vector<CacheEvent>* events) {
   const int64_t bs = options_.block_size;
-  for (size_t i = static_cast<size_t>(r.held_cached); i < r.hashes.size(); ++i) {
-    auto [it, fresh] = cache_.try_emplace(r.hashes[i]);
-    if (!fresh && it->second.refs == 0) lru_.erase(it->second.lru);
-    it->second.refs++;
-    r.private_blocks--;
-    used_blocks_--;
-    if (!fresh) continue;
-    const bool extends = !events->empty() && i > 0 && events->back().kind == CacheEvent::Kind::kStored &&
-                         !events->back().hashes.empty() && events->back().hashes.back() == r.hashes[i - 1];
-    if (!extends) {
-      CacheEvent ev{CacheEvent::Kind::kStored, {}, std::nullopt, {}, {}};
-      if (i > 0) ev.parent = r.hashes[i - 1];
-      if (i == 0) ev.salt = r.in.cache_salt;
-      events->push_back(std::move(ev));
-    }
-    events->back().hashes.push_back(r.hashes[i]);
-    events->back().tokens.insert(events->back().tokens.end(),
-                                 r.in.prompt.begin() + static_cast<int64_t>(i) * bs,
-                                 r.in.prompt.begin() + static_cast<int64_t>(i + 1) * bs);
+  const size_t first_new = cache_.Insert(r.hashes, CacheCapacity(), &evicted_);
+  if (first_new < r.hashes.size()) {
+    CacheEvent ev{CacheEvent::Kind::kStored, {}, std::nullopt, {}, {}};
+    if (first_new > 0) ev.parent = r.hashes[first_new - 1];
+    if (first_new == 0) ev.salt = r.in.cache_salt;
+    ev.hashes.assign(r.hashes.begin() + static_cast<std::ptrdiff_t>(first_new), r.hashes.end());
+    ev.tokens.assign(r.in.prompt.begin() + static_cast<std::ptrdiff_t>(first_new) * bs,
+                     r.in.prompt.begin() + static_cast<std::ptrdiff_t>(r.hashes.size()) * bs);
+    events->push_back(std::move(ev));
   }
-  r.held_cached = static_cast<int>(r.hashes.size());
+  if (tier_) {
+    for (size_t i = first_new; i < r.hashes.size(); ++i) {
+      BlockMeta& m = meta_[r.hashes[i]];
+      m.parent = i > 0 ? std::optional<uint64_t>(r.hashes[i - 1]) : std::nullopt;
+      m.tokens.assign(r.in.prompt.begin() + static_cast<std::ptrdiff_t>(i) * bs,
+                      r.in.prompt.begin() + static_cast<std::ptrdiff_t>(i + 1) * bs);
+      m.salt = i == 0 ? r.in.cache_salt : std::string();
+    }
+  }
+  PublishRemoved(events);
 }
 
 perf::BatchShape Engine::PlanStep(Plan* plan, std::vector<CacheEvent>* events, Clock::time_point* next_ready) {
   const auto now = Clock::now();
+  *next_ready = Clock::time_point::max();
+  // Requests whose blocks have arrived from the store tier join the prompts to compute.
+  for (auto it = loaded_.begin(); it != loaded_.end();) {
+    if ((*it)->ready_at <= now) {
+      prefill_.push_back(*it);
+      it = loaded_.erase(it);
+    } else {
+      *next_ready = std::min(*next_ready, (*it)->ready_at);
+      ++it;
+    }
+  }
   AdmitDecodes(now, events);
   const int64_t growth = EnsureGrowthRoom(now);
   plan->clear();
-  *next_ready = Clock::time_point::max();
   int64_t decode_seqs = 0, decode_context = 0;
   for (const auto& r : running_) {
     if (r->ready_at > now) {
@@ -397,13 +506,11 @@ void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
     } else {
       if (r->remote && r->generated == 0) CacheComputedBlocks(*r, events);  // the received prompt
       ++r->kv_tokens;
-      const int64_t grow = CeilDiv(r->kv_tokens, options_.block_size) - r->held_cached - r->private_blocks;
+      const int64_t grow = CeilDiv(r->kv_tokens, options_.block_size) - r->private_blocks;
       if (grow > 0) {
         r->private_blocks += grow;
         used_blocks_ += grow;
-        while (static_cast<int64_t>(cache_.size()) + used_blocks_ > kv_blocks_) {
-          if (!EvictOne(events)) break;
-        }
+        ShrinkCache(events);
       }
     }
     // A finished prefill yields a token (the first, or the next after a preemption); so does
@@ -419,7 +526,7 @@ void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
       Unlink(r);
       by_id_.erase(r->id);
       stats_.finished_length++;
-      Usage u{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached};
+      Usage u{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached, r->store_cached};
       if (r->in.on_finish) calls->push_back([r, u] { r->in.on_finish("length", u); });
       continue;
     }

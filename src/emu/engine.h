@@ -1,10 +1,13 @@
 #pragma once
 // The emulated engine: a vLLM-style continuous-batching scheduler that runs in real time (scaled
-// by `speed`), with step times from perf::StepModel, a prefix cache of 16-token blocks with LRU
-// eviction, and the KV cache events vLLM would publish. No GPU: tokens are made up, the timing
+// by `speed`), with step times from perf::StepModel, a prefix cache of 16-token blocks
+// (policy::PrefixCache, a simulated unit's cache: CLOCK eviction, capacity the KV blocks no
+// running request holds), and the KV cache events vLLM would publish. No GPU: tokens are made up, the timing
 // and the cache behaviour are what a router sees of a real engine. Its scheduling decisions
 // (KV admission, each step's batch, preemption) are policy::BatchPlanner's, the ones the
-// simulator's units make; this class keeps the queues, the cache and the clock.
+// simulator's units make; this class keeps the queues, the cache and the clock. As in a unit,
+// an admitted request reserves its whole context: a prefix hit saves compute, not room.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -12,7 +15,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,8 +27,11 @@
 
 #include "absl/status/statusor.h"
 #include "core/time.h"
+#include "emu/cache_event.h"
+#include "emu/kv_store_tier.h"
 #include "perf/step_model.h"
 #include "policy/batch_planner.h"
+#include "policy/prefix_cache.h"
 
 namespace myriad::emu {
 
@@ -41,21 +46,23 @@ struct EngineOptions {
   int block_size = 16;
   int64_t kv_blocks = 0;  // 0: what the step model says fits in HBM
   uint64_t seed = 1;
-};
-
-// One event of the engine's prefix cache, as vLLM reports it (engine hashes, not Myriad keys).
-struct CacheEvent {
-  enum class Kind { kStored, kRemoved, kCleared } kind = Kind::kStored;
-  std::vector<uint64_t> hashes;
-  std::optional<uint64_t> parent;  // kStored: the block before the first, if any
-  std::vector<uint32_t> tokens;    // kStored: hashes.size() * block_size token ids
-  std::string salt;                // kStored from position 0: the request's cache_salt, if any
+  // The KV store as a second tier (emu/kv_store_tier.h): the master's URL; empty: off.
+  std::string kv_store;
+  std::string kv_store_namespace;  // empty: the model's name
+  // Bytes stored per block, 8 .. kMaxKvBlockBytes; 0: the model's KV per token x block_size.
+  uint64_t kv_block_bytes = 0;
+  // A load takes at least its bytes over this (GB/s); 0: the NIC's line rate, as a P/D transfer.
+  double kv_store_gbps = 0;
+  size_t kv_offload_queue = 4096;  // blocks waiting to be offloaded, at most
 };
 
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t cached_tokens = 0;  // prompt tokens found in the prefix cache (or received by P/D)
+  // Prompt tokens not computed: found in the prefix cache or loaded from the store tier (as
+  // vLLM counts a connector's tokens), or received by P/D.
+  int64_t cached_tokens = 0;
+  int64_t store_cached_tokens = 0;  // of which loaded from the store tier
 };
 
 struct GenRequest {
@@ -78,7 +85,12 @@ struct EngineStats {
   double kv_usage = 0;  // 0..1, blocks held by running requests
   int64_t kv_blocks = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0;
-  uint64_t prefix_queries = 0, prefix_hits = 0;  // tokens
+  uint64_t prefix_queries = 0, prefix_hits = 0;  // tokens, in HBM
+  // The store tier (vLLM's external prefix cache): prompt tokens past the HBM prefix, and
+  // those loaded from the store.
+  bool store_enabled = false;
+  uint64_t external_queries = 0, external_hits = 0;
+  StoreTierStats store;
   uint64_t finished_length = 0, finished_abort = 0;
   uint64_t steps = 0;
   uint64_t preemptions = 0;  // running sequences sent back to waiting when KV ran out
@@ -116,34 +128,47 @@ class Engine {
 
  private:
   struct Req;
-  struct Block {
-    int refs = 0;
-    std::list<uint64_t>::iterator lru;  // valid when refs == 0
-  };
 
   using Clock = std::chrono::steady_clock;
   using ReqPtr = std::shared_ptr<Req>;
   using Plan = std::vector<std::pair<ReqPtr, int64_t>>;  // (request, prefill chunk or 0: decode)
 
+  // A block in HBM, as the store tier's BlockStored will describe it once it is offloaded.
+  struct BlockMeta {
+    std::optional<uint64_t> parent;
+    std::vector<uint32_t> tokens;
+    std::string salt;
+  };
+
   Engine(EngineOptions options, perf::StepModel model, int64_t kv_blocks);
   void Loop();
+  // The leading blocks of r's prompt that may come from a cache: at least one token is
+  // computed, the last position's logits giving the next token.
+  size_t CacheableBlocks(const Req& r) const;
+  // The store tier answered r's lookup, begun at `start`.
+  void OnLoaded(const ReqPtr& r, const LoadResult& result, Clock::time_point start);
+  void PublishFromTier(std::vector<CacheEvent> events);
   // Builds the next step (admitting and preempting as the planner says) into `plan`; returns
   // its shape, and in `next_ready` when the first KV transfer still awaited lands.
   perf::BatchShape PlanStep(Plan* plan, std::vector<CacheEvent>* events, Clock::time_point* next_ready);
   void FinishStep(const Plan& plan, std::vector<CacheEvent>* events, std::vector<std::function<void()>>* calls);
-  // Blocks held by admitted requests: their private blocks and the cached ones they reference.
-  int64_t HeldBlocks() const;
+  // Blocks held by admitted requests (their whole contexts).
+  int64_t HeldBlocks() const { return used_blocks_; }
+  // The prefix cache lives in the blocks no admitted request holds.
+  size_t CacheCapacity() const { return static_cast<size_t>(std::max<int64_t>(kv_blocks_ - used_blocks_, 0)); }
+  // Evicts cached blocks down to CacheCapacity(), reporting them as removed.
+  void ShrinkCache(std::vector<CacheEvent>* events);
+  void PublishRemoved(std::vector<CacheEvent>* events);
   int64_t GrowthBlocks(const Req& r) const;  // what its next decode step needs
   int64_t EnsureGrowthRoom(Clock::time_point now);
   void AdmitDecodes(Clock::time_point now, std::vector<CacheEvent>* events);
   bool AdmitPrefill(Req& r, int64_t growth, std::vector<CacheEvent>* events);
-  void Reserve(Req& r, int hit, int64_t need, std::vector<CacheEvent>* events);
+  void Reserve(Req& r, int64_t need, std::vector<CacheEvent>* events);
   void Preempt(const ReqPtr& r);
   void JoinDecode(const ReqPtr& r);
   void CacheComputedBlocks(Req& r, std::vector<CacheEvent>* events);
   void Unlink(const ReqPtr& r);
   void Release(Req& r);
-  bool EvictOne(std::vector<CacheEvent>* events);
 
   EngineOptions options_;
   perf::StepModel model_;
@@ -160,14 +185,20 @@ class Engine {
   // times the model gives (which already include a real engine's overheads). See Loop().
   bool idle_ = false;
   Clock::time_point work_at_{};
+  void WorkArrived(Clock::time_point at);  // caller holds mu_
   uint64_t next_id_ = 1;
   std::deque<ReqPtr> prefill_;      // prompts to compute, arrival order; admitted ones lead
   std::deque<ReqPtr> decode_wait_;  // P/D contexts to receive, and computed ones awaiting a seat
+  std::deque<ReqPtr> loaded_;       // store lookups answered, the bytes arriving until ready_at
+  int loading_ = 0;                 // requests whose store lookup is under way
   std::vector<ReqPtr> running_;     // the decode batch, oldest first (preemption takes the last)
   std::unordered_map<uint64_t, ReqPtr> by_id_;
-  std::unordered_map<uint64_t, Block> cache_;  // engine hash -> block
-  std::list<uint64_t> lru_;                    // unreferenced cached blocks, oldest first
-  int64_t used_blocks_ = 0;                    // private (decode) blocks of running requests
+  policy::PrefixCache cache_;       // engine hashes
+  std::vector<BlockKey> evicted_;   // scratch: what the cache last evicted
+  std::unique_ptr<StoreTier> tier_;  // null: no store tier
+  std::unordered_map<uint64_t, BlockMeta> meta_;  // with a tier: the blocks in HBM
+  double load_bytes_per_s_ = 0;
+  int64_t used_blocks_ = 0;         // blocks reserved by admitted requests
   EngineStats stats_;
   std::function<void(std::vector<CacheEvent>)> sink_;
   std::function<void(const perf::BatchShape&)> step_observer_;

@@ -17,7 +17,7 @@
 #include "policy/load_ranking.h"
 #include "sim/event_queue.h"
 #include "sim/finish_wheel.h"
-#include "sim/prefix_cache.h"
+#include "policy/prefix_cache.h"
 #include "sim/request_table.h"
 
 namespace myriad::sim {
@@ -192,7 +192,7 @@ class Unit {
   Nanos paused_until_ = 0;
   bool wake_scheduled_ = false;
   int64_t kv_used_ = 0;
-  PrefixCache cache_;
+  policy::PrefixCache cache_;
 
   std::deque<PrefillItem> prefill_;
   int64_t queued_prefill_tokens_ = 0;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -140,6 +141,57 @@ TEST(EngineTest, ReservesTheContextAndPreemptsTheNewestWhenGrowthRunsOut) {
   EXPECT_EQ(run.stats.finished_length, 3u);
   EXPECT_EQ(run.stats.running, 0);
   EXPECT_EQ(run.stats.kv_usage, 0.0);
+}
+
+TEST(EngineTest, ACachedPrefixSavesComputeNotRoomAsInASimulatedUnit) {
+  // 25 blocks of 16. A prompt of 12 blocks is computed and cached; then two requests that
+  // extend it by 8 tokens arrive together. Both find the 12 blocks cached, but each reserves
+  // its whole context (13 blocks), as a simulated unit does (the cache lives in the 12 blocks
+  // left free), so the second waits for the first: the old emulator shared the cached blocks
+  // between them (13 + 1 blocks) and ran both at once, unlike the simulator.
+  EngineOptions o;
+  o.kv_blocks = 25;
+  o.speed = 1000;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Usage> done;
+  int most_seqs = 0;
+  (*engine)->set_step_observer([&](const perf::BatchShape& s) {
+    std::lock_guard l(mu);
+    most_seqs = std::max<int>(most_seqs, static_cast<int>(s.decode_seqs + s.prefill_seqs));
+  });
+  auto submit = [&](int tokens, int max_tokens) {
+    GenRequest g;
+    for (int t = 0; t < tokens; ++t) g.prompt.push_back(static_cast<uint32_t>(t));
+    g.max_tokens = max_tokens;
+    g.on_finish = [&](std::string_view, const Usage& u) {
+      std::lock_guard l(mu);
+      done.push_back(u);
+      cv.notify_all();
+    };
+    (*engine)->Submit(std::move(g));
+  };
+  auto wait = [&](size_t n) {
+    std::unique_lock l(mu);
+    return cv.wait_for(l, std::chrono::seconds(30), [&] { return done.size() == n; });
+  };
+  submit(12 * 16, 1);
+  ASSERT_TRUE(wait(1));
+  {
+    std::lock_guard l(mu);
+    most_seqs = 0;
+  }
+  (*engine)->SetHung(true);  // both are queued before the next step
+  submit(12 * 16 + 8, 1);
+  submit(12 * 16 + 8, 1);
+  (*engine)->SetHung(false);
+  ASSERT_TRUE(wait(3));
+  std::lock_guard l(mu);
+  EXPECT_EQ(done[1].cached_tokens, 12 * 16);
+  EXPECT_EQ(done[2].cached_tokens, 12 * 16);
+  EXPECT_EQ(most_seqs, 1);
 }
 
 }  // namespace

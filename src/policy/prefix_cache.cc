@@ -1,8 +1,8 @@
-#include "sim/prefix_cache.h"
+#include "policy/prefix_cache.h"
 
 #include <algorithm>
 
-namespace myriad::sim {
+namespace myriad::policy {
 namespace {
 
 constexpr size_t kNpos = ~size_t{0};
@@ -200,4 +200,4 @@ void PrefixCache::Clear(std::vector<BlockKey>* evicted) {
   hand_ = 0;
 }
 
-}  // namespace myriad::sim
+}  // namespace myriad::policy

@@ -1,8 +1,10 @@
 #pragma once
-// A unit's prefix cache: which KV blocks it still holds, evicted in approximately
+// An engine's prefix cache: which KV blocks it still holds, evicted in approximately
 // least-recently-used order by CLOCK (second chance), as page caches do: a hit sets a bit
 // instead of relinking a list. Its capacity moves with the KV the running sequences need, as
 // in vLLM, where cached blocks are free blocks whose content has not been overwritten yet.
+// One cache for both worlds: a simulated unit (sim/unit.h) and the emulated engine
+// (emu/engine.h) keep their blocks here, so they evict the same blocks.
 //
 // Layout, for full-cluster runs where every probe is a cache miss (hundreds of units, millions
 // of blocks): one open-addressing table of 8-byte slots (linear probing, backward-shift
@@ -30,7 +32,7 @@
 
 #include "core/block_hash.h"
 
-namespace myriad::sim {
+namespace myriad::policy {
 
 class PrefixCache {
  public:
@@ -80,4 +82,4 @@ class PrefixCache {
   uint64_t evictions_ = 0;
 };
 
-}  // namespace myriad::sim
+}  // namespace myriad::policy
