@@ -388,10 +388,6 @@ bool Gateway::SpendRetry() {
   return true;
 }
 
-void Gateway::ObserveFirstToken(const std::shared_ptr<Backend>& b, const policy::CostSample& s) {
-  std::lock_guard l(mu_);
-  if (b && b->cost_model) b->cost_model->Observe(s);
-}
 
 void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens) {
   if (!b) return;
@@ -401,10 +397,12 @@ void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int
   if (!ok) stats_.upstream_failures++;
 }
 
-void Gateway::PrefillDone(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens) {
-  if (!b || queued_tokens == 0) return;
+void Gateway::FirstToken(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens,
+                         const policy::CostSample* sample) {
+  if (!b || (queued_tokens == 0 && (!sample || !b->cost_model))) return;
   std::lock_guard l(mu_);
-  b->Charge(rank, 0, -queued_tokens);
+  if (queued_tokens != 0) b->Charge(rank, 0, -queued_tokens);
+  if (sample && b->cost_model) b->cost_model->Observe(*sample);
 }
 
 Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {

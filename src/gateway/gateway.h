@@ -133,10 +133,10 @@ class Gateway {
   void Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens);
   // The first token came: the prompt is computed, so its tokens leave the backend's prefill
   // queue now rather than when the whole answer ends (the simulated unit's load drops as it
-  // computes; one load signal in both worlds).
-  void PrefillDone(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens);
-  // A first token from `b`, for its learned cost model.
-  void ObserveFirstToken(const std::shared_ptr<Backend>& b, const policy::CostSample& s);
+  // computes; one load signal in both worlds), and `sample` (null: none) teaches the backend's
+  // learned cost model, both under one hold of mu_.
+  void FirstToken(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens,
+                  const policy::CostSample* sample);
 
   GatewayConfig config_;
   std::shared_ptr<Clock> clock_;
