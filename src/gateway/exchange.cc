@@ -61,15 +61,12 @@ std::string TraceContext::Header(uint64_t span_entropy) const {
 void Exchange::Dispatch() {
   std::lock_guard l(mu);
   if (cancelled || finished) return;
-  if (gw->shutting_down_) {
+  if (gw->shutting_down()) {
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
-  Gateway::Route route = gw->Pick(*this);
+  Route route = gw->Pick(*this);
   if (route.rejected) {
-    {
-      std::lock_guard g(gw->mu_);
-      gw->stats_.rejected++;
-    }
+    gw->CountRejected();
     decision = route.reason;
     if (tried.empty()) reject_reason = route.reason;
     if (route.no_backend) {
@@ -126,8 +123,8 @@ void Exchange::Dispatch() {
 }
 
 void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {
-  if (gw->shutting_down_) {
-    gw->Finished(b, rank, true, queued);  // give back the load Pick or AfterPrefill charged
+  if (gw->shutting_down()) {
+    gw->Finished({b, rank}, true, queued);  // give back the load Pick or AfterPrefill charged
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
   backend = b;
@@ -150,9 +147,9 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
   c.headers.emplace_back("X-Request-Id", trace.trace_id);
   // The DP rank whose KV cache the router counted on (vLLM and SGLang honour it).
   if (rank >= 0) c.headers.emplace_back("X-data-parallel-rank", std::to_string(rank));
-  c.timeouts.connect = gw->config_.connect_timeout;
-  c.timeouts.first_byte = gw->config_.first_byte_timeout;
-  c.timeouts.idle = gw->config_.idle_timeout;
+  c.timeouts.connect = gw->config().connect_timeout;
+  c.timeouts.first_byte = gw->config().first_byte_timeout;
+  c.timeouts.idle = gw->config().idle_timeout;
   auto self = shared_from_this();
   net::CallCallbacks cb;
   cb.on_header = [self, prefill_phase](int status, const net::Headers& h) {
@@ -162,7 +159,7 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
   cb.on_done = [self, prefill_phase](absl::Status st, net::CallStage stage) {
     self->OnDone(std::move(st), stage, prefill_phase);
   };
-  call = gw->upstream_->Start(std::move(c), std::move(cb));
+  call = gw->StartUpstream(std::move(c), std::move(cb));
 }
 
 void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_phase) {
@@ -206,13 +203,10 @@ void Exchange::BeginClientStream() {
 
 void Exchange::Relay(std::string_view data) {
   if (cancelled) return;
-  if (r->buffered_bytes() + data.size() > gw->config_.max_client_backlog_bytes) {
+  if (r->buffered_bytes() + data.size() > gw->config().max_client_backlog_bytes) {
     // The client does not keep up: drop it rather than buffer without bound.
-    {
-      std::lock_guard g(gw->mu_);
-      gw->stats_.slow_clients++;
-    }
-    last_error = fmt::format("client backlog over {} bytes", gw->config_.max_client_backlog_bytes);
+    gw->CountSlowClient();
+    last_error = fmt::format("client backlog over {} bytes", gw->config().max_client_backlog_bytes);
     cancelled = true;
     r->Abort();
     if (call) call->Cancel();
@@ -246,9 +240,9 @@ void Exchange::OnData(std::string_view data, bool prefill_phase) {
     }
     // The hold is bounded by first_byte_timeout from the call's start (a silent upstream by
     // idle_timeout, in the client below us).
-    if (now - call_start > std::chrono::nanoseconds(gw->config_.first_byte_timeout)) {
+    if (now - call_start > std::chrono::nanoseconds(gw->config().first_byte_timeout)) {
       return FailCall(fmt::format("{} sent no token within first_byte_timeout ({} ms)", backend->config.name,
-                                  gw->config_.first_byte_timeout / kMillisecond),
+                                  gw->config().first_byte_timeout / kMillisecond),
                       true);
     }
   }
@@ -271,7 +265,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   if (cancelled) {
     // A stream whose end the client was sent is a success, even when the client closes before
     // the upstream's last bytes: it read the whole answer.
-    gw->Finished(b, rank, true, queued);
+    gw->Finished({b, rank}, true, queued);
     if (end_relayed) return Finish(status_sent);
     status_sent = 499;  // nginx's "client closed request"
     return Finish(499);
@@ -285,7 +279,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   if (call_ok && upstream_status == 200 && !first_token) OnFirstToken(/*observe=*/prefill_phase || !req.stream);
   // A 429 is retried elsewhere (Retryable) but is no fault of the engine's: it does not count
   // toward ejection.
-  gw->Finished(b, rank, call_ok || upstream_status == 429, queued);
+  gw->Finished({b, rank}, call_ok || upstream_status == 429, queued);
   if (call_ok && prefill_phase) {
     if (upstream_status == 200) {
       l.unlock();
@@ -318,11 +312,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   }
   if (!header_sent) {
     // Nothing reached the client yet: another backend may still answer it.
-    if (attempts < gw->config_.max_attempts && gw->SpendRetry()) {
-      {
-        std::lock_guard g(gw->mu_);
-        gw->stats_.retries++;
-      }
+    if (attempts < gw->config().max_attempts && gw->SpendRetry()) {
       l.unlock();
       return Dispatch();
     }
@@ -375,11 +365,7 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   }
   std::shared_ptr<Backend> d = decode_backend;
   rank = decode_rank;
-  {
-    std::lock_guard g(gw->mu_);
-    d->Charge(rank, 1, 0);
-    gw->stats_.pd_requests++;
-  }
+  gw->HandOff({d, rank});
   decision += fmt::format("; prefilled on {}", prefill->config.name);
   prefill_backend = prefill->config.name;
   // The decode engine counts the KV it received as cached; the prefill engine's own figure is
@@ -408,7 +394,7 @@ void Exchange::OnFirstToken(bool observe) {
   const bool learn = cost_pending && observe;
   cost_pending = false;
   if (learn) cost_sample.seconds = std::chrono::duration<double>(Clock::now() - call_start).count();
-  gw->FirstToken(backend, rank, queued, learn ? &cost_sample : nullptr);
+  gw->FirstToken({backend, rank}, queued, learn ? &cost_sample : nullptr);
   queued = 0;
 }
 
@@ -428,20 +414,16 @@ void Exchange::Finish(int status) {
   const int64_t prompt_tokens = meter.usage_prompt_tokens() >= 0 ? meter.usage_prompt_tokens()
                                 : status < 400                   ? input_tokens
                                                                  : -1;
-  {
-    std::lock_guard g(gw->mu_);
-    gw->responses_[{req.chat, status}]++;
-    if (status == 499) gw->stats_.client_cancels++;
-  }
-  gw->request_metrics_.Record(RequestOutcome{.model = model_served ? std::string_view(req.model) : std::string_view(),
-                                             .tenant = tenant_name,
-                                             .reject_reason = reject_reason,
-                                             .ok = status < 400,
-                                             .duration_s = std::chrono::duration<double>(now - start).count(),
-                                             .ttft_s = ttft_s,
-                                             .meter = &meter,
-                                             .prompt_tokens = prompt_tokens,
-                                             .output_tokens = meter.output_tokens()});
+  gw->Record(req.chat, status,
+             RequestOutcome{.model = model_served ? std::string_view(req.model) : std::string_view(),
+                            .tenant = tenant_name,
+                            .reject_reason = reject_reason,
+                            .ok = status < 400,
+                            .duration_s = std::chrono::duration<double>(now - start).count(),
+                            .ttft_s = ttft_s,
+                            .meter = &meter,
+                            .prompt_tokens = prompt_tokens,
+                            .output_tokens = meter.output_tokens()});
   if (!gw->LogEnabled()) {
     call.reset();
     r.reset();

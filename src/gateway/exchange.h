@@ -2,6 +2,8 @@
 // One client request on its way through the gateway: routing, the upstream call(s), retries,
 // the streamed answer, and the access-log line at the end. Shared by the server's responder
 // callbacks and the upstream client's callbacks, so its mutable state is under its own lock.
+// It reaches the gateway only through ExchangeServices (lock order: the exchange's, then any
+// the services take).
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -11,7 +13,7 @@
 
 #include "core/block_hash.h"
 #include "gateway/backends.h"
-#include "gateway/gateway.h"
+#include "gateway/exchange_services.h"
 #include "gateway/stream_meter.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
@@ -31,7 +33,7 @@ struct TraceContext {
 struct Exchange : std::enable_shared_from_this<Exchange> {
   using Clock = std::chrono::steady_clock;
 
-  Gateway* gw = nullptr;
+  ExchangeServices* gw = nullptr;  // the gateway, as far as an exchange may see it
   std::shared_ptr<net::HttpResponder> r;
   net::GenerateRequest req;
   std::string raw_body;  // the client's body, as sent
