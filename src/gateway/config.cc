@@ -229,6 +229,11 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                                  "idle_timeout", "max_attempts", "retry_budget"}));
     MYRIAD_RETURN_IF_ERROR(r.Duration(u, "connect_timeout", "upstream", &c.connect_timeout));
     MYRIAD_RETURN_IF_ERROR(r.Duration(u, "first_byte_timeout", "upstream", &c.first_byte_timeout));
+    // It also bounds how long a client's answer is held for its first token: zero would fail
+    // every stream, and a day is longer than any generation.
+    MYRIAD_RETURN_IF_ERROR(r.Check(u, "first_byte_timeout", "upstream",
+                                   c.first_byte_timeout >= kMillisecond && c.first_byte_timeout <= 24 * 3600 * kSecond,
+                                   "must be in [1ms, 24h]", FormatDuration(c.first_byte_timeout)));
     MYRIAD_RETURN_IF_ERROR(r.Duration(u, "idle_timeout", "upstream", &c.idle_timeout));
     MYRIAD_RETURN_IF_ERROR(r.Get(u, "max_attempts", "upstream", &c.max_attempts));
     MYRIAD_RETURN_IF_ERROR(r.Check(u, "max_attempts", "upstream", c.max_attempts >= 1 && c.max_attempts <= 16,

@@ -61,15 +61,12 @@ std::string TraceContext::Header(uint64_t span_entropy) const {
 void Exchange::Dispatch() {
   std::lock_guard l(mu);
   if (cancelled || finished) return;
-  if (gw->shutting_down_) {
+  if (gw->shutting_down()) {
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
-  Gateway::Route route = gw->Pick(*this);
+  Route route = gw->Pick(*this);
   if (route.rejected) {
-    {
-      std::lock_guard g(gw->mu_);
-      gw->stats_.rejected++;
-    }
+    gw->CountRejected();
     decision = route.reason;
     if (tried.empty()) reject_reason = route.reason;
     if (route.no_backend) {
@@ -78,7 +75,7 @@ void Exchange::Dispatch() {
               ? fmt::format("no available backend serves model '{}'", req.model)
               : fmt::format("no backend left to try for model '{}' (last error: {})", req.model,
                             last_error);
-      if (upstream_status > 0 && !held.empty() && tried.size() > 0) {
+      if (Retryable(upstream_status) && !held.empty() && tried.size() > 0) {
         // Every backend answered with an error: pass the last one on as it was.
         status_sent = upstream_status;
         r->Respond(net::HttpResponse{upstream_status, "application/json", held, {}});
@@ -104,6 +101,7 @@ void Exchange::Dispatch() {
   upstream_status = 0;
   held.clear();
   attempts++;
+  meter = StreamMeter(req.stream);  // a retry starts before any token: nothing of the last call counts
   rank = route.entry_rank;
   decode_rank = route.decode_rank;
   if (route.decode && route.entry->config.role == BackendRole::kPrefill) {
@@ -125,8 +123,8 @@ void Exchange::Dispatch() {
 }
 
 void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {
-  if (gw->shutting_down_) {
-    gw->Finished(b, rank, true, queued);  // give back the load Pick or AfterPrefill charged
+  if (gw->shutting_down()) {
+    gw->Finished({b, rank}, true, queued);  // give back the load Pick or AfterPrefill charged
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
   backend = b;
@@ -134,6 +132,9 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
   // The decode half of a P/D request starts from transferred KV: its first token says nothing
   // of a prefill.
   cost_pending = b->cost_model != nullptr && (prefill_phase || (!pd && (req.stream || req.max_tokens <= 1)));
+  first_token = false;
+  call_failure.clear();
+  call_timed_out = false;
   call_start = Clock::now();
   net::CallRequest c;
   c.server = b->address;
@@ -146,19 +147,19 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
   c.headers.emplace_back("X-Request-Id", trace.trace_id);
   // The DP rank whose KV cache the router counted on (vLLM and SGLang honour it).
   if (rank >= 0) c.headers.emplace_back("X-data-parallel-rank", std::to_string(rank));
-  c.timeouts.connect = gw->config_.connect_timeout;
-  c.timeouts.first_byte = gw->config_.first_byte_timeout;
-  c.timeouts.idle = gw->config_.idle_timeout;
+  c.timeouts.connect = gw->config().connect_timeout;
+  c.timeouts.first_byte = gw->config().first_byte_timeout;
+  c.timeouts.idle = gw->config().idle_timeout;
   auto self = shared_from_this();
   net::CallCallbacks cb;
   cb.on_header = [self, prefill_phase](int status, const net::Headers& h) {
     self->OnHeader(status, h, prefill_phase);
   };
-  cb.on_data = [self](std::string_view d) { self->OnData(d); };
+  cb.on_data = [self, prefill_phase](std::string_view d) { self->OnData(d, prefill_phase); };
   cb.on_done = [self, prefill_phase](absl::Status st, net::CallStage stage) {
     self->OnDone(std::move(st), stage, prefill_phase);
   };
-  call = gw->upstream_->Start(std::move(c), std::move(cb));
+  call = gw->StartUpstream(std::move(c), std::move(cb));
 }
 
 void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_phase) {
@@ -170,69 +171,115 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
     first_byte = true;
     first = Clock::now();
   }
-  // Held back: errors that may be retried elsewhere, and the prefill answer (consumed here).
-  if (prefill_phase || Retryable(status)) return;
-  std::string content_type = "application/json";
+  content_type = "application/json";
   if (const std::string* ct = net::FindHeader(headers, "Content-Type")) content_type = *ct;
+  // Held back: errors that may be retried elsewhere, the prefill answer (consumed here), and a
+  // 200 until its first token (engines such as llama.cpp send it before they prefill, and may
+  // still fail before a token: that is retried too).
+  if (prefill_phase || Retryable(status) || status == 200) return;
+  r->BeginStream(status, content_type, ClientHeaders());
+  header_sent = true;
+  status_sent = status;
+}
+
+net::Headers Exchange::ClientHeaders() const {
   net::Headers out;
   out.emplace_back("traceparent", trace.Header(static_cast<uint64_t>(start.time_since_epoch().count())));
   out.emplace_back("X-Myriad-Backend", backend->config.name);
   if (!prefill_backend.empty()) out.emplace_back("X-Myriad-Prefill-Backend", prefill_backend);
   if (prefill_cached >= 0) out.emplace_back("X-Myriad-Prefill-Cached-Tokens", std::to_string(prefill_cached));
   if (rank >= 0) out.emplace_back("X-Myriad-Dp-Rank", std::to_string(rank));
-  r->BeginStream(status, content_type, std::move(out));
-  meter.set_sse(req.stream);
-  header_sent = true;
-  status_sent = status;
+  return out;
 }
 
-void Exchange::OnData(std::string_view data) {
-  std::lock_guard l(mu);
-  if (finished) return;
-  if (upstream_status == 200 && queued > 0 && !data.empty()) {
-    // The answer's first bytes: the engine has computed the prompt (the prefill phase of a
-    // P/D pair answers only when done, so this holds there too).
-    gw->PrefillDone(backend, rank, queued);
-    queued = 0;
-  }
-  // A stream's first event, not its header: engines such as llama.cpp send the header before
-  // they prefill.
-  if (cost_pending && header_sent && req.stream && data.find("data:") != std::string_view::npos) ObserveFirstToken();
-  if (!header_sent) {
-    if (held.size() < (size_t{1} << 20)) held.append(data);
-    return;
-  }
-  if (r->buffered_bytes() + data.size() > gw->config_.max_client_backlog_bytes) {
+void Exchange::BeginClientStream() {
+  r->BeginStream(200, content_type, ClientHeaders());
+  header_sent = true;
+  status_sent = 200;
+  std::string out = std::move(held);
+  held.clear();
+  if (!out.empty()) Relay(out);
+}
+
+void Exchange::Relay(std::string_view data) {
+  if (cancelled) return;
+  if (r->buffered_bytes() + data.size() > gw->config().max_client_backlog_bytes) {
     // The client does not keep up: drop it rather than buffer without bound.
-    {
-      std::lock_guard g(gw->mu_);
-      gw->stats_.slow_clients++;
-    }
-    last_error = fmt::format("client backlog over {} bytes", gw->config_.max_client_backlog_bytes);
+    gw->CountSlowClient();
+    last_error = fmt::format("client backlog over {} bytes", gw->config().max_client_backlog_bytes);
     cancelled = true;
     r->Abort();
     if (call) call->Cancel();
     return;
   }
   bytes_out += data.size();
-  meter.OnData(data, Clock::now());
   r->Write(data);
+  // Whatever the client does next, it has had the whole answer.
+  if (meter.ended()) end_relayed = true;
+}
+
+void Exchange::OnData(std::string_view data, bool prefill_phase) {
+  std::lock_guard l(mu);
+  if (finished || !call_failure.empty()) return;
+  if (upstream_status != 200 || prefill_phase) {
+    // An error body, or the prefill phase's answer (its end is its first token, in OnDone).
+    if (header_sent) return Relay(data);
+    if (held.size() < kMaxHeldBytes) held.append(data);
+    return;
+  }
+  const auto now = Clock::now();
+  meter.OnData(data, now);
+  if (!first_token && meter.has_first_token()) OnFirstToken(/*observe=*/true);
+  if (header_sent) return Relay(data);
+  if (req.stream && !first_token) {
+    if (meter.error_before_token()) {
+      held.append(data);
+      return FailCall(
+          fmt::format("{} sent an error event before its first token: {}", backend->config.name, held.substr(0, 512)),
+          false);
+    }
+    // The hold is bounded by first_byte_timeout from the call's start (a silent upstream by
+    // idle_timeout, in the client below us).
+    if (now - call_start > std::chrono::nanoseconds(gw->config().first_byte_timeout)) {
+      return FailCall(fmt::format("{} sent no token within first_byte_timeout ({} ms)", backend->config.name,
+                                  gw->config().first_byte_timeout / kMillisecond),
+                      true);
+    }
+  }
+  held.append(data);
+  // A whole answer is held to its end (OnDone), unless it is too large to hold.
+  if (first_token || held.size() > kMaxHeldBytes) BeginClientStream();
+}
+
+void Exchange::FailCall(std::string why, bool timed_out) {
+  call_failure = std::move(why);
+  call_timed_out = timed_out;
+  held.clear();
+  if (call) call->Cancel();
 }
 
 void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase) {
   std::unique_lock l(mu);
   if (finished) return;
   std::shared_ptr<Backend> b = backend;
-  const bool call_ok = st.ok() && !Retryable(upstream_status);
   if (cancelled) {
-    gw->Finished(b, rank, true, queued);
+    // A stream whose end the client was sent is a success, even when the client closes before
+    // the upstream's last bytes: it read the whole answer.
+    gw->Finished({b, rank}, true, queued);
+    if (end_relayed) return Finish(status_sent);
     status_sent = 499;  // nginx's "client closed request"
     return Finish(499);
   }
+  if (!call_failure.empty()) {
+    st = call_timed_out ? absl::DeadlineExceededError(call_failure) : absl::UnavailableError(call_failure);
+  }
+  const bool call_ok = st.ok() && !Retryable(upstream_status);
+  // A whole answer (or the prefill phase's) has its first token at its end; a stream that
+  // ended without one gives its charge back here, with no time to learn from.
+  if (call_ok && upstream_status == 200 && !first_token) OnFirstToken(/*observe=*/prefill_phase || !req.stream);
   // A 429 is retried elsewhere (Retryable) but is no fault of the engine's: it does not count
   // toward ejection.
-  gw->Finished(b, rank, call_ok || upstream_status == 429, queued);
-  if (call_ok && cost_pending && (prefill_phase || !req.stream)) ObserveFirstToken();
+  gw->Finished({b, rank}, call_ok || upstream_status == 429, queued);
   if (call_ok && prefill_phase) {
     if (upstream_status == 200) {
       l.unlock();
@@ -244,18 +291,28 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
     return Finish(upstream_status);
   }
   if (call_ok) {
-    r->End();
+    if (!header_sent) {
+      // A whole answer, held to its end: one response with its length.
+      status_sent = upstream_status;
+      bytes_out += held.size();
+      r->Respond(net::HttpResponse{upstream_status, content_type, std::move(held), ClientHeaders()});
+      held.clear();
+    } else {
+      r->End();
+    }
     return Finish(status_sent);
   }
-  last_error = st.ok() ? fmt::format("{} answered {}", b->config.name, upstream_status)
-                       : fmt::format("{}: {}", b->config.name, std::string(st.message()));
+  last_error = !st.ok() ? fmt::format("{}: {}", b->config.name, std::string(st.message()))
+               : fmt::format("{} answered {}", b->config.name, upstream_status);
+  if (!call_failure.empty()) last_error = call_failure;
+  if (upstream_status == 200) {
+    // A 200 that failed before its first token: nothing of it is worth passing on.
+    held.clear();
+    upstream_status = 0;
+  }
   if (!header_sent) {
     // Nothing reached the client yet: another backend may still answer it.
-    if (attempts < gw->config_.max_attempts && gw->SpendRetry()) {
-      {
-        std::lock_guard g(gw->mu_);
-        gw->stats_.retries++;
-      }
+    if (attempts < gw->config().max_attempts && gw->SpendRetry()) {
       l.unlock();
       return Dispatch();
     }
@@ -308,11 +365,7 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   }
   std::shared_ptr<Backend> d = decode_backend;
   rank = decode_rank;
-  {
-    std::lock_guard g(gw->mu_);
-    d->Charge(rank, 1, 0);
-    gw->stats_.pd_requests++;
-  }
+  gw->HandOff({d, rank});
   decision += fmt::format("; prefilled on {}", prefill->config.name);
   prefill_backend = prefill->config.name;
   // The decode engine counts the KV it received as cached; the prefill engine's own figure is
@@ -336,10 +389,13 @@ void Exchange::Refuse(net::HttpResponse response, std::string_view reason) {
   Finish(status_sent);
 }
 
-void Exchange::ObserveFirstToken() {
+void Exchange::OnFirstToken(bool observe) {
+  first_token = true;
+  const bool learn = cost_pending && observe;
   cost_pending = false;
-  cost_sample.seconds = std::chrono::duration<double>(Clock::now() - call_start).count();
-  gw->ObserveFirstToken(backend, cost_sample);
+  if (learn) cost_sample.seconds = std::chrono::duration<double>(Clock::now() - call_start).count();
+  gw->FirstToken({backend, rank}, queued, learn ? &cost_sample : nullptr);
+  queued = 0;
 }
 
 void Exchange::FinishWithError(int status, std::string_view type, const std::string& message) {
@@ -353,25 +409,21 @@ void Exchange::Finish(int status) {
   if (finished) return;
   finished = true;
   const auto now = Clock::now();
-  {
-    std::lock_guard g(gw->mu_);
-    gw->responses_[{req.chat, status}]++;
-    if (status == 499) gw->stats_.client_cancels++;
-  }
   const double ttft_s =
       meter.has_first_token() ? std::chrono::duration<double>(meter.first_token() - start).count() : -1.0;
   const int64_t prompt_tokens = meter.usage_prompt_tokens() >= 0 ? meter.usage_prompt_tokens()
                                 : status < 400                   ? input_tokens
                                                                  : -1;
-  gw->request_metrics_.Record(RequestOutcome{.model = model_served ? std::string_view(req.model) : std::string_view(),
-                                             .tenant = tenant_name,
-                                             .reject_reason = reject_reason,
-                                             .ok = status < 400,
-                                             .duration_s = std::chrono::duration<double>(now - start).count(),
-                                             .ttft_s = ttft_s,
-                                             .meter = &meter,
-                                             .prompt_tokens = prompt_tokens,
-                                             .output_tokens = meter.output_tokens()});
+  gw->Record(req.chat, status,
+             RequestOutcome{.model = model_served ? std::string_view(req.model) : std::string_view(),
+                            .tenant = tenant_name,
+                            .reject_reason = reject_reason,
+                            .ok = status < 400,
+                            .duration_s = std::chrono::duration<double>(now - start).count(),
+                            .ttft_s = ttft_s,
+                            .meter = &meter,
+                            .prompt_tokens = prompt_tokens,
+                            .output_tokens = meter.output_tokens()});
   if (!gw->LogEnabled()) {
     call.reset();
     r.reset();

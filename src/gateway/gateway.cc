@@ -385,15 +385,36 @@ bool Gateway::SpendRetry() {
   std::lock_guard l(mu_);
   if (retry_tokens_ < 1) return false;
   retry_tokens_ -= 1;
+  stats_.retries++;
   return true;
 }
 
-void Gateway::ObserveFirstToken(const std::shared_ptr<Backend>& b, const policy::CostSample& s) {
-  std::lock_guard l(mu_);
-  if (b && b->cost_model) b->cost_model->Observe(s);
+std::shared_ptr<net::Call> Gateway::StartUpstream(net::CallRequest request, net::CallCallbacks callbacks) {
+  return upstream_->Start(std::move(request), std::move(callbacks));
 }
 
-void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens) {
+void Gateway::CountRejected() {
+  std::lock_guard l(mu_);
+  stats_.rejected++;
+}
+
+void Gateway::CountSlowClient() {
+  std::lock_guard l(mu_);
+  stats_.slow_clients++;
+}
+
+void Gateway::Record(bool chat, int status, const RequestOutcome& outcome) {
+  {
+    std::lock_guard l(mu_);
+    responses_[{chat, status}]++;
+    if (status == 499) stats_.client_cancels++;
+  }
+  request_metrics_.Record(outcome);  // its own lock
+}
+
+
+void Gateway::Finished(const Target& target, bool ok, int64_t queued_tokens) {
+  const auto& [b, rank] = target;
   if (!b) return;
   std::lock_guard l(mu_);
   b->Charge(rank, -1, -queued_tokens);
@@ -401,10 +422,12 @@ void Gateway::Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int
   if (!ok) stats_.upstream_failures++;
 }
 
-void Gateway::PrefillDone(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens) {
-  if (!b || queued_tokens == 0) return;
+void Gateway::FirstToken(const Target& target, int64_t queued_tokens, const policy::CostSample* sample) {
+  const auto& [b, rank] = target;
+  if (!b || (queued_tokens == 0 && (!sample || !b->cost_model))) return;
   std::lock_guard l(mu_);
-  b->Charge(rank, 0, -queued_tokens);
+  if (queued_tokens != 0) b->Charge(rank, 0, -queued_tokens);
+  if (sample && b->cost_model) b->cost_model->Observe(*sample);
 }
 
 Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
@@ -430,7 +453,7 @@ Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
   return c;
 }
 
-Gateway::Target Gateway::PickDecodeAfterPrefill(const Exchange& ex) {
+ExchangeServices::Target Gateway::PickDecodeAfterPrefill(const Exchange& ex) {
   std::lock_guard l(mu_);
   Candidates c = CandidatesFor(ex);
   policy::AdmissionPipeline& admission = ex.token_keys ? *token_admission_ : *admission_;
@@ -439,7 +462,13 @@ Gateway::Target Gateway::PickDecodeAfterPrefill(const Exchange& ex) {
   return c.decodes[static_cast<size_t>(pick)];
 }
 
-Gateway::Route Gateway::Pick(Exchange& ex) {
+void Gateway::HandOff(const Target& decode) {
+  std::lock_guard l(mu_);
+  decode.first->Charge(decode.second, 1, 0);
+  stats_.pd_requests++;
+}
+
+Route Gateway::Pick(const Exchange& ex) {
   std::lock_guard l(mu_);
   Candidates c = CandidatesFor(ex);
   std::vector<Target>& entries = c.entries;

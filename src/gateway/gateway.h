@@ -24,6 +24,7 @@
 #include "gateway/backends.h"
 #include "gateway/config.h"
 #include "gateway/etcd_discovery.h"
+#include "gateway/exchange_services.h"
 #include "gateway/request_metrics.h"
 #include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
@@ -40,8 +41,6 @@
 
 namespace myriad::gateway {
 
-struct Exchange;
-
 struct GatewayStats {
   uint64_t requests = 0;
   uint64_t retries = 0;
@@ -53,14 +52,16 @@ struct GatewayStats {
   uint64_t slow_clients = 0;  // dropped for a backlog over max_client_backlog_bytes
 };
 
-class Gateway {
+// It serves each request's exchange (gateway/exchange.h) through ExchangeServices, privately:
+// only the exchanges it starts use them.
+class Gateway : private ExchangeServices {
  public:
   // `clock` (core/clock.h; null: the real one) is what the decisions read: the health loop's
   // schedule, the provisional entries' TTL and the index's timestamps. Upstream and client
   // socket timeouts stay on real time.
   static absl::StatusOr<std::unique_ptr<Gateway>> Create(GatewayConfig config,
                                                          std::shared_ptr<Clock> clock = nullptr);
-  ~Gateway();
+  ~Gateway() override;
 
   absl::Status Start();
   void Stop();
@@ -84,7 +85,6 @@ class Gateway {
   policy::KvEventIndexerStats kv_event_stats() const;
 
  private:
-  friend struct Exchange;
   Gateway(GatewayConfig config, std::shared_ptr<Clock> clock);
 
   void Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r);
@@ -94,34 +94,31 @@ class Gateway {
   net::HttpResponse Metrics() const;
   bool Ready() const;
   void HealthLoop();
-  void Log(const std::string& line);
-  bool LogEnabled();
   int64_t NowNanos() const;
 
-  // Admission (policy::AdmissionPipeline, under mu_): the chosen entry (and decode) backends,
-  // or a rejection.
-  struct Route {
-    std::shared_ptr<Backend> entry, decode;
-    int entry_rank = -1, decode_rank = -1;  // DP ranks steered by header; -1: the engine's pick
-    bool rejected = false;
-    bool no_backend = false;  // rejected because no backend is left to try (503, not 429)
-    std::string reason;
-    int64_t cached_tokens = 0;
-    int64_t queued_tokens = 0;  // prompt tokens queued on the entry before this request
-    double estimated_ttft_s = 0;
-  };
-  // Admits and routes the exchange's next attempt (a retry after its first).
-  Route Pick(Exchange& ex);
-  using Target = std::pair<std::shared_ptr<Backend>, int>;
+  // ExchangeServices.
+  const GatewayConfig& config() const override { return config_; }
+  bool shutting_down() const override { return shutting_down_; }
+  // Admission (policy::AdmissionPipeline, under mu_).
+  Route Pick(const Exchange& ex) override;
+  Target PickDecodeAfterPrefill(const Exchange& ex) override;
+  void HandOff(const Target& decode) override;
+  void FirstToken(const Target& b, int64_t queued_tokens, const policy::CostSample* sample) override;
+  void Finished(const Target& b, bool ok, int64_t queued_tokens) override;
+  bool SpendRetry() override;
+  std::shared_ptr<net::Call> StartUpstream(net::CallRequest request, net::CallCallbacks callbacks) override;
+  void CountRejected() override;
+  void CountSlowClient() override;
+  void Record(bool chat, int status, const RequestOutcome& outcome) override;
+  bool LogEnabled() override;
+  void Log(const std::string& line) override;
+
   struct Candidates {
     std::vector<Target> entries, decodes;
     std::vector<policy::Candidate> entry_c, decode_c;
   };
   // The backends (or steered DP ranks) that may serve the exchange now, under mu_.
   Candidates CandidatesFor(const Exchange& ex) const;
-  // P/D: the decode engine for an exchange whose prefill is done, chosen from the decode
-  // engines' loads at that moment, as the simulator chooses at hand-off ({null, -1}: none left).
-  Target PickDecodeAfterPrefill(const Exchange& ex);
   absl::Status AddBackendLocked(BackendConfig config, bool from_etcd);
   bool RemoveBackendLocked(const std::string& name, bool only_from_etcd);
   // Starts a subscriber for these backends' KV events (null when none publishes).
@@ -129,14 +126,6 @@ class Gateway {
       const std::vector<std::shared_ptr<Backend>>& backends);
   void SubscribeLater(const std::string& name);
   void Unsubscribe(const std::string& name);
-  bool SpendRetry();
-  void Finished(const std::shared_ptr<Backend>& b, int rank, bool ok, int64_t queued_tokens);
-  // The first token came: the prompt is computed, so its tokens leave the backend's prefill
-  // queue now rather than when the whole answer ends (the simulated unit's load drops as it
-  // computes; one load signal in both worlds).
-  void PrefillDone(const std::shared_ptr<Backend>& b, int rank, int64_t queued_tokens);
-  // A first token from `b`, for its learned cost model.
-  void ObserveFirstToken(const std::shared_ptr<Backend>& b, const policy::CostSample& s);
 
   GatewayConfig config_;
   std::shared_ptr<Clock> clock_;

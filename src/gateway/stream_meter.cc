@@ -87,6 +87,16 @@ void StreamMeter::OnData(std::string_view data, Clock::time_point now) {
 
 void StreamMeter::OnEvent(std::string_view event, Clock::time_point now) {
   if (event.find("\"usage\"") != std::string_view::npos) ScanUsage(event);
+  // Before the first token no generated text can hold these keys; after it only the end
+  // matters (finish_reason's value is a string only on a choice's last event).
+  if (event.starts_with("data: [DONE]") || event.starts_with("data:[DONE]") || HasText(event, "\"finish_reason\":")) {
+    ended_ = true;
+  }
+  // llama.cpp has sent its failures both as an `error:` line and as a data event with an
+  // "error" object.
+  if (token_events_ == 0 && (event.starts_with("error:") || event.find("\"error\":") != std::string_view::npos)) {
+    error_before_token_ = true;
+  }
   if (!HasText(event, "\"text\":") && !HasText(event, "\"content\":") &&
       !HasText(event, "\"reasoning_content\":")) {
     return;

@@ -1,9 +1,12 @@
 #pragma once
-// What the gateway can measure of an OpenAI-style answer from the bytes it passes to the client,
-// without parsing them as JSON on the data path: when the first generated token went out (an
+// What the gateway can measure of an OpenAI-style answer from the upstream's bytes as they
+// arrive, without parsing them as JSON on the data path: when the first generated token came (an
 // SSE event whose text, content or reasoning_content is not empty: vLLM's first chat event
-// only names the role), the gaps between token events, and the usage counts when the engine
-// sends them (always for a whole JSON answer; for a stream, with stream_options.include_usage).
+// only names the role, llama.cpp sends its header and keep-alive comments before it prefills),
+// the gaps between token events, the usage counts when the engine sends them (always for a
+// whole JSON answer; for a stream, with stream_options.include_usage), whether the stream
+// reached its end ([DONE] or a finish_reason), and an error event sent before any token. The
+// first token is the exchange's one first-token event: the client's answer is held until it.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -32,6 +35,11 @@ class StreamMeter {
   void OnData(std::string_view data, Clock::time_point now);
 
   bool has_first_token() const { return token_events_ > 0; }
+  // The stream's end was seen: a `data: [DONE]` event or a choice's finish_reason.
+  bool ended() const { return ended_; }
+  // An event carrying an "error" object came before any token: the engine failed the request
+  // after its 200 header (what llama.cpp does when it fails during prefill).
+  bool error_before_token() const { return error_before_token_; }
   Clock::time_point first_token() const { return first_token_; }
   // Events that carried generated text (a stream only).
   int64_t token_events() const { return token_events_; }
@@ -55,6 +63,7 @@ class StreamMeter {
   bool skipping_ = false;  // the pending event grew past kMaxEventBytes: dropped to its end
   std::string tail_;     // a whole answer's last bytes: usage may span two reads
   int64_t token_events_ = 0;
+  bool ended_ = false, error_before_token_ = false;
   int64_t usage_prompt_ = -1, usage_completion_ = -1;
   Clock::time_point first_token_, last_token_;
   std::array<uint64_t, kGapBounds.size() + 1> gaps_{};

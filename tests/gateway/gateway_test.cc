@@ -68,9 +68,10 @@ TEST(GatewayTest, KeepsTheClientsTraceIdAndPassesItUpstream) {
 }
 
 TEST(GatewayTest, StreamIsPassedThroughByteForByteAsItArrives) {
-  // An upstream that streams fixed bytes with pauses, so arrival order can be checked.
-  std::vector<std::string> events = {"data: {\"a\":1}\n\n", "data: {\"b\":2}\n\n",
-                                     "data: {\"c\":\"\\u00e9\"}\n\n", "data: [DONE]\n\n"};
+  // An upstream that streams fixed bytes with pauses, so arrival order can be checked. Each
+  // event carries a token: the gateway holds an answer until its first one.
+  std::vector<std::string> events = {"data: {\"text\":\"a\"}\n\n", "data: {\"text\":\"b\"}\n\n",
+                                     "data: {\"text\":\"\\u00e9\"}\n\n", "data: [DONE]\n\n"};
   net::HttpServerOptions so;
   so.threads = 2;
   net::HttpServer upstream(so, [&](net::HttpRequest, std::shared_ptr<net::HttpResponder> r) {
