@@ -62,7 +62,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
   if (!root || root.IsNull()) return r.Error(root, "", "empty: name the engines or the gateway");
   MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "scrape", "detect", "straggler", "gate", "gateway", "engines",
-                                          "actuators", "dry_run"}));
+                                          "actuators", "dry_run", "ha"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
   if (!net::ParseHostPort(c.listen).ok()) {
     return r.Error(root["listen"], "listen", fmt::format("'{}' is not HOST:PORT", c.listen));
@@ -134,6 +134,19 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
         c.exec[kv.first.Scalar()] = std::move(cmd);
       }
     }
+  }
+  if (const YAML::Node h = root["ha"]) {
+    MYRIAD_RETURN_IF_ERROR(r.Map(h, "ha", {"etcd", "prefix", "lease_ttl", "id"}));
+    if (!h["etcd"]) return r.Error(h, "ha.etcd", "required: etcd's client URL");
+    MYRIAD_RETURN_IF_ERROR(Url(r, h, "etcd", "ha", &c.ha.etcd));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "prefix", "ha", &c.ha.prefix));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "prefix", "ha", !c.ha.prefix.empty() && c.ha.prefix[0] == '/',
+                                   "must start with '/'", "'" + c.ha.prefix + "'"));
+    // etcd grants leases in whole seconds.
+    MYRIAD_RETURN_IF_ERROR(Bounded(r, h, "lease_ttl", "ha", kSecond, kMaxLeaseTtl, &c.ha.lease_ttl));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "lease_ttl", "ha", c.ha.lease_ttl % kSecond == 0, "must be whole seconds",
+                                   h["lease_ttl"] ? h["lease_ttl"].Scalar() : ""));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "id", "ha", &c.ha.id));
   }
   if (c.engines.empty() && c.gateway_url.empty()) {
     return r.Error(root, "engines", "required: list the engines, or give gateway.url to take its backends");
