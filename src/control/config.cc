@@ -50,7 +50,7 @@ absl::Status Url(const YamlReader& r, const YAML::Node& map, const char* key, co
 
 }  // namespace
 
-absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source) {
+absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source, bool fleet_given) {
   YamlReader r{std::string(source)};
   YAML::Node root;
   try {
@@ -59,7 +59,10 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     return absl::InvalidArgumentError(fmt::format("{}:{}: {}", std::string(source), e.mark.line + 1, e.msg));
   }
   ControlConfig c;
-  if (!root || root.IsNull()) return r.Error(root, "", "empty: name the engines or the gateway");
+  if (!root || root.IsNull()) {
+    if (fleet_given) return c;
+    return r.Error(root, "", "empty: name the engines or the gateway");
+  }
   MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "scrape", "detect", "straggler", "gate", "gateway", "engines",
                                           "actuators", "dry_run", "ha"}));
@@ -148,6 +151,12 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
                                    h["lease_ttl"] ? h["lease_ttl"].Scalar() : ""));
     MYRIAD_RETURN_IF_ERROR(r.Get(h, "id", "ha", &c.ha.id));
   }
+  if (fleet_given) {
+    for (const char* key : {"engines", "gateway"}) {
+      if (root[key]) return r.Error(root[key], key, "the cluster's own: leave it out");
+    }
+    return c;
+  }
   if (c.engines.empty() && c.gateway_url.empty()) {
     return r.Error(root, "engines", "required: list the engines, or give gateway.url to take its backends");
   }
@@ -157,10 +166,10 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
   return c;
 }
 
-absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path) {
+absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path, bool fleet_given) {
   auto text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
-  return ParseControlConfig(*text, path);
+  return ParseControlConfig(*text, path, fleet_given);
 }
 
 }  // namespace myriad::control

@@ -61,7 +61,10 @@ struct ControlConfig {
   HaConfig ha;
 };
 
-absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source);
-absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path);
+// `fleet_given`: the caller supplies the engines and the gateway (myriad up --control), so the
+// file must name neither.
+absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source,
+                                                 bool fleet_given = false);
+absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path, bool fleet_given = false);
 
 }  // namespace myriad::control
