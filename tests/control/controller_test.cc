@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../gateway/gateway_test_util.h"
+#include "../test_util/promtool.h"
 #include "../test_util/temp_dir.h"
 
 namespace myriad::control {
@@ -189,6 +190,23 @@ TEST(Controller, CrashIsDrainedAfterFailedProbesInARow) {
   EXPECT_FALSE(Draining(f.h, "b0"));
   EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash",
                                                        "warmup:back after restart", "readmit:warmup passed"}));
+}
+
+// The controller's own /metrics as a Prometheus operator would lint it, with every family
+// holding samples (actions by kind, engines by state, the leader gauge).
+TEST(Controller, MetricsPassPromtool) {
+  Fixture f;
+  f.h.emus[0]->Crash();
+  f.Step();
+  f.Step();
+  ASSERT_EQ(f.ctl->StateOf("b0"), "recovering") << f.Log();
+  net::HttpClient admin(net::HostPort{"127.0.0.1", f.ctl->port()});
+  auto metrics = admin.Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->body.find("myriad_control_actions_total{action=\"restart\"} 1"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("\nmyriad_control_leader 1\n"), std::string::npos) << metrics->body;
+  EXPECT_EQ(myriad::testing::PromtoolComplaints(metrics->body), std::vector<std::string>{}) << metrics->body;
 }
 
 }  // namespace
