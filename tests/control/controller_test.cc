@@ -209,5 +209,33 @@ TEST(Controller, MetricsPassPromtool) {
   EXPECT_EQ(myriad::testing::PromtoolComplaints(metrics->body), std::vector<std::string>{}) << metrics->body;
 }
 
+// The known-answer probe sends only fields both vLLM and llama.cpp's llama-server read on
+// /v1/completions (docs/controller.md): greedy, a fixed seed, max_tokens, not streamed.
+TEST(Controller, ProbeSendsTheFieldsVllmAndLlamaServerRead) {
+  std::mutex mu;
+  json seen;
+  net::HttpServer engine(net::HttpServerOptions{}, [&](const net::HttpRequest& r) -> net::HttpResponse {
+    if (r.path() == "/metrics") return {200, "text/plain", "vllm:num_requests_running 0\n", {}};
+    std::lock_guard l(mu);
+    seen = json::parse(r.body, nullptr, false);
+    return {200, "application/json", R"({"choices":[{"index":0,"text":" Paris"}]})", {}};
+  });
+  ASSERT_TRUE(engine.Start().ok());
+  ControlConfig c;
+  c.listen = "127.0.0.1:0";
+  c.probe_max_tokens = 5;
+  c.probe_model = "served-name";
+  c.engines.push_back({"e0", fmt::format("http://127.0.0.1:{}", engine.port())});
+  auto ctl = Controller::Create(c, std::make_shared<ManualClock>());
+  ASSERT_TRUE(ctl.ok());
+  (*ctl)->RunRound();
+  EXPECT_EQ((*ctl)->StateOf("e0"), "serving");
+  std::lock_guard l(mu);
+  EXPECT_EQ(seen, json({{"prompt", c.probe_prompt}, {"max_tokens", 5}, {"temperature", 0}, {"seed", 0},
+                        {"stream", false}, {"model", "served-name"}}))
+      << seen.dump();
+  engine.Stop();
+}
+
 }  // namespace
 }  // namespace myriad::control
