@@ -59,6 +59,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     return absl::InvalidArgumentError(fmt::format("{}:{}: {}", std::string(source), e.mark.line + 1, e.msg));
   }
   ControlConfig c;
+  c.policy.probe_period = kDefaultProbePeriod;
   if (!root || root.IsNull()) {
     if (fleet_given) return c;
     return r.Error(root, "", "empty: name the engines or the gateway");
@@ -93,7 +94,12 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
                                          &p.straggler.windows));
   }
   if (const YAML::Node g = root["gate"]) {
-    MYRIAD_RETURN_IF_ERROR(r.Map(g, "gate", {"prompt", "max_tokens", "model", "timeout", "warmup_requests"}));
+    MYRIAD_RETURN_IF_ERROR(
+        r.Map(g, "gate", {"prompt", "max_tokens", "model", "timeout", "warmup_requests", "probe_period"}));
+    MYRIAD_RETURN_IF_ERROR(Bounded(r, g, "probe_period", "gate", 0, 24 * kHour, &p.probe_period));
+    MYRIAD_RETURN_IF_ERROR(r.Check(g, "probe_period", "gate", p.probe_period == 0 || p.probe_period >= kSecond,
+                                   "must be 0 (off) or in [1s, 24h]",
+                                   g["probe_period"] ? g["probe_period"].Scalar() : ""));
     MYRIAD_RETURN_IF_ERROR(r.Get(g, "prompt", "gate", &c.probe_prompt));
     MYRIAD_RETURN_IF_ERROR(r.Check(g, "prompt", "gate", !c.probe_prompt.empty(), "must not be empty", "''"));
     MYRIAD_RETURN_IF_ERROR(r.Get(g, "model", "gate", &c.probe_model));

@@ -26,6 +26,8 @@ inline constexpr Nanos kMaxScrapeTimeout = kMinute;
 inline constexpr Nanos kMaxExecTimeout = kHour;
 inline constexpr int kMaxProbeTokens = 4096;
 inline constexpr Nanos kMaxLeaseTtl = kMinute;
+// A serving engine's known-answer probe, unless gate.probe_period says otherwise (0: off).
+inline constexpr Nanos kDefaultProbePeriod = kMinute;
 
 // Several controllers, one leader (net/etcd_election.h): only the leader acts; each action is
 // recorded under prefix + "/actions/" before it is carried out (policy/action_journal.h), and a

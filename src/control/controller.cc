@@ -304,7 +304,7 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
     json line = {{"t_s", NanosToSeconds(clock_->Now())}, {"action", policy::ActionName(a.kind)},
                  {"target", e.config.name}, {"url", e.config.url}, {"reason", a.reason}};
     std::vector<policy::FleetAction> more;
-    if (a.kind == ActionKind::kRecordAnswer || a.kind == ActionKind::kWarmup) {
+    if (a.kind == ActionKind::kRecordAnswer || a.kind == ActionKind::kWarmup || a.kind == ActionKind::kProbe) {
       auto answer = Probe(e, config_.probe_max_tokens);
       if (a.kind == ActionKind::kRecordAnswer) {
         std::lock_guard l(mu_);
@@ -316,15 +316,19 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
                                              : *answer == e.answer ? policy::ProbeOutcome::kMatch
                                                                    : policy::ProbeOutcome::kMismatch;
         int completed = 0;
-        if (outcome == policy::ProbeOutcome::kMatch) {
+        if (outcome == policy::ProbeOutcome::kMatch && a.kind == ActionKind::kWarmup) {
           for (int i = 0; i < config_.policy.warmup_requests; ++i) completed += Probe(e, config_.probe_max_tokens).ok();
         }
         line["probe"] = outcome == policy::ProbeOutcome::kMatch      ? "match"
                         : outcome == policy::ProbeOutcome::kMismatch ? "mismatch"
                                                                      : "no_answer";
-        line["warmup_completed"] = completed;
         std::lock_guard l(mu_);
-        more = policy_.WarmupDone(e.index, clock_->Now(), outcome, completed);
+        if (a.kind == ActionKind::kProbe) {
+          more = policy_.ProbeDone(e.index, clock_->Now(), outcome);
+        } else {
+          line["warmup_completed"] = completed;
+          more = policy_.WarmupDone(e.index, clock_->Now(), outcome, completed);
+        }
       }
       if (!answer.ok()) line["error"] = std::string(answer.status().message());
     } else {

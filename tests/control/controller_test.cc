@@ -237,5 +237,44 @@ TEST(Controller, ProbeSendsTheFieldsVllmAndLlamaServerRead) {
   engine.Stop();
 }
 
+// An engine that starts answering wrong while serving is cordoned within one probe period.
+TEST(Controller, ServingEngineThatAnswersWrongIsCordonedWithinOneProbePeriod) {
+  std::atomic<bool> wrong{false};
+  net::HttpServer engine(net::HttpServerOptions{}, [&](const net::HttpRequest& r) -> net::HttpResponse {
+    if (r.path() == "/metrics") return {200, "text/plain", "vllm:num_requests_running 0\n", {}};
+    return {200, "application/json",
+            wrong ? R"({"choices":[{"index":0,"text":" Lyon"}]})" : R"({"choices":[{"index":0,"text":" Paris"}]})",
+            {}};
+  });
+  ASSERT_TRUE(engine.Start().ok());
+  auto made = ParseControlConfig(fmt::format("listen: 127.0.0.1:0\ngate: {{probe_period: 5s}}\n"
+                                             "engines:\n  - {{name: e0, url: 'http://127.0.0.1:{}'}}\n",
+                                             engine.port()),
+                                 "control.yaml");
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto clock = std::make_shared<ManualClock>();
+  auto ctl = Controller::Create(*made, clock);
+  ASSERT_TRUE(ctl.ok());
+  std::vector<json> log;
+  (*ctl)->set_log([&](const std::string& line) { log.push_back(json::parse(line)); });
+  (*ctl)->RunRound();  // admitted: " Paris" recorded
+  wrong = true;
+  const Nanos wrong_at = clock->Now();
+  Nanos cordoned = -1;
+  for (int i = 0; i < 10 && cordoned < 0; ++i) {
+    clock->Advance(kSecond);
+    (*ctl)->RunRound();
+    if ((*ctl)->StateOf("e0") == "cordoned") cordoned = clock->Now();
+  }
+  ASSERT_GE(cordoned, 0) << "never cordoned";
+  EXPECT_LE(cordoned - wrong_at, 5 * kSecond);
+  ASSERT_GE(log.size(), 3u);
+  EXPECT_EQ(log[log.size() - 3]["action"], "probe");
+  EXPECT_EQ(log[log.size() - 3]["probe"], "mismatch");
+  EXPECT_EQ(log[log.size() - 2]["action"], "drain");
+  EXPECT_EQ(log.back()["action"], "cordon");
+  engine.Stop();
+}
+
 }  // namespace
 }  // namespace myriad::control
