@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
+#include "net/http_client.h"
+
 namespace myriad::cli {
 
 std::vector<gateway::BackendRole> LocalRoles(int colocated, int prefill, int decode) {
@@ -15,30 +20,44 @@ std::vector<gateway::BackendRole> LocalRoles(int colocated, int prefill, int dec
   return roles;
 }
 
+namespace {
+
+// Engine i of `lo`, on `port` and the KV-event endpoints given (0 and "": any free one).
+absl::StatusOr<std::unique_ptr<emu::EmuServer>> StartEngine(const LocalEngineOptions& lo, size_t i, uint16_t port,
+                                                             const std::string& kv_events,
+                                                             const std::string& kv_replay) {
+  emu::EmuOptions o;
+  o.http.address = "127.0.0.1";
+  o.http.port = port;
+  o.served_model_name = lo.served_model;
+  o.role = std::string(gateway::RoleName(lo.roles[i]));
+  o.engine.model = lo.perf_model;
+  o.engine.gpu = lo.gpu;
+  o.engine.speed = lo.speed;
+  if (lo.block_size > 0) o.engine.block_size = lo.block_size;
+  o.engine.seed = lo.seed + i;
+  o.engine_id = fmt::format("engine-{}", i);
+  o.kv_events = kv_events.empty() ? "tcp://127.0.0.1:*" : kv_events;
+  o.kv_replay = kv_replay.empty() ? "tcp://127.0.0.1:*" : kv_replay;
+  o.encoder = lo.encoder;
+  auto s = emu::EmuServer::Create(o);
+  if (!s.ok()) return s.status();
+  if (absl::Status st = (*s)->Start(); !st.ok()) {
+    return absl::Status(st.code(), fmt::format("engine {}: {}", i, std::string(st.message())));
+  }
+  return s;
+}
+
+}  // namespace
+
 absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& lo) {
   LocalEngines out;
+  out.options = lo;
   for (size_t i = 0; i < lo.roles.size(); ++i) {
-    emu::EmuOptions o;
-    o.http.address = "127.0.0.1";
-    o.http.port = 0;
-    o.served_model_name = lo.served_model;
-    o.role = std::string(gateway::RoleName(lo.roles[i]));
-    o.engine.model = lo.perf_model;
-    o.engine.gpu = lo.gpu;
-    o.engine.speed = lo.speed;
-    if (lo.block_size > 0) o.engine.block_size = lo.block_size;
-    o.engine.seed = lo.seed + i;
-    o.engine_id = fmt::format("engine-{}", i);
-    o.kv_events = "tcp://127.0.0.1:*";
-    o.kv_replay = "tcp://127.0.0.1:*";
-    o.encoder = lo.encoder;
-    auto s = emu::EmuServer::Create(o);
+    auto s = StartEngine(lo, i, 0, "", "");
     if (!s.ok()) return s.status();
-    if (absl::Status st = (*s)->Start(); !st.ok()) {
-      return absl::Status(st.code(), fmt::format("engine {}: {}", i, std::string(st.message())));
-    }
     gateway::BackendConfig b;
-    b.name = o.engine_id;
+    b.name = fmt::format("engine-{}", i);
     b.url = fmt::format("http://127.0.0.1:{}", (*s)->port());
     b.role = lo.roles[i];
     b.model = lo.served_model;
@@ -48,6 +67,31 @@ absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& lo) {
     out.servers.push_back(*std::move(s));
   }
   return out;
+}
+
+absl::Status LocalEnginesActuator::Restart(const std::string& target, Nanos timeout) {
+  size_t i = 0;
+  while (i < engines_.backends.size() && engines_.backends[i].name != target) ++i;
+  if (i == engines_.backends.size()) return absl::NotFoundError(fmt::format("no local engine '{}'", target));
+  const uint16_t port = engines_.servers[i]->port();
+  engines_.servers[i]->Stop();
+  // The same port and KV-event endpoints: the gateway and its subscribers find it where it was.
+  auto s = StartEngine(engines_.options, i, port, engines_.backends[i].kv_events, engines_.backends[i].kv_replay);
+  if (!s.ok()) return s.status();
+  engines_.servers[i] = *std::move(s);
+  // Real time: the new engine answers on the network, whatever clock the controller runs on.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout);
+  net::HttpClient c(net::HostPort{"127.0.0.1", port}, net::HttpClientOptions{.timeout = timeout});
+  while (true) {
+    auto r = c.Get("/health");
+    if (r.ok() && r->status == 200) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(fmt::format("{} restarted on port {} but /health did not answer 200 "
+                                                     "within {} ms",
+                                                     target, port, timeout / kMillisecond));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace myriad::cli

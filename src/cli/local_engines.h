@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "control/local_actuator.h"
 #include "emu/emu_server.h"
 #include "gateway/config.h"
 
@@ -24,6 +25,7 @@ struct LocalEngineOptions {
 };
 
 struct LocalEngines {
+  LocalEngineOptions options;  // what they were started with: a restart starts the same engine
   std::vector<std::unique_ptr<emu::EmuServer>> servers;
   std::vector<gateway::BackendConfig> backends;
   ~LocalEngines() { Stop(); }
@@ -42,5 +44,17 @@ std::vector<gateway::BackendRole> LocalRoles(int colocated, int prefill, int dec
 
 // Starts every engine; on an error the ones started are stopped. InvalidArgument: bad options.
 absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& o);
+
+// The controller's local actuator over `myriad up`'s engines: a restart stops engine-i and
+// starts the same engine (options, port, KV-event endpoints) again, fresh, then waits for its
+// /health. The engines must outlive it.
+class LocalEnginesActuator : public control::LocalActuator {
+ public:
+  explicit LocalEnginesActuator(LocalEngines& engines) : engines_(engines) {}
+  absl::Status Restart(const std::string& target, Nanos timeout) override;
+
+ private:
+  LocalEngines& engines_;
+};
 
 }  // namespace myriad::cli

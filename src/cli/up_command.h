@@ -6,6 +6,8 @@
 //             [--policy kv-aware] [--model emu-model] [--perf-model Llama-3.1-8B]
 //             [--tokenizer DIR]   (the model's tokenizer.json + tokenizer_config.json: exact
 //                                  routing for text and chat prompts)
+//             [--control [--control-config control.yaml] [--control-listen HOST:PORT]]
+//               (`myriad control` over these engines, restarting them itself: docs/controller.md)
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +33,9 @@ class UpCommand {
   std::string gpu_ = "H100";
   std::string admin_token_;
   std::string tokenizer_;
+  bool control_ = false;
+  std::string control_config_;
+  std::string control_listen_ = "127.0.0.1:0";
 };
 
 }  // namespace myriad::cli

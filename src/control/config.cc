@@ -50,7 +50,7 @@ absl::Status Url(const YamlReader& r, const YAML::Node& map, const char* key, co
 
 }  // namespace
 
-absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source) {
+absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source, bool fleet_given) {
   YamlReader r{std::string(source)};
   YAML::Node root;
   try {
@@ -59,10 +59,14 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     return absl::InvalidArgumentError(fmt::format("{}:{}: {}", std::string(source), e.mark.line + 1, e.msg));
   }
   ControlConfig c;
-  if (!root || root.IsNull()) return r.Error(root, "", "empty: name the engines or the gateway");
+  c.policy.probe_period = kDefaultProbePeriod;
+  if (!root || root.IsNull()) {
+    if (fleet_given) return c;
+    return r.Error(root, "", "empty: name the engines or the gateway");
+  }
   MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "scrape", "detect", "straggler", "gate", "gateway", "engines",
-                                          "actuators", "dry_run"}));
+                                          "actuators", "dry_run", "ha"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
   if (!net::ParseHostPort(c.listen).ok()) {
     return r.Error(root["listen"], "listen", fmt::format("'{}' is not HOST:PORT", c.listen));
@@ -90,7 +94,12 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
                                          &p.straggler.windows));
   }
   if (const YAML::Node g = root["gate"]) {
-    MYRIAD_RETURN_IF_ERROR(r.Map(g, "gate", {"prompt", "max_tokens", "model", "timeout", "warmup_requests"}));
+    MYRIAD_RETURN_IF_ERROR(
+        r.Map(g, "gate", {"prompt", "max_tokens", "model", "timeout", "warmup_requests", "probe_period"}));
+    MYRIAD_RETURN_IF_ERROR(Bounded(r, g, "probe_period", "gate", 0, 24 * kHour, &p.probe_period));
+    MYRIAD_RETURN_IF_ERROR(r.Check(g, "probe_period", "gate", p.probe_period == 0 || p.probe_period >= kSecond,
+                                   "must be 0 (off) or in [1s, 24h]",
+                                   g["probe_period"] ? g["probe_period"].Scalar() : ""));
     MYRIAD_RETURN_IF_ERROR(r.Get(g, "prompt", "gate", &c.probe_prompt));
     MYRIAD_RETURN_IF_ERROR(r.Check(g, "prompt", "gate", !c.probe_prompt.empty(), "must not be empty", "''"));
     MYRIAD_RETURN_IF_ERROR(r.Get(g, "model", "gate", &c.probe_model));
@@ -135,6 +144,25 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
       }
     }
   }
+  if (const YAML::Node h = root["ha"]) {
+    MYRIAD_RETURN_IF_ERROR(r.Map(h, "ha", {"etcd", "prefix", "lease_ttl", "id"}));
+    if (!h["etcd"]) return r.Error(h, "ha.etcd", "required: etcd's client URL");
+    MYRIAD_RETURN_IF_ERROR(Url(r, h, "etcd", "ha", &c.ha.etcd));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "prefix", "ha", &c.ha.prefix));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "prefix", "ha", !c.ha.prefix.empty() && c.ha.prefix[0] == '/',
+                                   "must start with '/'", "'" + c.ha.prefix + "'"));
+    // etcd grants leases in whole seconds.
+    MYRIAD_RETURN_IF_ERROR(Bounded(r, h, "lease_ttl", "ha", kSecond, kMaxLeaseTtl, &c.ha.lease_ttl));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "lease_ttl", "ha", c.ha.lease_ttl % kSecond == 0, "must be whole seconds",
+                                   h["lease_ttl"] ? h["lease_ttl"].Scalar() : ""));
+    MYRIAD_RETURN_IF_ERROR(r.Get(h, "id", "ha", &c.ha.id));
+  }
+  if (fleet_given) {
+    for (const char* key : {"engines", "gateway"}) {
+      if (root[key]) return r.Error(root[key], key, "the cluster's own: leave it out");
+    }
+    return c;
+  }
   if (c.engines.empty() && c.gateway_url.empty()) {
     return r.Error(root, "engines", "required: list the engines, or give gateway.url to take its backends");
   }
@@ -144,10 +172,10 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
   return c;
 }
 
-absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path) {
+absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path, bool fleet_given) {
   auto text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
-  return ParseControlConfig(*text, path);
+  return ParseControlConfig(*text, path, fleet_given);
 }
 
 }  // namespace myriad::control

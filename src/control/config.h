@@ -25,6 +25,20 @@ inline constexpr Nanos kMaxScrapeInterval = 10 * kMinute;
 inline constexpr Nanos kMaxScrapeTimeout = kMinute;
 inline constexpr Nanos kMaxExecTimeout = kHour;
 inline constexpr int kMaxProbeTokens = 4096;
+inline constexpr Nanos kMaxLeaseTtl = kMinute;
+// A serving engine's known-answer probe, unless gate.probe_period says otherwise (0: off).
+inline constexpr Nanos kDefaultProbePeriod = kMinute;
+
+// Several controllers, one leader (net/etcd_election.h): only the leader acts; each action is
+// recorded under prefix + "/actions/" before it is carried out (policy/action_journal.h), and a
+// new leader skips those recorded.
+struct HaConfig {
+  std::string etcd;  // etcd's client URL; empty: no election, this controller acts alone
+  std::string prefix = "/myriad/control";  // the leader key is prefix + "/leader"
+  // A dead leader's lease expires within this; a follower then takes over within about it.
+  Nanos lease_ttl = 2 * kSecond;
+  std::string id;  // this controller's identity; empty: http://LISTEN_HOST:PORT once bound
+};
 
 struct ControlConfig {
   std::string listen = "127.0.0.1:9300";
@@ -46,9 +60,13 @@ struct ControlConfig {
   std::map<std::string, std::string> exec;
   Nanos exec_timeout = kMinute;
   bool dry_run = false;
+  HaConfig ha;
 };
 
-absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source);
-absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path);
+// `fleet_given`: the caller supplies the engines and the gateway (myriad up --control), so the
+// file must name neither.
+absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source,
+                                                 bool fleet_given = false);
+absl::StatusOr<ControlConfig> LoadControlConfig(const std::string& path, bool fleet_given = false);
 
 }  // namespace myriad::control

@@ -21,18 +21,21 @@ namespace {
 
 // Ranks and engines on the radar, at the admin endpoint and as metrics.
 constexpr size_t kRadarTop = 10;
+constexpr int kProbeSeed = 0;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(ControlConfig config, std::shared_ptr<Clock> clock) {
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(ControlConfig config, std::shared_ptr<Clock> clock,
+                                                              std::shared_ptr<LocalActuator> local) {
   if (!net::ParseHostPort(config.listen).ok()) {
     return absl::InvalidArgumentError(fmt::format("listen: '{}' is not HOST:PORT", config.listen));
   }
-  return std::unique_ptr<Controller>(new Controller(std::move(config), OrDefaultClock(std::move(clock))));
+  return std::unique_ptr<Controller>(
+      new Controller(std::move(config), OrDefaultClock(std::move(clock)), std::move(local)));
 }
 
-Controller::Controller(ControlConfig config, std::shared_ptr<Clock> clock)
-    : config_(std::move(config)), clock_(std::move(clock)), policy_(config_.policy) {
+Controller::Controller(ControlConfig config, std::shared_ptr<Clock> clock, std::shared_ptr<LocalActuator> local)
+    : config_(std::move(config)), clock_(std::move(clock)), local_(std::move(local)), policy_(config_.policy) {
   for (const EngineConfig& ec : config_.engines) {
     auto e = std::make_unique<Engine>();
     e->config = ec;
@@ -57,6 +60,25 @@ absl::Status Controller::Start() {
   http_ = std::make_unique<net::HttpServer>(o, [this](const net::HttpRequest& r) { return Handle(r); });
   if (absl::Status st = http_->Start(); !st.ok()) return st;
   sleeper_ = clock_->NewSleeper();
+  if (!config_.ha.etcd.empty()) {
+    net::EtcdElectionHooks hooks;
+    hooks.on_step_down = [this](const std::string& why) {
+      if (log_) {
+        log_(net::JsonText(json{{"t_s", NanosToSeconds(clock_->Now())}, {"event", "step_down"}, {"reason", why}}));
+      }
+    };
+    net::EtcdElectionOptions eo;
+    eo.etcd = config_.ha.etcd;
+    eo.key = config_.ha.prefix + "/leader";
+    eo.value = config_.ha.id.empty() ? fmt::format("http://{}:{}", hp->host, http_->port()) : config_.ha.id;
+    eo.lease_ttl_seconds = config_.ha.lease_ttl / kSecond;
+    // Half a second short of the lease: a leader stops acting before a follower can win.
+    eo.fence_margin = std::min<Nanos>(500 * kMillisecond, config_.ha.lease_ttl / 2);
+    eo.poll_interval = std::min<Nanos>(200 * kMillisecond, config_.scrape_interval);
+    eo.etcd_timeout = config_.scrape_timeout;
+    election_ = std::make_unique<net::EtcdElection>(std::move(eo), clock_, std::move(hooks));
+    election_->Start();
+  }
   loop_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -68,6 +90,7 @@ void Controller::Stop() {
   }
   if (sleeper_) sleeper_->Wake();
   if (loop_.joinable()) loop_.join();
+  if (election_) election_->Stop(/*resign=*/true);
   if (http_) http_->Stop();
 }
 
@@ -138,7 +161,69 @@ policy::EngineObservation Controller::Scrape(Engine& e) {
   return obs;
 }
 
+absl::Status Controller::ConnectEtcd() {
+  if (etcd_) return absl::OkStatus();
+  auto c = net::EtcdClient::Connect(config_.ha.etcd, config_.scrape_timeout);
+  if (!c.ok()) return c.status();
+  etcd_ = *std::move(c);
+  return absl::OkStatus();
+}
+
+bool Controller::Leading() {
+  bool lead = !election_ || election_->leading();
+  if (lead && election_ && election_->term() != term_) {
+    // A new term: decide afresh from what this controller sees, skipping what was recorded.
+    const std::string dir = config_.ha.prefix + "/actions/";
+    const absl::Status connected = ConnectEtcd();
+    absl::StatusOr<std::vector<net::EtcdKv>> recorded =
+        connected.ok() ? etcd_->GetPrefix(dir) : absl::StatusOr<std::vector<net::EtcdKv>>(connected);
+    if (!recorded.ok()) {
+      etcd_.reset();
+      if (log_) {
+        log_(net::JsonText(json{{"t_s", NanosToSeconds(clock_->Now())}, {"event", "journal_unreadable"},
+                                {"error", std::string(recorded.status().message())}}));
+      }
+      lead = false;
+    } else {
+      std::vector<std::string> ids;
+      for (const net::EtcdKv& kv : *recorded) ids.push_back(kv.key.substr(dir.size()));
+      std::lock_guard l(mu_);
+      policy_ = policy::FleetController(config_.policy);
+      for (auto& e : engines_) {
+        e->index = policy_.AddEngine();
+        e->answer.clear();
+        e->step_sums.clear();
+      }
+      journal_.emplace(ids);
+      term_ = election_->term();
+      if (log_) {
+        log_(net::JsonText(json{{"t_s", NanosToSeconds(clock_->Now())}, {"event", "leading"}, {"term", term_},
+                                {"recorded_actions", ids.size()}}));
+      }
+    }
+  }
+  std::lock_guard l(mu_);
+  leading_ = lead;
+  return lead;
+}
+
+absl::StatusOr<bool> Controller::Record(const std::string& id, const std::string& line) {
+  if (absl::Status st = ConnectEtcd(); !st.ok()) return st;
+  auto r = etcd_->CreateIfAbsent(config_.ha.prefix + "/actions/" + id, line, /*lease=*/0);
+  if (!r.ok()) {
+    etcd_.reset();
+    return r.status();
+  }
+  return r->created;
+}
+
+bool Controller::leader() const {
+  std::lock_guard l(mu_);
+  return leading_;
+}
+
 void Controller::RunRound() {
+  const bool acting = Leading();
   RefreshEngines();
   std::vector<Engine*> list;
   {
@@ -158,7 +243,7 @@ void Controller::RunRound() {
         e->waiting = obs.waiting;
         e->progress = obs.progress;
       }
-      actions = policy_.Observe(e->index, clock_->Now(), obs);
+      if (acting) actions = policy_.Observe(e->index, clock_->Now(), obs);
     }
     Carry(*e, std::move(actions));
   }
@@ -167,7 +252,10 @@ void Controller::RunRound() {
 absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens) {
   auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = config_.probe_timeout});
   if (!c.ok()) return c.status();
-  json body = {{"prompt", config_.probe_prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  // Fields both vLLM and llama.cpp's llama-server read on /v1/completions (llama-server maps
+  // max_tokens to its n_predict); greedy decoding, and a fixed seed for engines that sample anyway.
+  json body = {{"prompt", config_.probe_prompt}, {"max_tokens", max_tokens}, {"temperature", 0},
+               {"seed", kProbeSeed},           {"stream", false}};
   if (!config_.probe_model.empty()) body["model"] = config_.probe_model;
   auto r = (*c)->Post("/v1/completions", net::JsonText(body));
   if (!r.ok()) return r.status();
@@ -194,6 +282,10 @@ absl::Status Controller::Actuate(const policy::FleetAction& a, const Engine& e) 
     if (!r.ok()) result = r.status();
     else if (r->status != 200) result = absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
   }
+  if (a.kind == ActionKind::kRestart && local_) {
+    absl::Status st = local_->Restart(e.config.name, config_.probe_timeout);
+    if (result.ok()) result = st;
+  }
   const auto hook = config_.exec.find(std::string(policy::ActionName(a.kind)));
   if (hook != config_.exec.end()) {
     absl::Status st = RunHook({hook->second, std::string(policy::ActionName(a.kind)), e.config.name, e.config.url,
@@ -212,7 +304,7 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
     json line = {{"t_s", NanosToSeconds(clock_->Now())}, {"action", policy::ActionName(a.kind)},
                  {"target", e.config.name}, {"url", e.config.url}, {"reason", a.reason}};
     std::vector<policy::FleetAction> more;
-    if (a.kind == ActionKind::kRecordAnswer || a.kind == ActionKind::kWarmup) {
+    if (a.kind == ActionKind::kRecordAnswer || a.kind == ActionKind::kWarmup || a.kind == ActionKind::kProbe) {
       auto answer = Probe(e, config_.probe_max_tokens);
       if (a.kind == ActionKind::kRecordAnswer) {
         std::lock_guard l(mu_);
@@ -224,20 +316,53 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
                                              : *answer == e.answer ? policy::ProbeOutcome::kMatch
                                                                    : policy::ProbeOutcome::kMismatch;
         int completed = 0;
-        if (outcome == policy::ProbeOutcome::kMatch) {
+        if (outcome == policy::ProbeOutcome::kMatch && a.kind == ActionKind::kWarmup) {
           for (int i = 0; i < config_.policy.warmup_requests; ++i) completed += Probe(e, config_.probe_max_tokens).ok();
         }
         line["probe"] = outcome == policy::ProbeOutcome::kMatch      ? "match"
                         : outcome == policy::ProbeOutcome::kMismatch ? "mismatch"
                                                                      : "no_answer";
-        line["warmup_completed"] = completed;
         std::lock_guard l(mu_);
-        more = policy_.WarmupDone(e.index, clock_->Now(), outcome, completed);
+        if (a.kind == ActionKind::kProbe) {
+          more = policy_.ProbeDone(e.index, clock_->Now(), outcome);
+        } else {
+          line["warmup_completed"] = completed;
+          more = policy_.WarmupDone(e.index, clock_->Now(), outcome, completed);
+        }
       }
       if (!answer.ok()) line["error"] = std::string(answer.status().message());
     } else {
       line["dry_run"] = config_.dry_run;
-      const absl::Status st = Actuate(a, e);
+      absl::Status st = absl::OkStatus();
+      bool run = true;
+      if (election_ && !config_.dry_run && policy::ActionJournal::Journaled(a.kind)) {
+        // Recorded before it is carried out, so that a leader after this one skips it.
+        const policy::ActionJournal::Entry entry = journal_->Next(e.config.name, a.kind);
+        line["id"] = entry.id;
+        if (entry.taken) {
+          run = false;
+          line["skipped"] = "recorded by an earlier leader";
+        } else if (!election_->leading()) {
+          run = false;
+          st = absl::UnavailableError("no longer the leader");
+        } else {
+          json rec = line;
+          rec["leader_term"] = term_;
+          auto created = Record(entry.id, net::JsonText(rec));
+          if (!created.ok()) {
+            run = false;
+            st = absl::UnavailableError(fmt::format("not recorded in etcd: {}", std::string(created.status().message())));
+          } else if (!*created) {
+            run = false;
+            line["skipped"] = "recorded by an earlier leader";
+          }
+        }
+        if (line.contains("skipped")) {
+          std::lock_guard l(mu_);
+          ++skipped_;
+        }
+      }
+      if (run) st = Actuate(a, e);
       line["ok"] = st.ok();
       if (!st.ok()) line["error"] = std::string(st.message());
     }
@@ -280,16 +405,20 @@ net::HttpResponse Controller::AdminEngines() const {
     radar.push_back({{"engine", engines_[static_cast<size_t>(r.unit)]->config.name}, {"rank", r.rank},
                      {"step_time_excess", r.excess}});
   }
-  return {200, "application/json", net::JsonText(json({{"engines", list}, {"radar", radar}})), {}};
+  return {200, "application/json",
+          net::JsonText(json({{"leader", leading_}, {"term", term_}, {"engines", list}, {"radar", radar}})), {}};
 }
 
 net::HttpResponse Controller::Metrics() const {
   net::PrometheusWriter w;
   std::lock_guard l(mu_);
   w.Counter("myriad_control_rounds_total", "Scrape rounds run.", rounds_);
+  w.Gauge("myriad_control_leader", "1 while this controller leads (acts), 0 while it follows.", leading_ ? 1 : 0);
+  w.Counter("myriad_control_actions_skipped_total",
+            "Actions decided but not carried out: an earlier leader had recorded them in etcd.", skipped_);
   w.Counter("myriad_control_scrape_failures_total", "Engine scrapes that failed (refused, timed out, not 200).",
             scrape_failures_);
-  w.Family("myriad_control_actions", "Actions taken (or logged, in a dry run), by kind.", net::MetricType::kCounter);
+  w.Family("myriad_control_actions_total", "Actions taken (or logged, in a dry run), by kind.", net::MetricType::kCounter);
   for (const auto& [name, n] : actions_) w.Sample("myriad_control_actions_total", {{"action", name}}, n);
   std::map<std::string_view, int64_t> by_state;
   for (const auto s : {policy::EngineState::kAdmitting, policy::EngineState::kServing, policy::EngineState::kRecovering,

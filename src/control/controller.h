@@ -5,21 +5,30 @@
 // the gateway's admin API, the exec hooks, the warmup gate's probes. It decides nothing itself.
 // Its own /metrics and GET /admin/engines (engines, states, the slow-node radar) are served on
 // `listen`. Rounds run on the clock it is given, so tests step virtual time.
+// With `ha.etcd`, controllers elect a leader (net/etcd_election.h); a follower only scrapes, for
+// its endpoints. A leader starts each term with a fresh policy::FleetController and the journal
+// of the actions recorded in etcd (policy/action_journal.h): each action is recorded before it is
+// carried out, and one recorded by an earlier leader is skipped.
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "control/config.h"
+#include "control/local_actuator.h"
 #include "core/clock.h"
+#include "net/etcd_client.h"
+#include "net/etcd_election.h"
 #include "net/http.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "policy/action_journal.h"
 #include "policy/fleet_controller.h"
 
 namespace myriad::control {
@@ -27,8 +36,10 @@ namespace myriad::control {
 class Controller {
  public:
   // Checks what the config cannot (the listen address binds at Start). Null clock: the real one.
+  // `local`: restarts the engines this process runs (myriad up), before any exec hook.
   static absl::StatusOr<std::unique_ptr<Controller>> Create(ControlConfig config,
-                                                            std::shared_ptr<Clock> clock = nullptr);
+                                                            std::shared_ptr<Clock> clock = nullptr,
+                                                            std::shared_ptr<LocalActuator> local = nullptr);
   ~Controller();
 
   // Serves /metrics and /admin/engines and starts the rounds (one at once, then every
@@ -43,6 +54,8 @@ class Controller {
   uint16_t port() const { return http_ ? http_->port() : 0; }
   // The engine's state by name ("" when unknown).
   std::string StateOf(const std::string& engine) const;
+  // Whether this controller acted in its last round (always, without HA).
+  bool leader() const;
 
  private:
   struct Engine {
@@ -56,7 +69,14 @@ class Controller {
     double running = 0, waiting = 0, progress = 0;
   };
 
-  Controller(ControlConfig config, std::shared_ptr<Clock> clock);
+  Controller(ControlConfig config, std::shared_ptr<Clock> clock, std::shared_ptr<LocalActuator> local);
+  // Whether this round acts: without HA always; with it, while leading. A new term resets the
+  // policy and loads the journal.
+  bool Leading();
+  // Records a journaled action in etcd before it is carried out: true when this call recorded
+  // it, false when it was there already.
+  absl::StatusOr<bool> Record(const std::string& id, const std::string& line);
+  absl::Status ConnectEtcd();
   void RefreshEngines();
   policy::EngineObservation Scrape(Engine& e);
   void Carry(Engine& e, std::vector<policy::FleetAction> actions);
@@ -70,12 +90,17 @@ class Controller {
 
   ControlConfig config_;
   std::shared_ptr<Clock> clock_;
+  std::shared_ptr<LocalActuator> local_;
   std::unique_ptr<Sleeper> sleeper_;
   std::function<void(const std::string&)> log_;
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpClient> gateway_;  // the round's thread only
   std::thread loop_;
   bool stopping_ = false;  // under mu_
+  std::unique_ptr<net::EtcdElection> election_;  // null: no HA
+  std::unique_ptr<net::EtcdClient> etcd_;         // the journal (the round's thread only)
+  uint64_t term_ = 0;                             // the term policy_ and journal_ belong to
+  std::optional<policy::ActionJournal> journal_;  // the round's thread only
 
   mutable std::mutex mu_;  // guards what follows: the handlers read it
   policy::FleetController policy_;
@@ -83,6 +108,8 @@ class Controller {
   std::map<std::string, uint64_t> actions_;  // by action name, for /metrics
   uint64_t scrape_failures_ = 0;
   uint64_t rounds_ = 0;
+  bool leading_ = false;
+  uint64_t skipped_ = 0;  // actions an earlier leader had recorded
 };
 
 }  // namespace myriad::control

@@ -1,5 +1,6 @@
-// HaServer: the election through etcd (campaign, keepalive, fencing, stepping down) and the
-// standby's side of log shipping (pulling, applying, snapshots, catching up before promotion).
+// HaServer: what winning and losing the election (net/etcd_election.h) means to a master
+// (catching up before promotion, stepping down) and the standby's side of log shipping
+// (pulling, applying, snapshots).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,8 +11,6 @@
 
 #include "kvstore/auth.h"
 #include "kvstore/ha_server.h"
-#include "net/etcd_client.h"
-#include "net/etcd_watch.h"
 #include "net/http_client.h"
 
 namespace myriad::kvstore {
@@ -22,125 +21,6 @@ namespace {
 void Sleep(Nanos d) { std::this_thread::sleep_for(std::chrono::nanoseconds(d)); }
 
 }  // namespace
-
-void HaServer::Wake() { election_sleeper_->Wake(); }
-
-void HaServer::NapUntil(Nanos deadline) {
-  if (!stop_.load()) election_sleeper_->SleepUntil(deadline);
-}
-
-void HaServer::ElectionLoop() {
-  std::unique_ptr<net::EtcdClient> etcd;
-  // A standby's watch on the leader key, and the leader key (create revision) it watches.
-  net::EtcdWatch watch;
-  int64_t watched = 0;
-  int64_t lease = 0;
-  Nanos lease_until = 0;     // clock_'s time: the lease lives at least until then
-  Nanos next_keepalive = 0;
-  const Nanos ttl = options_.lease_ttl_seconds * kSecond;
-  const std::string members = options_.election_key + "/members/";
-  const auto leading = [&] { return role_.load() == static_cast<int>(HaRole::kLeader); };
-  while (!stop_.load()) {
-    Nanos now = clock_->Now();
-    if (leading() && now >= fence_until_.load()) {
-      StepDown("the etcd lease may have expired: no keepalive was answered in time");
-    }
-    if (!etcd) {
-      auto c = net::EtcdClient::Connect(options_.etcd, options_.etcd_timeout);
-      if (!c.ok()) {
-        SetError(c.status().ToString());
-        NapUntil(now + options_.poll_interval);
-        continue;
-      }
-      etcd = std::move(*c);
-    }
-    if (lease == 0) {
-      auto g = etcd->GrantLease(options_.lease_ttl_seconds);
-      if (!g.ok()) {
-        SetError(g.status().ToString());
-        NapUntil(now + options_.poll_interval);
-        continue;
-      }
-      lease = *g;
-      lease_until = now + ttl;
-      next_keepalive = now + ttl / 3;
-      if (absl::Status st = etcd->Put(members + advertise_, advertise_, lease); !st.ok()) {
-        SetError(st.ToString());
-      }
-    } else if (now >= next_keepalive) {
-      auto k = etcd->KeepAlive(lease);
-      if (k.ok()) {
-        lease_until = now + *k * kSecond;  // `now` was taken before the request was sent
-        next_keepalive = now + ttl / 3;
-        if (leading()) fence_until_ = lease_until - options_.fence_margin;
-      } else if (k.status().code() == absl::StatusCode::kNotFound) {
-        lease = 0;
-        if (leading()) StepDown("etcd reports the leader's lease expired");
-        continue;
-      } else {
-        SetError(k.status().ToString());
-        next_keepalive = now + options_.poll_interval;  // retry sooner; the fence runs on
-      }
-    }
-    if (!leading() && !options_.campaign) {
-      // A mirror that never leads: it only follows whoever holds the key.
-      auto g = etcd->Get(options_.election_key);
-      if (g.ok() && g->has_value()) {
-        std::lock_guard lock(info_mu_);
-        leader_ = (*g)->value;
-      }
-    } else if (!leading()) {
-      auto r = etcd->CreateIfAbsent(options_.election_key, advertise_, lease);
-      if (!r.ok()) {
-        SetError(r.status().ToString());
-      } else if (r->created ||
-                 // Our own key, from before a step-down on a passing etcd error: lead again
-                 // once a keepalive has renewed the lease (the fence is in the future).
-                 (r->holder && r->holder->value == advertise_ && r->holder->lease == lease &&
-                  lease_until - options_.fence_margin > clock_->Now())) {
-        const uint64_t term = static_cast<uint64_t>(r->created ? r->revision : r->holder->create_revision);
-        std::vector<std::string> peers;
-        if (auto m = etcd->GetPrefix(members); m.ok()) {
-          for (const net::EtcdKv& kv : *m) {
-            if (kv.value != advertise_) peers.push_back(kv.value);
-          }
-        }
-        fence_until_ = lease_until - options_.fence_margin;
-        watch.Stop();
-        watched = 0;
-        BecomeLeader(term, peers);
-      } else if (r->holder) {
-        {
-          std::lock_guard lock(info_mu_);
-          leader_ = r->holder->value;
-        }
-        if (!watch.active() || watched != r->holder->create_revision) {
-          absl::Status st = watch.Start(
-              options_.etcd, options_.election_key, r->holder->mod_revision + 1,
-              net::EtcdWatchCallbacks{.on_event = [this](const net::EtcdWatchEvent&) { Wake(); },
-                                      .on_end = [this](absl::Status) { Wake(); }},
-              options_.etcd_timeout);
-          watched = st.ok() ? r->holder->create_revision : 0;
-        }
-      }
-    } else if (now + options_.poll_interval >= next_keepalive) {
-      // Once per keepalive round: is the key still ours?
-      auto g = etcd->Get(options_.election_key);
-      if (g.ok() && (!g->has_value() || (*g)->value != advertise_ ||
-                     static_cast<uint64_t>((*g)->create_revision) != term_.load())) {
-        StepDown("the leader key is gone or belongs to another master");
-      }
-    }
-    // A standby watching the key sleeps until it changes or a keepalive is due.
-    // Deadlines from the round's start: a clock that jumped meanwhile brings the next round at once.
-    NapUntil(!leading() && watch.active() ? next_keepalive : now + options_.poll_interval);
-  }
-  watch.Stop();
-  if (resign_.load() && lease != 0 && etcd) {
-    // Revoking deletes the leader key bound to the lease: a standby wins at its next look.
-    (void)etcd->Revoke(lease);
-  }
-}
 
 void HaServer::BecomeLeader(uint64_t term, const std::vector<std::string>& peers) {
   // Catch up first: a peer may have applied batches (acknowledged writes) this master has not,
@@ -199,7 +79,6 @@ void HaServer::StepDown(std::string why) {
   {
     std::lock_guard lock(state_mu_);
     role_ = static_cast<int>(HaRole::kStandby);
-    fence_until_ = 0;
   }
   std::lock_guard lock(info_mu_);
   leader_.clear();

@@ -61,7 +61,6 @@ HaServer::HaServer(HaOptions options)
             })),
       log_(options_.log),
       master_(std::make_shared<MasterServer>(options_.master)),
-      election_sleeper_(clock_->NewSleeper()),
       tick_sleeper_(clock_->NewSleeper()) {
   options_.master.clock = clock_;  // the masters a snapshot install creates share it
 }
@@ -85,7 +84,6 @@ absl::Status HaServer::Start() {
   if (options_.etcd.empty()) {
     // Alone: the leader of a group of one, forever.
     term_ = 1;
-    fence_until_ = INT64_MAX;
     {
       std::lock_guard lock(info_mu_);
       leader_ = advertise_;
@@ -93,7 +91,26 @@ absl::Status HaServer::Start() {
     role_ = static_cast<int>(HaRole::kLeader);
     return absl::OkStatus();
   }
-  election_ = std::thread([this] { ElectionLoop(); });
+  net::EtcdElectionOptions eo{.etcd = options_.etcd,
+                              .key = options_.election_key,
+                              .value = advertise_,
+                              .lease_ttl_seconds = options_.lease_ttl_seconds,
+                              .campaign = options_.campaign,
+                              .fence_margin = options_.fence_margin,
+                              .poll_interval = options_.poll_interval,
+                              .etcd_timeout = options_.etcd_timeout};
+  election_ = std::make_unique<net::EtcdElection>(
+      std::move(eo), clock_,
+      net::EtcdElectionHooks{
+          .on_elected = [this](uint64_t term, const std::vector<std::string>& peers) { BecomeLeader(term, peers); },
+          .on_step_down = [this](const std::string& why) { StepDown(why); },
+          .on_follow =
+              [this](const std::string& leader) {
+                std::lock_guard lock(info_mu_);
+                leader_ = leader;
+              },
+          .on_error = [this](const std::string& error) { SetError(error); }});
+  election_->Start();
   puller_ = std::thread([this] { PullLoop(); });
   return absl::OkStatus();
 }
@@ -103,8 +120,7 @@ void HaServer::Kill() { Shutdown(false); }
 
 void HaServer::Shutdown(bool resign) {
   if (stop_.exchange(true)) return;
-  resign_ = resign;
-  fence_until_ = 0;  // no write is acknowledged from now on
+  resign_ = resign;  // from now on FenceUntil() is 0: no write is acknowledged
   {
     // Writes still waiting for standbys are answered (503: not confirmed) before the
     // listener goes.
@@ -114,9 +130,8 @@ void HaServer::Shutdown(bool resign) {
   pending_cv_.notify_all();
   if (acker_.joinable()) acker_.join();
   http_.Stop();
-  Wake();
   tick_sleeper_->Wake();
-  if (election_.joinable()) election_.join();  // revokes the lease when resigning
+  if (election_) election_->Stop(resign);  // revokes the lease when resigning
   if (puller_.joinable()) puller_.join();
   if (ticker_.joinable()) ticker_.join();
 }
@@ -126,8 +141,13 @@ std::shared_ptr<MasterServer> HaServer::master() const {
   return master_;
 }
 
+Nanos HaServer::FenceUntil() const {
+  if (stop_.load()) return 0;
+  return election_ ? election_->fence_until() : INT64_MAX;
+}
+
 bool HaServer::is_leader() const {
-  return role_.load() == static_cast<int>(HaRole::kLeader) && clock_->Now() < fence_until_.load();
+  return role_.load() == static_cast<int>(HaRole::kLeader) && clock_->Now() < FenceUntil();
 }
 
 HaStatus HaServer::status() const {
@@ -286,7 +306,7 @@ net::HttpResponse HaServer::Confirmed(uint64_t seq, bool acked, net::HttpRespons
                                   seq, options_.sync_standbys,
                                   options_.sync_timeout / kMillisecond));
   }
-  if (clock_->Now() >= fence_until_.load()) {
+  if (clock_->Now() >= FenceUntil()) {
     unconfirmed_++;
     return api::Error(503, api::ErrorType::kUnavailable,
                       fmt::format("the leader's etcd lease may have expired before the write "

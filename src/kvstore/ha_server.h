@@ -3,24 +3,15 @@
 // leads, elected through etcd; the others are standbys that apply the leader's operation log
 // continuously and take over when the leader goes.
 //
-// Election (ha_election.cc). Each master holds an etcd lease (TTL lease_ttl_seconds, renewed
-// every TTL/3) and campaigns by creating election_key = its advertised URL, bound to the lease,
-// in a txn that succeeds only while the key is absent (create_revision == 0). The winner's term
-// is the key's create_revision, unique and increasing across elections. Standbys follow the key
-// through an etcd watch and campaign again as soon as it is deleted (the leader resigned, or
-// its lease expired); while the watch is down they read it every poll_interval instead. Every
-// master also registers election_key + "/members/" + its URL under its lease, so that a new
-// leader knows its peers.
+// Election: net/etcd_election.h (a lease, the election_key created while absent, its
+// create_revision as the term, a watch on it, election_key + "/members/" + URL for the peers).
 //
 // Fencing. A leader accepts and acknowledges writes only while it is sure its lease is alive:
-// after each successful keepalive sent at t, the lease lives at least until t + TTL on etcd's
-// clock, so the leader stops at t + TTL - fence_margin on its own clock (master.clock: the
-// election loop's schedule, the fence and the housekeeping tick run on it; the replication acks'
-// timeouts and the standby's pulls are network waits, on the real clock). Requests
-// arriving later get 421, and a write waiting for its standbys' acks is answered 503 if the
-// fence passes meanwhile. A new leader can only win once the old lease has expired, i.e. after
-// the old leader stopped acknowledging. A leader whose lease etcd reports expired, whose fence
-// passed, or whose key is gone or someone else's, steps down to standby.
+// until the election's fence_until (master.clock: the election loop's schedule, the fence and
+// the housekeeping tick run on it; the replication acks' timeouts and the standby's pulls are
+// network waits, on the real clock). Requests arriving later get 421, and a write waiting for
+// its standbys' acks is answered 503 if the fence passes meanwhile. A new leader can only win
+// once the old lease has expired, i.e. after the old leader stopped acknowledging.
 //
 // Log shipping (kvstore/repl_log.h). Every mutating request runs under one lock: the master
 // handles it, and what it changed (MasterServer::TakeLog) becomes the next batch of the
@@ -56,6 +47,7 @@
 #include "core/time.h"
 #include "kvstore/master_server.h"
 #include "kvstore/repl_log.h"
+#include "net/etcd_election.h"
 #include "net/http.h"
 #include "net/http_server.h"
 
@@ -162,7 +154,6 @@ class HaServer {
   void TickLoop(Nanos started);  // as MasterServer::TickLoop
 
   // ha_election.cc
-  void ElectionLoop();
   void PullLoop();
   // Pulls once from `url` into this master (a standby following its leader, or a new leader
   // catching up from a peer). Returns batches applied; an error when the pull failed.
@@ -187,7 +178,8 @@ class HaServer {
   std::shared_ptr<MasterServer> master_;
 
   std::atomic<int> role_{static_cast<int>(HaRole::kStandby)};
-  std::atomic<Nanos> fence_until_{0};  // clock_'s time
+  // Until when this master may acknowledge writes (clock_'s time): the election's fence.
+  Nanos FenceUntil() const;
   std::atomic<uint64_t> term_{0};
   std::atomic<bool> need_snapshot_{false};
   std::atomic<bool> promoting_{false};  // between winning an election and leading
@@ -196,16 +188,13 @@ class HaServer {
   std::string leader_;
   HaStatus counters_;
 
-  // Wakes the election loop early (the watched leader key changed, or its watch ended).
-  void Wake();
-  void NapUntil(Nanos deadline);
-  std::unique_ptr<Sleeper> election_sleeper_;
   std::unique_ptr<Sleeper> tick_sleeper_;
 
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> resign_{true};
-  std::thread election_, puller_, ticker_;
+  std::unique_ptr<net::EtcdElection> election_;  // null: no etcd, this master leads alone
+  std::thread puller_, ticker_;
 
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;

@@ -23,6 +23,7 @@ std::string_view ActionName(ActionKind k) {
     case ActionKind::kWarmup: return "warmup";
     case ActionKind::kReadmit: return "readmit";
     case ActionKind::kCordon: return "cordon";
+    case ActionKind::kProbe: return "probe";
   }
   return "";
 }
@@ -106,6 +107,10 @@ std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const E
     Evict(engine, now, "hang", out);
     return out;
   }
+  if (o_.probe_period > 0 && !e.gate_pending && now - e.probed_at >= o_.probe_period) {
+    e.gate_pending = true;
+    out.push_back({ActionKind::kProbe, engine, "periodic"});
+  }
   const size_t ranks = obs.rank_step_times.size();
   if (ranks >= 3) {  // a median of two ranks cannot single one out
     if (!e.detector || static_cast<size_t>(e.detector->ranks()) != ranks) {
@@ -125,6 +130,7 @@ std::vector<FleetAction> FleetController::AnswerRecorded(int engine, bool ok) {
   if (!ok) return {};
   e.admitted = true;
   e.state = EngineState::kServing;
+  e.probed_at = e.progress_at;
   if (!e.drained) return {};
   e.drained = false;
   return {{ActionKind::kReadmit, engine, "answer recorded"}};
@@ -147,8 +153,23 @@ std::vector<FleetAction> FleetController::WarmupDone(int engine, Nanos now, Prob
   e.state = EngineState::kServing;
   e.drained = false;
   e.progress_at = now;
+  e.probed_at = now;
   e.probes.Reset();
   return {{ActionKind::kReadmit, engine, "warmup passed"}};
+}
+
+std::vector<FleetAction> FleetController::ProbeDone(int engine, Nanos now, ProbeOutcome probe) {
+  Engine& e = At(engine);
+  if (e.state != EngineState::kServing || !e.gate_pending) return {};
+  e.gate_pending = false;
+  if (probe == ProbeOutcome::kMismatch) {
+    e.state = EngineState::kCordoned;
+    e.drained = true;
+    return {{ActionKind::kDrain, engine, "answer mismatch"}, {ActionKind::kCordon, engine, "answer mismatch"}};
+  }
+  // No answer: probed again after another period, while the scrapes decide whether it is down.
+  e.probed_at = now;
+  return {};
 }
 
 std::vector<RadarEntry> FleetController::Radar(size_t k) const {

@@ -30,6 +30,9 @@ struct FleetControllerOptions {
   int warmup_requests = 3;
   // A restarted engine that is still unreachable after this long is restarted again.
   Nanos restart_timeout = 5 * kMinute;
+  // How often a serving engine gets the known-answer probe (silent corruption while serving);
+  // 0: only at admission and in the warmup gate.
+  Nanos probe_period = 0;
   StragglerOptions straggler;
 };
 // Upper bounds of the options (docs/controller.md).
@@ -63,6 +66,7 @@ enum class ActionKind {
   kWarmup,        // run the known-answer probe against the recorded answer, then the warmups
   kReadmit,       // undrain
   kCordon,
+  kProbe,         // run the known-answer probe on a serving engine (every probe_period)
 };
 std::string_view ActionName(ActionKind k);
 
@@ -93,6 +97,9 @@ class FleetController {
   // mismatch cordons; no answer or too few completions leave it recovering (the gate runs
   // again at the next scrape that reaches it); else it is re-admitted.
   std::vector<FleetAction> WarmupDone(int engine, Nanos now, ProbeOutcome probe, int completed);
+  // The outcome of kProbe: a mismatch drains and cordons (a silent error while serving); no
+  // answer is left to the crash and hang detection.
+  std::vector<FleetAction> ProbeDone(int engine, Nanos now, ProbeOutcome probe);
 
   EngineState state(int engine) const { return At(engine).state; }
   // The slow-node radar over every engine's ranks (unit = engine index).
@@ -114,6 +121,7 @@ class FleetController {
     bool gate_pending = false;  // kRecordAnswer or kWarmup issued, outcome not yet back
     bool admitted = false;      // an answer is recorded
     bool drained = false;       // drained by this controller, not yet re-admitted
+    Nanos probed_at = 0;        // the last known-answer probe that passed (or admission)
     std::unique_ptr<StragglerDetector> detector;
   };
   Engine& At(int engine) { return engines_.at(static_cast<size_t>(engine)); }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../gateway/gateway_test_util.h"
+#include "../test_util/promtool.h"
 #include "../test_util/temp_dir.h"
 
 namespace myriad::control {
@@ -189,6 +190,90 @@ TEST(Controller, CrashIsDrainedAfterFailedProbesInARow) {
   EXPECT_FALSE(Draining(f.h, "b0"));
   EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash",
                                                        "warmup:back after restart", "readmit:warmup passed"}));
+}
+
+// The controller's own /metrics as a Prometheus operator would lint it, with every family
+// holding samples (actions by kind, engines by state, the leader gauge).
+TEST(Controller, MetricsPassPromtool) {
+  Fixture f;
+  f.h.emus[0]->Crash();
+  f.Step();
+  f.Step();
+  ASSERT_EQ(f.ctl->StateOf("b0"), "recovering") << f.Log();
+  net::HttpClient admin(net::HostPort{"127.0.0.1", f.ctl->port()});
+  auto metrics = admin.Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->body.find("myriad_control_actions_total{action=\"restart\"} 1"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("\nmyriad_control_leader 1\n"), std::string::npos) << metrics->body;
+  EXPECT_EQ(myriad::testing::PromtoolComplaints(metrics->body), std::vector<std::string>{}) << metrics->body;
+}
+
+// The known-answer probe sends only fields both vLLM and llama.cpp's llama-server read on
+// /v1/completions (docs/controller.md): greedy, a fixed seed, max_tokens, not streamed.
+TEST(Controller, ProbeSendsTheFieldsVllmAndLlamaServerRead) {
+  std::mutex mu;
+  json seen;
+  net::HttpServer engine(net::HttpServerOptions{}, [&](const net::HttpRequest& r) -> net::HttpResponse {
+    if (r.path() == "/metrics") return {200, "text/plain", "vllm:num_requests_running 0\n", {}};
+    std::lock_guard l(mu);
+    seen = json::parse(r.body, nullptr, false);
+    return {200, "application/json", R"({"choices":[{"index":0,"text":" Paris"}]})", {}};
+  });
+  ASSERT_TRUE(engine.Start().ok());
+  ControlConfig c;
+  c.listen = "127.0.0.1:0";
+  c.probe_max_tokens = 5;
+  c.probe_model = "served-name";
+  c.engines.push_back({"e0", fmt::format("http://127.0.0.1:{}", engine.port())});
+  auto ctl = Controller::Create(c, std::make_shared<ManualClock>());
+  ASSERT_TRUE(ctl.ok());
+  (*ctl)->RunRound();
+  EXPECT_EQ((*ctl)->StateOf("e0"), "serving");
+  std::lock_guard l(mu);
+  EXPECT_EQ(seen, json({{"prompt", c.probe_prompt}, {"max_tokens", 5}, {"temperature", 0}, {"seed", 0},
+                        {"stream", false}, {"model", "served-name"}}))
+      << seen.dump();
+  engine.Stop();
+}
+
+// An engine that starts answering wrong while serving is cordoned within one probe period.
+TEST(Controller, ServingEngineThatAnswersWrongIsCordonedWithinOneProbePeriod) {
+  std::atomic<bool> wrong{false};
+  net::HttpServer engine(net::HttpServerOptions{}, [&](const net::HttpRequest& r) -> net::HttpResponse {
+    if (r.path() == "/metrics") return {200, "text/plain", "vllm:num_requests_running 0\n", {}};
+    return {200, "application/json",
+            wrong ? R"({"choices":[{"index":0,"text":" Lyon"}]})" : R"({"choices":[{"index":0,"text":" Paris"}]})",
+            {}};
+  });
+  ASSERT_TRUE(engine.Start().ok());
+  auto made = ParseControlConfig(fmt::format("listen: 127.0.0.1:0\ngate: {{probe_period: 5s}}\n"
+                                             "engines:\n  - {{name: e0, url: 'http://127.0.0.1:{}'}}\n",
+                                             engine.port()),
+                                 "control.yaml");
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto clock = std::make_shared<ManualClock>();
+  auto ctl = Controller::Create(*made, clock);
+  ASSERT_TRUE(ctl.ok());
+  std::vector<json> log;
+  (*ctl)->set_log([&](const std::string& line) { log.push_back(json::parse(line)); });
+  (*ctl)->RunRound();  // admitted: " Paris" recorded
+  wrong = true;
+  const Nanos wrong_at = clock->Now();
+  Nanos cordoned = -1;
+  for (int i = 0; i < 10 && cordoned < 0; ++i) {
+    clock->Advance(kSecond);
+    (*ctl)->RunRound();
+    if ((*ctl)->StateOf("e0") == "cordoned") cordoned = clock->Now();
+  }
+  ASSERT_GE(cordoned, 0) << "never cordoned";
+  EXPECT_LE(cordoned - wrong_at, 5 * kSecond);
+  ASSERT_GE(log.size(), 3u);
+  EXPECT_EQ(log[log.size() - 3]["action"], "probe");
+  EXPECT_EQ(log[log.size() - 3]["probe"], "mismatch");
+  EXPECT_EQ(log[log.size() - 2]["action"], "drain");
+  EXPECT_EQ(log.back()["action"], "cordon");
+  engine.Stop();
 }
 
 }  // namespace

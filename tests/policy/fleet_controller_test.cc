@@ -159,5 +159,32 @@ TEST(FleetController, RadarRanksTheSlowestRanksAcrossEngines) {
   EXPECT_LE(radar[1].excess, radar[0].excess);
 }
 
+// Silent corruption while serving: the known-answer probe runs every probe_period on a serving
+// engine; a mismatch drains and cordons it, a match or no answer waits for the next period.
+TEST(FleetController, PeriodicProbeCordonsAServingEngineThatAnswersWrong) {
+  FleetControllerOptions o;
+  o.probe_period = 10 * kSecond;
+  Fleet f(o);
+  EXPECT_TRUE(f.c.Observe(f.e, 9 * kSecond, Idle()).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 10 * kSecond, Idle())), (std::vector<std::string>{"probe:periodic"}));
+  EXPECT_TRUE(f.c.Observe(f.e, 11 * kSecond, Idle()).empty());  // one probe at a time
+  EXPECT_TRUE(f.c.ProbeDone(f.e, 11 * kSecond, ProbeOutcome::kMatch).empty());
+  EXPECT_TRUE(f.c.Observe(f.e, 20 * kSecond, Idle()).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 21 * kSecond, Idle())), (std::vector<std::string>{"probe:periodic"}));
+  EXPECT_TRUE(f.c.ProbeDone(f.e, 21 * kSecond, ProbeOutcome::kNoAnswer).empty());
+  EXPECT_EQ(f.c.state(f.e), EngineState::kServing);
+  EXPECT_EQ(Names(f.c.Observe(f.e, 31 * kSecond, Idle())), (std::vector<std::string>{"probe:periodic"}));
+  EXPECT_EQ(Names(f.c.ProbeDone(f.e, 31 * kSecond, ProbeOutcome::kMismatch)),
+            (std::vector<std::string>{"drain:answer mismatch", "cordon:answer mismatch"}));
+  EXPECT_EQ(f.c.state(f.e), EngineState::kCordoned);
+  EXPECT_TRUE(f.c.Observe(f.e, 100 * kSecond, Idle()).empty());
+}
+
+TEST(FleetController, NoPeriodicProbeByDefault) {
+  Fleet f;
+  EXPECT_EQ(f.c.options().probe_period, 0);
+  for (int i = 1; i <= 100; ++i) EXPECT_TRUE(f.c.Observe(f.e, i * kMinute, Idle()).empty()) << i;
+}
+
 }  // namespace
 }  // namespace myriad::policy
