@@ -24,6 +24,7 @@
 
 #include "../test_util/etcd_process.h"
 #include "../test_util/temp_dir.h"
+#include "run_myriad.h"
 #include "net/http_client.h"
 
 namespace myriad {
@@ -275,6 +276,18 @@ TEST(Dashboards, EveryPanelQueryReturnsSeriesFromARealPrometheusScrapingMyriadUp
     }
   }
   EXPECT_GE(queries, 30);
+
+  // The same Prometheus read by `myriad diagnose --prometheus`: the refused request is found.
+  const testing::CommandResult d =
+      testing::RunMyriad(fmt::format("diagnose --json --prometheus http://127.0.0.1:{}", prom_port), "", 60);
+  ASSERT_EQ(d.code, 0) << d.out;
+  const json findings = json::parse(d.out, nullptr, false).value("findings", json::array());
+  bool refused_found = false;
+  for (const json& f : findings) {
+    refused_found = refused_found || (f["suspicion"] == "admission" &&
+                                      f["evidence"].get<std::string>().find("unknown_model 1") != std::string::npos);
+  }
+  EXPECT_TRUE(refused_found) << d.out;
   EXPECT_TRUE(empty.empty()) << ::testing::PrintToString(empty);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 60s);
 }

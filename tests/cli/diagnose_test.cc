@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/diagnose_inputs.h"
 #include "emu/emu_server.h"
 #include "net/http_client.h"
 #include "run_myriad.h"
@@ -104,6 +105,45 @@ TEST(DiagnoseCli, ScrapedEmulatorWithASlowRankNamesThatRankFirst) {
   EXPECT_EQ(f[0]["unit"], "engine " + url) << d.out;
   EXPECT_EQ(f[0]["rank"], 2) << d.out;
   (*emu)->Stop();
+}
+
+// What each kind of endpoint gives: an engine's ranks, the gateway's refusals, the controller's
+// radar (whose rank 3 is then a finding of its own).
+TEST(DiagnoseCli, ReadsEnginesGatewayAndControllerExpositions) {
+  const std::string engine =
+      "# TYPE vllm:num_requests_running gauge\n"
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 2\n"
+      "vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 6\n"
+      "vllm:inter_token_latency_seconds_sum{engine=\"0\",model_name=\"m\"} 1.0\n"
+      "vllm:inter_token_latency_seconds_count{engine=\"0\",model_name=\"m\"} 100\n"
+      "vllm:inter_token_latency_seconds_sum{engine=\"1\",model_name=\"m\"} 3.0\n"
+      "vllm:inter_token_latency_seconds_count{engine=\"1\",model_name=\"m\"} 100\n"
+      "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} 25\n"
+      "vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"m\"} 100\n"
+      "vllm:num_preemptions_total{engine=\"1\",model_name=\"m\"} 3\n";
+  const std::string gateway =
+      "myriad_gateway_responses_total{route=\"completions\",code=\"200\"} 90\n"
+      "myriad_gateway_responses_total{route=\"completions\",code=\"429\"} 10\n"
+      "myriad_gateway_rejections_total{model=\"m\",tenant=\"a\",reason=\"tenant_quota\"} 10\n";
+  const std::string controller = "myriad_control_radar_step_time_excess{engine=\"b1\",rank=\"3\"} 0.6\n";
+  const policy::DiagnoseInput in =
+      cli::FromExpositions({{"e0", engine}, {"gw", gateway}, {"ctl", controller}});
+  ASSERT_EQ(in.units.size(), 1u);
+  EXPECT_EQ(in.units[0].name, "engine e0");
+  EXPECT_EQ(in.units[0].rank_step_s, (std::vector<double>{0.01, 0.03}));
+  EXPECT_EQ(in.units[0].rank_load, (std::vector<double>{2, 6}));
+  EXPECT_DOUBLE_EQ(in.prefix_hit_rate, 0.25);
+  EXPECT_EQ(in.requests, 100);  // the gateway's answers, refusals included
+  EXPECT_EQ(in.preempted, 3);
+  ASSERT_EQ(in.rejections.size(), 1u);
+  EXPECT_EQ(in.rejections[0], (std::pair<std::string, double>{"tenant_quota", 10}));
+  ASSERT_EQ(in.radar.size(), 1u);
+  EXPECT_EQ(in.radar[0].unit, "engine b1");
+  EXPECT_EQ(in.radar[0].rank, 3);
+  const auto f = policy::Diagnose(in);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].suspicion, "straggler");
+  EXPECT_EQ(f[0].unit, "engine b1");
 }
 
 TEST(DiagnoseCli, BadInputExits2NamingTheFileLineOrFieldAndAFailedScrapeExits1) {
