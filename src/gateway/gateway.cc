@@ -232,10 +232,25 @@ absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> Gateway::SubscribeEvents
   }
   if (so.sources.empty()) return std::unique_ptr<net::KvEventSubscriber>();
   return net::KvEventSubscriber::Start(so, [this, first](const net::KvEventDelivery& d) {
-    std::lock_guard l(mu_);
-    absl::Status st = indexer_->Apply(first + static_cast<policy::PublisherId>(d.source), d.seq,
-                                      d.batch, NowNanos());
-    (void)st;  // counted in the indexer's stats
+    const policy::PublisherId publisher = first + static_cast<policy::PublisherId>(d.source);
+    std::string line;
+    {
+      std::lock_guard l(mu_);
+      const Nanos now = NowNanos();
+      // Counted by reason in the indexer's stats; logged at most once per interval per publisher,
+      // as an engine sending garbage would otherwise write a line per batch.
+      const absl::Status st = indexer_->Apply(publisher, d.seq, d.batch, now);
+      uint64_t suppressed = 0;
+      if (!st.ok() && kv_event_log_throttle_.Admit(publisher, now, &suppressed)) {
+        line = net::JsonText(json({{"event", "kv_event_error"},
+                                   {"source", std::string(d.source_id)},
+                                   {"seq", d.seq},
+                                   {"reason", d.batch.ok() ? "invalid_event" : "decode"},
+                                   {"error", std::string(st.message())},
+                                   {"suppressed", suppressed}}));
+      }
+    }
+    if (!line.empty()) Log(line);  // outside mu_: the sink may be slow
   });
 }
 

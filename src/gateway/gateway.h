@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/clock.h"
+#include "core/log_throttle.h"
 #include "core/rng.h"
 #include "gateway/backends.h"
 #include "gateway/config.h"
@@ -40,6 +41,10 @@
 #include "tokenizer/prompt_encoder.h"
 
 namespace myriad::gateway {
+
+// At most one log line per KV-event publisher per this interval for batches that fail to decode
+// or apply; the next line says how many were held back.
+inline constexpr Nanos kKvEventLogInterval = 10 * kSecond;
 
 struct GatewayStats {
   uint64_t requests = 0;
@@ -148,6 +153,8 @@ class Gateway : private ExchangeServices {
   std::mutex sub_mu_;  // guards late_subscribers_; never held with mu_ while stopping one
   std::map<std::string, std::unique_ptr<net::KvEventSubscriber>> late_subscribers_;  // added later
   policy::PublisherId next_publisher_ = 0;  // under mu_
+  // KV-event failures logged per publisher (under mu_); the bound is in docs/gateway.md.
+  LogThrottle kv_event_log_throttle_{kKvEventLogInterval};
   std::atomic<bool> events_started_{false};
   std::unique_ptr<EtcdDiscovery> discovery_;
   policy::TenantPolicy tenants_;

@@ -156,6 +156,15 @@ net::HttpResponse Gateway::Metrics() const {
           static_cast<double>(index_.entries()));
   const policy::KvEventIndexerStats& ks = indexer_->stats();
   w.Counter("myriad_gateway_kv_event_batches_total", "KV-event batches applied to the index.", ks.batches);
+  w.Family("myriad_gateway_kv_event_errors_total",
+           "KV-event batches lost to decoding (decode), events refused (invalid_event: block size or "
+           "token count) and events of an unknown tag (unknown_event).",
+           net::MetricType::kCounter);
+  for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"decode", ks.decode_errors},
+                                  {"invalid_event", ks.invalid_events},
+                                  {"unknown_event", ks.unknown_event_tags}}) {
+    w.Sample("myriad_gateway_kv_event_errors_total", {{"reason", reason}}, n);
+  }
   w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
   w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
   request_metrics_.Write(w);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 namespace myriad::net {
@@ -47,8 +48,8 @@ Field FieldOf(std::string_view name) {
 
 }  // namespace
 
-VllmScrape ParseVllmMetrics(std::string_view text) {
-  VllmScrape out;
+void ForEachPrometheusSample(std::string_view text,
+                             const std::function<void(std::string_view, std::string_view, double)>& f) {
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -58,8 +59,6 @@ VllmScrape ParseVllmMetrics(std::string_view text) {
     if (line.empty() || line[0] == '#') continue;
     const size_t name_end = line.find_first_of("{ ");
     if (name_end == std::string_view::npos) continue;
-    const Field field = FieldOf(line.substr(0, name_end));
-    if (field == Field::kNone) continue;
     // The value follows the labels, which may hold spaces inside quotes.
     size_t value_at = name_end;
     std::string_view labels;
@@ -75,6 +74,15 @@ VllmScrape ParseVllmMetrics(std::string_view text) {
     char* stop = nullptr;
     const double v = std::strtod(value.c_str() + first, &stop);
     if (stop == value.c_str() + first || !std::isfinite(v)) continue;
+    f(line.substr(0, name_end), labels, v);
+  }
+}
+
+VllmScrape ParseVllmMetrics(std::string_view text) {
+  VllmScrape out;
+  ForEachPrometheusSample(text, [&out](std::string_view name, std::string_view labels, double v) {
+    const Field field = FieldOf(name);
+    if (field == Field::kNone) return;
     out.any = true;
     VllmScrape::Rank* rank = nullptr;
     const std::string_view engine = PrometheusLabelValue(labels, "engine");
@@ -111,7 +119,7 @@ VllmScrape ParseVllmMetrics(std::string_view text) {
         break;
       case Field::kNone: break;
     }
-  }
+  });
   return out;
 }
 

@@ -4,6 +4,7 @@
 // its label sets and kept per DP rank (vLLM's `engine` label). Unknown and malformed lines are
 // skipped: an exposition is another process's output, not our input to reject.
 #include <cstddef>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct VllmScrape {
   std::vector<Rank> ranks;  // by the `engine` label, when it is a number
 };
 VllmScrape ParseVllmMetrics(std::string_view exposition);
+
+// Calls `f(name, labels, value)` for each sample line of a Prometheus text exposition (labels
+// with their braces, "" when none); comments, malformed lines and non-finite values skipped.
+void ForEachPrometheusSample(std::string_view exposition,
+                             const std::function<void(std::string_view, std::string_view, double)>& f);
 
 // The value of label `name` in a sample's label set ("{a=\"x\",b=\"y\"}"), or "".
 std::string_view PrometheusLabelValue(std::string_view labels, std::string_view name);

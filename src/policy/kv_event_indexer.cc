@@ -129,7 +129,6 @@ absl::Status KvEventIndexer::Apply(PublisherId publisher, uint64_t seq,
     return absl::NotFoundError(fmt::format("publisher {}: unknown", publisher));
   }
   Publisher& p = *it->second;
-  ++stats_.batches;
   switch (index_.ObserveSequence(publisher, seq)) {
     case SequenceVerdict::kInOrder:
       break;
@@ -148,6 +147,7 @@ absl::Status KvEventIndexer::Apply(PublisherId publisher, uint64_t seq,
     MarkAllSuspect(p);
     return batch.status();
   }
+  ++stats_.batches;  // applied: a batch lost to decoding is counted in decode_errors alone
   stats_.unknown_event_tags += batch->unknown_events;
   absl::Status first_error;
   for (size_t i = 0; i < batch->events.size(); ++i) {

@@ -50,7 +50,7 @@ struct KvPublisherHolders {
 };
 
 struct KvEventIndexerStats {
-  uint64_t batches = 0;
+  uint64_t batches = 0;            // decoded and applied (their events may still be skipped)
   uint64_t blocks_stored = 0;
   uint64_t blocks_removed = 0;
   uint64_t clears = 0;             // AllBlocksCleared events

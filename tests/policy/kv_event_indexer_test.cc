@@ -240,6 +240,7 @@ TEST_F(IndexerTest, DecodeErrorMarksSuspectAndOtherGroupsAreSkipped) {
                   .ok());
   EXPECT_EQ(indexer_.stats().other_group, 1u);
   EXPECT_EQ(indexer_.stats().decode_errors, 1u);
+  EXPECT_EQ(indexer_.stats().batches, 2u);  // the lost batch is not counted as applied
 }
 
 // vLLM 0.9.0 to 0.10.1 name blocks by Python's hash(), signed. Such a batch (encoded here by
