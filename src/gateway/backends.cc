@@ -38,9 +38,12 @@ policy::UnitLoad Backend::RankLoad(size_t rank) const {
 
 
 std::vector<policy::HolderId> Backend::Holders() const {
-  if (ranks.empty()) return {holder};
+  if (ranks.empty()) return {holder, store_holder};
   std::vector<policy::HolderId> out;
-  for (const RankState& r : ranks) out.push_back(r.holder);
+  for (const RankState& r : ranks) {
+    out.push_back(r.holder);
+    out.push_back(r.store_holder);
+  }
   return out;
 }
 

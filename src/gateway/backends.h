@@ -23,6 +23,7 @@ namespace myriad::gateway {
 // its own load.
 struct RankState {
   policy::HolderId holder = 0;
+  policy::HolderId store_holder = 0;  // HBM and store tier together (KvPublisherHolders::reach)
   int64_t inflight = 0;
   int64_t queued_prefill_tokens = 0;
   double running = 0, waiting = 0, kv_usage = 0;  // the engine's metrics with engine="<rank>"
@@ -32,6 +33,9 @@ struct Backend {
   BackendConfig config;
   net::HostPort address;
   policy::HolderId holder = 0;  // its entries in the prefix index (ranks empty)
+  // What it holds in HBM or in its store tier (ranks empty). Each engine's own: its CPU events
+  // say what it can load, and the gateway cannot tell whether another engine reads the same store.
+  policy::HolderId store_holder = 0;
   std::vector<RankState> ranks;  // dp_ranks > 1: one per DP rank, steered by header
   bool from_etcd = false;
 
@@ -64,6 +68,10 @@ struct Backend {
   // The holder of a rank's entries (-1: the backend's own).
   policy::HolderId HolderOf(int rank) const {
     return rank >= 0 && static_cast<size_t>(rank) < ranks.size() ? ranks[static_cast<size_t>(rank)].holder : holder;
+  }
+  policy::HolderId StoreHolderOf(int rank) const {
+    return rank >= 0 && static_cast<size_t>(rank) < ranks.size() ? ranks[static_cast<size_t>(rank)].store_holder
+                                                                  : store_holder;
   }
   // Every holder the backend's entries are under.
   std::vector<policy::HolderId> Holders() const;

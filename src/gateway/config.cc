@@ -151,8 +151,8 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                                  "perf_gpu", "perf_tp", "disagg_min_uncached",
                                                  "approx_chunk_bytes", "approx_ttl",
                                                  "index_max_entries", "kv_block_size", "seed",
-                                                 "tokenizer", "tokenizer_config", "recompute_tokens_per_s",
-                                                 "learn_cost"}));
+                                                 "tokenizer", "tokenizer_config", "recompute_limit",
+                                                 "learn_cost", "store_load_gbps", "store_load_latency"}));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer", "routing", &c.tokenizer));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "learn_cost", "routing", &c.learn_cost));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "tokenizer_config", "routing", &c.tokenizer_config));
@@ -169,11 +169,21 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_gpu", "routing", &c.perf_gpu));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "perf_tp", "routing", &c.perf_tp));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "disagg_min_uncached", "routing", &c.disagg_min_uncached));
-    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "recompute_tokens_per_s", "routing", &c.recompute_tokens_per_s));
-    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "recompute_tokens_per_s", "routing",
-                                   std::isfinite(c.recompute_tokens_per_s) && c.recompute_tokens_per_s >= 0 &&
-                                       c.recompute_tokens_per_s <= kMaxRecomputeTokensPerS,
-                                   "must be in [0, 1e9]", c.recompute_tokens_per_s));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "recompute_limit", "routing", &c.recompute_limit));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "recompute_limit", "routing",
+                                   std::isfinite(c.recompute_limit) && c.recompute_limit >= 0 &&
+                                       c.recompute_limit <= kMaxRecomputeLimit,
+                                   "must be in [0, 100] (x the backends' nominal prefill throughput)",
+                                   c.recompute_limit));
+    MYRIAD_RETURN_IF_ERROR(r.Get(rt, "store_load_gbps", "routing", &c.store_load_gbps));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "store_load_gbps", "routing",
+                                   std::isfinite(c.store_load_gbps) && c.store_load_gbps >= 0 &&
+                                       c.store_load_gbps <= kMaxStoreLoadGbps,
+                                   "must be in [0, 10000]", c.store_load_gbps));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(rt, "store_load_latency", "routing", &c.store_load_latency));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "store_load_latency", "routing",
+                                   c.store_load_latency >= 0 && c.store_load_latency <= kMaxStoreLoadLatency,
+                                   "must be in [0s, 10s]", FormatDuration(c.store_load_latency)));
     MYRIAD_RETURN_IF_ERROR(r.Get(rt, "approx_chunk_bytes", "routing", &c.approx_chunk_bytes));
     MYRIAD_RETURN_IF_ERROR(r.Check(rt, "approx_chunk_bytes", "routing",
                                    c.approx_chunk_bytes >= 8 && c.approx_chunk_bytes <= (1 << 20),

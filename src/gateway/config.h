@@ -42,7 +42,9 @@ struct TenantEntry {
 // Upper bounds of the config's sizes (docs/gateway.md lists every bound).
 inline constexpr size_t kMaxBodyBytes = size_t{1} << 30;
 inline constexpr size_t kMaxIndexEntries = size_t{1} << 30;
-inline constexpr double kMaxRecomputeTokensPerS = 1e9;
+inline constexpr double kMaxRecomputeLimit = 100;
+inline constexpr double kMaxStoreLoadGbps = 10'000;  // as the simulator's store.node_gbps
+inline constexpr Nanos kMaxStoreLoadLatency = 10 * kSecond;
 
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8000";
@@ -72,10 +74,18 @@ struct GatewayConfig {
   // Each backend's prefill cost learned from its first-token times (policy/backend_cost_model.h),
   // starting from the performance model above; false: the performance model alone.
   bool learn_cost = true;
-  // Prompt tokens to prefill admitted per second over all backends (policy/recompute_limiter.h):
-  // new requests are shed (429 recompute_limited), lowest priority first, so that retries after
-  // a backend failure do not swamp the rest. 0: off.
-  double recompute_tokens_per_s = 0;
+  // Prompt tokens to prefill admitted per second over all backends (policy/recompute_limiter.h),
+  // as a fraction of the prefill and colocated backends' nominal prefill throughput under the
+  // performance model above, the unit of the simulator's faults.recompute_limit: new requests
+  // are shed (429 recompute_limited), lowest priority first, so that recompute after a backend
+  // or store-node loss does not swamp the rest. 0: off; at most kMaxRecomputeLimit.
+  double recompute_limit = 0;
+  // The path an engine loads its store-tier blocks over (KV events of medium "CPU": vLLM's CPU
+  // offload, an engine on Myriad's KV store), in gigabits per second, and its fixed latency:
+  // the router prices a prefix held there as bytes over this path against recomputing it
+  // (policy/tier_pricing.h). 0 Gb/s: store tiers are never priced.
+  double store_load_gbps = 100;
+  Nanos store_load_latency = kMillisecond;
   // Approximate routing (no events or no tokenizer): the gateway's own decisions, keyed on
   // chunks of the prompt text, remembered for `approx_ttl`.
   int approx_chunk_bytes = 128;

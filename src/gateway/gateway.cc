@@ -46,9 +46,9 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config,
     }
     g->encoder_ = *std::move(enc);
   }
-  if (config.recompute_tokens_per_s > 0) {
-    g->limiter_ = std::make_unique<policy::RecomputeLimiter>(
-        policy::RecomputeLimiterOptions{.tokens_per_s = config.recompute_tokens_per_s});
+  if (config.recompute_limit > 0) {
+    // Its rate follows the backends (UpdateRecomputeRateLocked), from none at first.
+    g->limiter_ = std::make_unique<policy::RecomputeLimiter>(policy::RecomputeLimiterOptions{});
   }
   g->admission_ = std::make_unique<policy::AdmissionPipeline>(g->router_.get(), &g->tenants_, &g->index_, g->limiter_.get());
   g->token_admission_ =
@@ -74,6 +74,8 @@ Gateway::Gateway(GatewayConfig config, std::shared_ptr<Clock> clock)
   router_ = std::make_unique<policy::Router>(name.ok() ? name->options : base, &index_);
   policy::RouterOptions exact = name.ok() ? name->options : base;
   exact.block_tokens = config_.kv_block_size;
+  // Only exact keys have a store tier: the engines' events index it.
+  exact.store = policy::StorePath{.bytes_per_s = config_.store_load_gbps * 1e9 / 8, .latency = config_.store_load_latency};
   token_router_ = std::make_unique<policy::Router>(exact, &index_);
   indexer_ = std::make_unique<policy::KvEventIndexer>(
       &index_, policy::KvEventIndexerOptions{.block_size = static_cast<uint32_t>(config_.kv_block_size)});
@@ -222,7 +224,10 @@ absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> Gateway::SubscribeEvents
         const policy::PublisherId publisher = first + static_cast<policy::PublisherId>(so.sources.size());
         so.sources.push_back(net::KvEventSource{fmt::format("{}/dp{}", b->config.name, rank),
                                                 *events, replay, ""});
-        if (absl::Status st = indexer_->AddPublisher(publisher, policy::KvPublisherHolders{{{"GPU", b->HolderOf(rank)}}});
+        // Blocks of medium CPU (the engine's store tier) count through the rank's reach only.
+        if (absl::Status st = indexer_->AddPublisher(
+                publisher, policy::KvPublisherHolders{.media = {{"GPU", b->HolderOf(rank)}, {"CPU", policy::kUnindexedHolder}},
+                                                      .reach = b->StoreHolderOf(rank)});
             !st.ok()) {
           return st;
         }
@@ -317,11 +322,15 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
   b->config = std::move(config);
   b->address = *hp;
   b->holder = next_holder_++;
+  b->store_holder = next_holder_++;
   b->health = policy::BackendHealth(config_.backend_health);
-  // DP ranks steered by header: each its own cache, so its own holder in the index.
+  // DP ranks steered by header: each its own cache, so its own holders in the index.
   if (b->config.dp_ranks > 1) {
     b->ranks.resize(static_cast<size_t>(b->config.dp_ranks));
-    for (RankState& r : b->ranks) r.holder = next_holder_++;
+    for (RankState& r : b->ranks) {
+      r.holder = next_holder_++;
+      r.store_holder = next_holder_++;
+    }
   }
   b->from_etcd = from_etcd;
   if (config_.learn_cost) {
@@ -335,7 +344,20 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
     if (!b->cost_model) b->cost_model = std::make_shared<policy::BackendCostModel>(cost_);
   }
   backends_.push_back(std::move(b));
+  UpdateRecomputeRateLocked();
   return absl::OkStatus();
+}
+
+void Gateway::UpdateRecomputeRateLocked() {
+  if (!limiter_) return;
+  // Each steered DP rank is a unit of the performance model's layout. Decode engines are not
+  // counted: the simulator's rate is its entry (prefill and colocated) pools'.
+  std::vector<const policy::PrefillCost*> units;
+  for (const auto& b : backends_) {
+    if (b->config.role == BackendRole::kDecode) continue;
+    units.insert(units.end(), std::max<size_t>(1, b->ranks.size()), &cost_);
+  }
+  limiter_->SetRate(NowNanos(), policy::RecomputeTokensPerSecond(config_.recompute_limit, units));
 }
 
 bool Gateway::RemoveBackend(const std::string& name, bool only_from_etcd) {
@@ -351,6 +373,7 @@ bool Gateway::RemoveBackendLocked(const std::string& name, bool only_from_etcd) 
       (*it)->removed = true;  // requests in flight keep their shared_ptr
       for (policy::HolderId h : (*it)->Holders()) index_.Cleared(h);
       backends_.erase(it);
+      UpdateRecomputeRateLocked();
       return true;
     }
   }
@@ -457,7 +480,8 @@ Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
     auto add = [&](int rank, policy::UnitLoad load) {
       (decode ? c.decodes : c.entries).emplace_back(b, rank);
       const policy::PrefillCost* cost = b->cost_model ? &b->cost_model->cost() : &cost_;
-      (decode ? c.decode_c : c.entry_c).push_back(policy::Candidate{b->HolderOf(rank), load, cost});
+      (decode ? c.decode_c : c.entry_c)
+          .push_back(policy::Candidate{.holder = b->HolderOf(rank), .store_holder = b->StoreHolderOf(rank), .load = load, .cost = cost});
     };
     if (b->ranks.empty()) {
       add(-1, b->Load());
@@ -530,14 +554,19 @@ Route Gateway::Pick(const Exchange& ex) {
     std::tie(out.entry, out.entry_rank) = decodes[static_cast<size_t>(d.decode)];
   }
   out.cached_tokens = d.expected_cached_tokens;
+  // Where the prefix comes from: HBM and the store tier; the rest is recomputed.
+  const int64_t hbm_tokens = d.expected_cached_tokens - d.expected_store_tokens;
+  ++stats_.route_tiers[d.expected_store_tokens > 0 ? 2 : hbm_tokens > 0 ? 1 : 0];
+  stats_.route_tier_tokens[1] += hbm_tokens;
+  stats_.route_tier_tokens[2] += d.expected_store_tokens;
   out.queued_tokens = d.entry >= 0 ? entry_c[static_cast<size_t>(d.entry)].load.queued_prefill_tokens
                                    : decode_c[static_cast<size_t>(d.decode)].load.queued_prefill_tokens;
   if (LogEnabled()) {  // the reason is for the access log only: not formatted when it is off
-    out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, est. ttft {:.3f} s{}{})",
+    out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, hit=hbm:{},store:{}, est. ttft {:.3f} s{}{})",
                              policy::FormatPolicyName(admission.router().options(), config_.fairness),
                              out.entry->config.name,
                              out.entry_rank >= 0 ? fmt::format("/dp{}", out.entry_rank) : std::string(),
-                             d.expected_cached_tokens, ex.input_tokens,
+                             d.expected_cached_tokens, ex.input_tokens, hbm_tokens, d.expected_store_tokens,
                              d.estimated_ttft_s,
                              out.decode ? ", decode on " + out.decode->config.name : "",
                              d.hot_spot ? ", hot prefix spread" : "");

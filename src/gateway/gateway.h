@@ -55,6 +55,11 @@ struct GatewayStats {
   uint64_t ejections = 0;
   uint64_t pd_requests = 0;
   uint64_t slow_clients = 0;  // dropped for a backlog over max_client_backlog_bytes
+  // Routed requests by where their prefix comes from: [0] none (all recomputed), [1] the
+  // engine's HBM only, [2] its store tier (and HBM); and the prompt tokens expected from each
+  // tier ([1] HBM, [2] store; [0] unused).
+  uint64_t route_tiers[3] = {0, 0, 0};
+  int64_t route_tier_tokens[3] = {0, 0, 0};
 };
 
 // It serves each request's exchange (gateway/exchange.h) through ExchangeServices, privately:
@@ -126,6 +131,8 @@ class Gateway : private ExchangeServices {
   Candidates CandidatesFor(const Exchange& ex) const;
   absl::Status AddBackendLocked(BackendConfig config, bool from_etcd);
   bool RemoveBackendLocked(const std::string& name, bool only_from_etcd);
+  // The recompute limiter's rate for the backends there are now (routing.recompute_limit).
+  void UpdateRecomputeRateLocked();
   // Starts a subscriber for these backends' KV events (null when none publishes).
   absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> SubscribeEvents(
       const std::vector<std::shared_ptr<Backend>>& backends);
@@ -145,7 +152,7 @@ class Gateway : private ExchangeServices {
   policy::PrefixIndex index_;
   std::unique_ptr<policy::Router> router_;         // text-chunk keys (approximate)
   std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
-  std::unique_ptr<policy::RecomputeLimiter> limiter_;  // null: routing.recompute_tokens_per_s 0
+  std::unique_ptr<policy::RecomputeLimiter> limiter_;  // null: routing.recompute_limit 0
   // The simulator's admission pipeline, one per router; they share the tenants and limiter.
   std::unique_ptr<policy::AdmissionPipeline> admission_, token_admission_;
   std::unique_ptr<policy::KvEventIndexer> indexer_;

@@ -125,6 +125,18 @@ net::HttpResponse Gateway::Metrics() const {
             stats_.client_cancels);
   w.Counter("myriad_gateway_ejections_total", "Backends ejected after consecutive errors.", stats_.ejections);
   w.Counter("myriad_gateway_pd_requests_total", "Requests served prefill-then-decode.", stats_.pd_requests);
+  w.Family("myriad_gateway_route_decisions_total",
+           "Routed requests by where the chosen engine gets their prefix: none (recomputed), hbm, store (its store "
+           "tier, after any HBM part).",
+           net::MetricType::kCounter);
+  constexpr const char* kTiers[3] = {"none", "hbm", "store"};
+  for (int t = 0; t < 3; ++t) w.Sample("myriad_gateway_route_decisions_total", {{"tier", kTiers[t]}}, stats_.route_tiers[t]);
+  w.Family("myriad_gateway_route_prefix_tokens_total",
+           "Prompt tokens the router expected the chosen engine to have in HBM or to load from its store tier.",
+           net::MetricType::kCounter);
+  for (int t = 1; t < 3; ++t) {
+    w.Sample("myriad_gateway_route_prefix_tokens_total", {{"tier", kTiers[t]}}, stats_.route_tier_tokens[t]);
+  }
   w.Family("myriad_gateway_backend_available", "1 when the backend takes new requests.", net::MetricType::kGauge);
   for (const auto& b : backends_) {
     w.Sample("myriad_gateway_backend_available", {{"backend", b->config.name}},

@@ -69,6 +69,7 @@ struct KvEventIndexer::Holder {
 
 struct KvEventIndexer::Publisher {
   std::vector<Holder> holders;
+  std::optional<HolderId> reach;
 
   Holder* ForMedium(const std::optional<std::string>& medium) {
     const std::string_view m = medium ? std::string_view(*medium) : kDefaultMedium;
@@ -92,7 +93,14 @@ absl::Status KvEventIndexer::AddPublisher(PublisherId publisher,
   if (publishers_.contains(publisher)) {
     return absl::AlreadyExistsError(fmt::format("publisher {}: already added", publisher));
   }
+  for (const auto& [medium, holder] : holders.media) {
+    if (holders.reach && holder == *holders.reach) {
+      return absl::InvalidArgumentError(
+          fmt::format("publisher {}: holder {} is both medium {}'s and the reach", publisher, holder, medium));
+    }
+  }
   auto p = std::make_unique<Publisher>();
+  p->reach = holders.reach;
   for (auto& [medium, holder] : holders.media) {
     Holder h;
     h.id = holder;
@@ -113,13 +121,24 @@ size_t KvEventIndexer::remembered_hashes(PublisherId publisher) const {
 
 void KvEventIndexer::ClearAll(Publisher& p) {
   for (Holder& h : p.holders) {
-    index_.Cleared(h.id);
+    if (h.id != kUnindexedHolder) index_.Cleared(h.id);
     h.Clear();
   }
+  if (p.reach) index_.Cleared(*p.reach);
 }
 
 void KvEventIndexer::MarkAllSuspect(Publisher& p) {
-  for (Holder& h : p.holders) index_.MarkSuspect(h.id);
+  for (Holder& h : p.holders) {
+    if (h.id != kUnindexedHolder) index_.MarkSuspect(h.id);
+  }
+  if (p.reach) index_.MarkSuspect(*p.reach);
+}
+
+bool KvEventIndexer::HeldElsewhere(const Publisher& p, const Holder* except, EngineBlockHash h) {
+  for (const Holder& other : p.holders) {
+    if (&other != except && other.Find(h) != nullptr) return true;
+  }
+  return false;
 }
 
 absl::Status KvEventIndexer::Apply(PublisherId publisher, uint64_t seq,
@@ -231,7 +250,8 @@ absl::Status KvEventIndexer::ApplyStored(Publisher& p, const BlockStored& e, siz
     holder->Remember(e.block_hashes[b], parent, position + static_cast<uint32_t>(b),
                      options_.max_hashes_per_holder);
   }
-  index_.Stored(holder->id, position, keys, now);
+  if (holder->id != kUnindexedHolder) index_.Stored(holder->id, position, keys, now);
+  if (p.reach) index_.Stored(*p.reach, position, keys, now);
   stats_.blocks_stored += keys.size();
   return absl::OkStatus();
 }
@@ -239,7 +259,7 @@ absl::Status KvEventIndexer::ApplyStored(Publisher& p, const BlockStored& e, siz
 absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const BlockRemoved& e) {
   Holder* holder = Target(p, e.group_idx, e.medium);
   if (holder == nullptr) return absl::OkStatus();
-  std::vector<BlockKey> keys;
+  std::vector<BlockKey> keys, unreached;
   keys.reserve(e.block_hashes.size());
   for (EngineBlockHash h : e.block_hashes) {
     const auto it = holder->hashes.find(h);
@@ -249,8 +269,11 @@ absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const BlockRemoved& e) {
     }
     keys.push_back(it->second.key);
     holder->hashes.erase(it);
+    // Evicted from HBM but still in the store tier (or the reverse): still within reach.
+    if (p.reach && !HeldElsewhere(p, holder, h)) unreached.push_back(keys.back());
   }
-  index_.Removed(holder->id, keys);
+  if (holder->id != kUnindexedHolder) index_.Removed(holder->id, keys);
+  if (p.reach) index_.Removed(*p.reach, unreached);
   stats_.blocks_removed += keys.size();
   return absl::OkStatus();
 }

@@ -42,11 +42,21 @@ struct KvEventIndexerOptions {
   int64_t group_idx = 0;
 };
 
+// A medium whose blocks are tracked (their removals, the publisher's reach) without a holder
+// of their own in the index.
+inline constexpr HolderId kUnindexedHolder = ~HolderId{0};
+
 // The holders one publisher (one engine process / DP rank) speaks for, one per medium.
 struct KvPublisherHolders {
   // medium as vLLM names it ("GPU", "CPU", ...) -> holder. Events with a nil medium (older
   // vLLM) belong to "GPU", vLLM's MEDIUM_GPU.
   std::vector<std::pair<std::string, HolderId>> media;
+  // Optional: a holder of every block the publisher has in any of its media. An engine whose
+  // HBM holds a prompt's first blocks and whose store tier (vLLM's CPU offload, an engine on
+  // Myriad's KV store: medium "CPU") holds the next can serve the whole run without
+  // recomputing, which no single medium's holder shows: the index matches a holder's chain
+  // from the first block. A block leaves it when no medium holds it any more.
+  std::optional<HolderId> reach{};
 };
 
 struct KvEventIndexerStats {
@@ -97,6 +107,8 @@ class KvEventIndexer {
   absl::Status ApplyStored(Publisher& p, const BlockStored& e, size_t i, Nanos now);
   absl::Status ApplyRemoved(Publisher& p, const BlockRemoved& e);
   void ClearAll(Publisher& p);
+  // Whether a medium of `p` other than `except` still holds the engine hash.
+  static bool HeldElsewhere(const Publisher& p, const Holder* except, EngineBlockHash h);
   void MarkAllSuspect(Publisher& p);
 
   PrefixIndex& index_;

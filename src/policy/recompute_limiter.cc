@@ -9,6 +9,20 @@ RecomputeLimiter::RecomputeLimiter(RecomputeLimiterOptions o) : o_(o) {
   level_ = depth_;
 }
 
+double RecomputeTokensPerSecond(double fraction, std::span<const PrefillCost* const> entry_units) {
+  double tokens_per_s = 0;
+  for (const PrefillCost* c : entry_units) tokens_per_s += c->ThroughputTokensPerSecond();
+  return fraction * tokens_per_s;
+}
+
+void RecomputeLimiter::SetRate(Nanos now, double tokens_per_s) {
+  Refill(now);
+  const double depth = tokens_per_s * o_.burst_seconds;
+  level_ = std::min(depth, level_ + std::max(0.0, depth - depth_));
+  depth_ = depth;
+  o_.tokens_per_s = tokens_per_s;
+}
+
 void RecomputeLimiter::Refill(Nanos now) {
   if (now > last_) {
     level_ = std::min(depth_, level_ + o_.tokens_per_s * NanosToSeconds(now - last_));

@@ -5,8 +5,10 @@
 // refilled at `tokens_per_s`; lower priority classes must leave a reserve in the bucket, so as
 // it drains they are shed first (HTTP 429) and the most important traffic keeps flowing.
 #include <cstdint>
+#include <span>
 
 #include "core/time.h"
+#include "policy/prefill_cost.h"
 
 namespace myriad::policy {
 
@@ -19,6 +21,13 @@ struct RecomputeLimiterOptions {
   double max_reserve = 0.75;
 };
 
+// Both drivers configure the limiter in one unit: a fraction of the nominal prefill throughput
+// of the units that take new prompts (PrefillCost::ThroughputTokensPerSecond, the router's own
+// cost model; the simulator's faults.recompute_limit, the gateway's routing.recompute_limit),
+// so that one setting means the same in a simulated cluster and behind the gateway, and
+// follows the fleet as units come and go. The result is the limiter's tokens_per_s.
+double RecomputeTokensPerSecond(double fraction, std::span<const PrefillCost* const> entry_units);
+
 class RecomputeLimiter {
  public:
   explicit RecomputeLimiter(RecomputeLimiterOptions o);
@@ -30,6 +39,10 @@ class RecomputeLimiter {
   // admitted, it takes its tokens from the bucket, going into debt if need be, so that new
   // arrivals are the ones shed until the recompute has been paid for.
   void Charge(Nanos now, double tokens);
+  // The fleet changed (RecomputeTokensPerSecond again). Capacity added comes with its share of
+  // a full bucket, as a limiter built with the new rate would have; capacity removed takes
+  // its share away.
+  void SetRate(Nanos now, double tokens_per_s);
 
   bool enabled() const { return o_.tokens_per_s > 0; }
   double level() const { return level_; }

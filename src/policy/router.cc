@@ -81,17 +81,22 @@ int Router::PickDecode(std::span<const Candidate> decode, Rng& rng) {
 
 void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry) {
   matched_.assign(entry.size(), 0);
+  reach_.assign(entry.size(), 0);
   if (index_ == nullptr || req.blocks.empty()) return;
   index_->Match(req.blocks, req.now, &matches_);
   if (matches_.empty()) return;
   // Holder ids are small and candidates few: a direct scan of the (holder-sorted) matches.
-  for (size_t i = 0; i < entry.size(); ++i) {
-    auto it = std::lower_bound(matches_.begin(), matches_.end(), entry[i].holder,
+  auto blocks_of = [&](HolderId holder) -> uint32_t {
+    auto it = std::lower_bound(matches_.begin(), matches_.end(), holder,
                                [](const PrefixMatch& m, HolderId h) { return m.holder < h; });
-    if (it != matches_.end() && it->holder == entry[i].holder) {
-      // A holder whose publisher lost events may have dropped part of it: trust half.
-      matched_[i] = it->suspect ? it->matched_blocks / 2 : it->matched_blocks;
-    }
+    if (it == matches_.end() || it->holder != holder) return 0;
+    // A holder whose publisher lost events may have dropped part of it: trust half.
+    return it->suspect ? it->matched_blocks / 2 : it->matched_blocks;
+  };
+  for (size_t i = 0; i < entry.size(); ++i) {
+    matched_[i] = blocks_of(entry[i].holder);
+    reach_[i] = entry[i].store_holder == kNoStoreHolder ? matched_[i]
+                                                        : std::max(matched_[i], blocks_of(entry[i].store_holder));
   }
 }
 
@@ -184,9 +189,11 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
         const Candidate& c = entry[i];
         if (!c.load.available || c.cost == nullptr) continue;
         const int64_t own = cached_tokens(matched_[i]);
-        double ttft = queue_s(i) + c.cost->PrefillSeconds(req.input_tokens - own, own);
+        const TierPrice tiers =
+            PriceTiers(*c.cost, queue_s(i), req.input_tokens, own, cached_tokens(reach_[i]), options_.store);
+        double ttft = tiers.ttft_s;
         int fetch_from = -1;
-        int64_t fetch_blocks = 0, cached = own;
+        int64_t fetch_blocks = 0, cached = own + tiers.store_tokens, store = tiers.store_tokens;
         if (options_.spread_hot_prefixes && best_blocks > static_cast<int64_t>(matched_[i])) {
           const int64_t far = cached_tokens(best_blocks);
           const double bytes = static_cast<double>(far - own) * c.cost->kv_bytes_per_token();
@@ -197,9 +204,10 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
             fetch_from = best_holder;
             fetch_blocks = best_blocks - matched_[i];
             cached = far;
+            store = 0;
           }
         }
-        estimates_[i] = Estimate{ttft, fetch_from, fetch_blocks, cached};
+        estimates_[i] = Estimate{ttft, fetch_from, fetch_blocks, cached, store};
         best_ttft = std::min(best_ttft, ttft);
       }
       if (best_ttft < std::numeric_limits<double>::infinity()) {
@@ -208,6 +216,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
         d.fetch_from = e.fetch_from;
         d.fetch_blocks = e.fetch_blocks;
         d.expected_cached_tokens = e.cached;
+        d.expected_store_tokens = e.store;
       }
       d.estimated_ttft_s = d.entry >= 0 ? estimates_[static_cast<size_t>(d.entry)].ttft : 0;
       if (d.entry >= 0 && options_.reject_factor > 0 &&
@@ -251,6 +260,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
       d.entry = -1;
       d.fetch_from = -1;
       d.fetch_blocks = 0;
+      d.expected_store_tokens = 0;  // the decode unit's store tier was not matched
     }
   }
   return d;

@@ -22,6 +22,7 @@
 #include "policy/load_balancer.h"
 #include "policy/prefill_cost.h"
 #include "policy/prefix_index.h"
+#include "policy/tier_pricing.h"
 
 namespace myriad::policy {
 
@@ -41,6 +42,9 @@ struct RouterOptions {
   double fetch_bytes_per_s = 40e9;
   Nanos fetch_latency = 50 * kMicrosecond;
   int block_tokens = 512;
+  // kv-aware: the path candidates load store-tier blocks over (tier_pricing.h); a candidate
+  // without a store holder, or bytes_per_s 0, is priced on HBM and recompute alone.
+  StorePath store{};
   // kv-aware: estimates within tie_tolerance x the best (or tie_tolerance_abs, whichever is
   // larger) count as equal, and among them the longest cached prefix wins, then the prompt's
   // key. A replica of a prefix is made only for a clear gain, and a decision does not flip on
@@ -58,8 +62,14 @@ struct PolicyName {
 absl::StatusOr<PolicyName> ParsePolicyName(std::string_view name, RouterOptions base = {});
 std::string FormatPolicyName(const RouterOptions& o, bool fair);
 
+// A candidate without a store tier in the index.
+inline constexpr HolderId kNoStoreHolder = ~HolderId{0};
+
 struct Candidate {
   HolderId holder = 0;              // the unit's GPU-tier holder in the prefix index
+  // The holder of every block the unit has without computing it: in its HBM or in its store
+  // tier (KvPublisherHolders::reach). kv-aware prices loading what it holds past `holder`'s.
+  HolderId store_holder = kNoStoreHolder;
   UnitLoad load;
   const PrefillCost* cost = nullptr;  // required for entry candidates under kv-aware
 };
@@ -77,6 +87,8 @@ struct RouteDecision {
   bool rejected = false;
   std::string_view reason;       // why rejected
   int64_t expected_cached_tokens = 0;
+  // Of those, the tokens loaded from the unit's store tier (the rest: its HBM, or a fetch).
+  int64_t expected_store_tokens = 0;
   int fetch_from = -1;           // entry index whose KV is copied to `entry` first
   int64_t fetch_blocks = 0;      // leading blocks copied
   bool hot_spot = false;         // the longest-prefix holder was passed over for load
@@ -121,6 +133,7 @@ class Router {
     int fetch_from = -1;
     int64_t fetch_blocks = 0;
     int64_t cached = 0;
+    int64_t store = 0;  // of `cached`, loaded from the store tier
   };
 
   RouterOptions options_;
@@ -131,6 +144,7 @@ class Router {
   const LoadRanking* decode_ranking_ = nullptr;
   std::vector<PrefixMatch> matches_;                 // scratch
   std::vector<uint32_t> matched_;                    // per entry candidate, scratch
+  std::vector<uint32_t> reach_;                      // per entry candidate: HBM or store, scratch
   std::vector<Estimate> estimates_;                  // per entry candidate, scratch
   std::vector<int> tied_;                            // scratch
   uint64_t tie_counter_ = 0;                         // ties of requests without a full block

@@ -12,14 +12,14 @@ absl::Status Cluster::BuildFailures() {
   failures_ = std::move(*fm);
   const FaultConfig& fc = scenario_.faults;
   if (fc.recompute_limit > 0) {
-    // The entry pools' nominal prefill throughput, from the same cost model the router uses.
-    double tokens_per_s = 0;
+    // The entry pools' nominal cost model (the router's), not the learned one: the limit is
+    // fixed when the cluster is built.
+    std::vector<const policy::PrefillCost*> costs;
     for (int u : entry_units_) {
-      const policy::PrefillCost& c = pool_costs_[static_cast<size_t>(units_[static_cast<size_t>(u)]->config().pool)];
-      tokens_per_s += c.ThroughputTokensPerSecond();
+      costs.push_back(&pool_costs_[static_cast<size_t>(units_[static_cast<size_t>(u)]->config().pool)]);
     }
     limiter_ = std::make_unique<policy::RecomputeLimiter>(
-        policy::RecomputeLimiterOptions{.tokens_per_s = fc.recompute_limit * tokens_per_s});
+        policy::RecomputeLimiterOptions{.tokens_per_s = policy::RecomputeTokensPerSecond(fc.recompute_limit, costs)});
   }
   const Nanos bucket = fc.timeline_bucket > 0 ? fc.timeline_bucket : std::max<Nanos>(scenario_.duration / 48, kSecond);
   metrics_.EnableTimeline(bucket, scenario_.duration + scenario_.drain);

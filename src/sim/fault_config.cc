@@ -202,7 +202,8 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "retries", p, c->max_retries >= 0, "must not be negative", c->max_retries));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "recompute_limit", p, &c->recompute_limit));
   MYRIAD_RETURN_IF_ERROR(
-      rd.Check(n, "recompute_limit", p, c->recompute_limit >= 0, "must not be negative", c->recompute_limit));
+      rd.Check(n, "recompute_limit", p, c->recompute_limit >= 0 && c->recompute_limit <= 100,
+               "must be in [0, 100] (x the entry pools' nominal prefill throughput)", c->recompute_limit));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "timeline_bucket", p, &c->timeline_bucket));
   if (const YAML::Node e = n["elastic_ep"]) {
     const std::string q = "faults.elastic_ep";

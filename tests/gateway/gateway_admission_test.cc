@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "gateway_test_util.h"
+#include "perf/step_model.h"
+#include "policy/prefill_cost.h"
 
 namespace myriad::gateway {
 namespace {
@@ -44,7 +46,12 @@ TEST(GatewayAdmission, ARequestNoBackendCanServeDoesNotSpendItsTenantsQuota) {
 
 TEST(GatewayAdmission, RecomputeLimiterShedsNewRequestsWith429) {
   GatewayConfig c;
-  c.recompute_tokens_per_s = 1;  // a bucket of 5 prompt tokens
+  // One prompt token per second over the one backend: a bucket of 5 prompt tokens. The limit is
+  // a fraction of the backends' nominal prefill throughput, the simulator's unit.
+  auto step = perf::StepModel::Create(*perf::FindGpu(c.perf_gpu), *perf::FindModel(c.perf_model),
+                                      perf::UnitLayout{.tp = c.perf_tp}, {});
+  ASSERT_TRUE(step.ok()) << step.status();
+  c.recompute_limit = 1 / policy::PrefillCost(*step, 8192).ThroughputTokensPerSecond();
   Harness h(1, c);
   auto cl = h.Client();
   // The first goes through on a full bucket (one larger than the bucket is never starved) and
@@ -60,16 +67,33 @@ TEST(GatewayAdmission, RecomputeLimiterShedsNewRequestsWith429) {
 }
 
 TEST(GatewayAdmission, RecomputeLimitIsBounded) {
-  auto big = ParseGatewayConfig("routing:\n  recompute_tokens_per_s: 2e9\n", "gw.yaml");
+  auto big = ParseGatewayConfig("routing:\n  recompute_limit: 101\n", "gw.yaml");
   ASSERT_FALSE(big.ok());
-  EXPECT_NE(big.status().message().find("gw.yaml:2: routing.recompute_tokens_per_s"), std::string::npos)
+  EXPECT_NE(big.status().message().find("gw.yaml:2: routing.recompute_limit"), std::string::npos)
       << big.status();
-  EXPECT_NE(big.status().message().find("[0, 1e9]"), std::string::npos) << big.status();
-  auto negative = ParseGatewayConfig("routing:\n  recompute_tokens_per_s: -1\n", "gw.yaml");
+  EXPECT_NE(big.status().message().find("[0, 100]"), std::string::npos) << big.status();
+  auto negative = ParseGatewayConfig("routing:\n  recompute_limit: -1\n", "gw.yaml");
   EXPECT_FALSE(negative.ok());
-  auto good = ParseGatewayConfig("routing:\n  recompute_tokens_per_s: 50000\n", "gw.yaml");
+  auto good = ParseGatewayConfig("routing:\n  recompute_limit: 0.5\n", "gw.yaml");
   ASSERT_TRUE(good.ok()) << good.status();
-  EXPECT_EQ(good->recompute_tokens_per_s, 50000);
+  EXPECT_EQ(good->recompute_limit, 0.5);
+  // The old key, in tokens per second, is refused by name rather than ignored.
+  auto old = ParseGatewayConfig("routing:\n  recompute_tokens_per_s: 50000\n", "gw.yaml");
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("recompute_tokens_per_s"), std::string::npos) << old.status();
+
+  // The store path's bandwidth and latency are bounded too.
+  auto fast = ParseGatewayConfig("routing:\n  store_load_gbps: 20000\n", "gw.yaml");
+  ASSERT_FALSE(fast.ok());
+  EXPECT_NE(fast.status().message().find("gw.yaml:2: routing.store_load_gbps"), std::string::npos) << fast.status();
+  EXPECT_NE(fast.status().message().find("[0, 10000]"), std::string::npos) << fast.status();
+  auto slow = ParseGatewayConfig("routing:\n  store_load_latency: 11s\n", "gw.yaml");
+  ASSERT_FALSE(slow.ok());
+  EXPECT_NE(slow.status().message().find("routing.store_load_latency"), std::string::npos) << slow.status();
+  auto store = ParseGatewayConfig("routing:\n  store_load_gbps: 200\n  store_load_latency: 2ms\n", "gw.yaml");
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(store->store_load_gbps, 200);
+  EXPECT_EQ(store->store_load_latency, 2 * kMillisecond);
 }
 
 TEST(GatewayAdmission, BackendHealthDefaultsAreTheSimulatorsAndBounded) {

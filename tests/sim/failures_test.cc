@@ -215,6 +215,11 @@ TEST(Failures, BadFaultSectionsNameTheField) {
   EXPECT_NE(r.status().message().find("faults.scripted[0].unit"), std::string::npos) << r.status();
   auto no_unit = ParseScenario(Yaml("  scripted: [{at: 1s, kind: hang}]\n"), "f.yaml");
   EXPECT_FALSE(no_unit.ok());
+  // The limiter's unit is a multiple of the nominal prefill throughput, bounded as the gateway's.
+  auto limit = ParseScenario(Yaml("  recompute_limit: 101\n"), "f.yaml");
+  ASSERT_FALSE(limit.ok());
+  EXPECT_NE(limit.status().message().find("faults.recompute_limit: must be in [0, 100]"), std::string::npos)
+      << limit.status();
 }
 
 TEST(SharedBandwidth, LoadersShareTheLinkAndSpeedUpWhenOthersFinish) {

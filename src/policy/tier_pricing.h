@@ -1,0 +1,52 @@
+#pragma once
+// What a prompt costs a unit before its first token, by where each part of its prefix comes
+// from: blocks already in the unit's HBM cost nothing to get, blocks its store tier holds cost
+// their bytes over the store path (plus the path's latency), the rest is recomputed. Loading
+// is taken only when it beats recomputing those same blocks, so a slow path or a short prefix
+// falls back to recompute. The router ranks candidates with it (router.h), in the simulator
+// and in the gateway alike. Pure arithmetic.
+#include <cstdint>
+
+#include "core/time.h"
+#include "policy/prefill_cost.h"
+
+namespace myriad::policy {
+
+// The path a unit loads store-tier blocks over (its NIC towards the store, or PCIe from its
+// host's DRAM). bytes_per_s 0: no store tier is priced.
+struct StorePath {
+  double bytes_per_s = 0;
+  Nanos latency = 0;
+};
+
+// The decision's split of the prompt: tokens found in HBM, tokens loaded from the store, and
+// what it all takes (queue included).
+struct TierPrice {
+  double ttft_s = 0;
+  int64_t hbm_tokens = 0;
+  int64_t store_tokens = 0;
+};
+
+// `hbm_tokens` of the `input_tokens` are in the unit's HBM; its store tier holds the prompt up
+// to `reach_tokens` (HBM and store together, so store_tokens = reach - hbm when loaded).
+// `queue_s`: the wait behind the unit's queue. Inline: the router calls it for every candidate
+// of every request, a thousand units per decision in the simulator.
+inline TierPrice PriceTiers(const PrefillCost& cost, double queue_s, int64_t input_tokens, int64_t hbm_tokens,
+                            int64_t reach_tokens, const StorePath& path) {
+  TierPrice p;
+  p.hbm_tokens = hbm_tokens;
+  // Recompute: the same expression the router has always ranked by, so a world without a
+  // store tier decides exactly as before.
+  p.ttft_s = queue_s + cost.PrefillSeconds(input_tokens - hbm_tokens, hbm_tokens);
+  if (path.bytes_per_s <= 0 || reach_tokens <= hbm_tokens) return p;
+  const double bytes = static_cast<double>(reach_tokens - hbm_tokens) * cost.kv_bytes_per_token();
+  const double loaded = queue_s + NanosToSeconds(path.latency) + bytes / path.bytes_per_s +
+                        cost.PrefillSeconds(input_tokens - reach_tokens, reach_tokens);
+  if (loaded < p.ttft_s) {
+    p.ttft_s = loaded;
+    p.store_tokens = reach_tokens - hbm_tokens;
+  }
+  return p;
+}
+
+}  // namespace myriad::policy
