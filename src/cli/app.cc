@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli/calibrate_command.h"
 #include "cli/control_command.h"
 #include "cli/emu_command.h"
 #include "cli/eplb_command.h"
@@ -37,6 +38,7 @@ int Main(int argc, char** argv) {
   LoadgenCommand loadgen(app);
   TokenizeCommand tokenize(app);
   TwinCommand twin(app);
+  CalibrateCommand calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -58,6 +60,7 @@ int Main(int argc, char** argv) {
     if (loadgen.selected()) return loadgen.Run();
     if (tokenize.selected()) return tokenize.Run();
     if (twin.selected()) return twin.Run();
+    if (calibrate.selected()) return calibrate.Run();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "myriad %s: out of memory\n", name.c_str());
     return 1;
