@@ -73,7 +73,7 @@ struct Param {
   void (*set)(Calibration&, double);
 };
 
-std::vector<Param> FreeParameters(const UnitLayout& layout, const FitBounds& b) {
+std::vector<Param> FreeParameters(const UnitLayout& layout, const Fabric& fabric, const FitBounds& b) {
   std::vector<Param> p = {
       {"gemm_efficiency", b.min_efficiency, b.max_efficiency, [](const Calibration& c) { return c.gemm_efficiency; },
        [](Calibration& c, double v) { c.gemm_efficiency = v; }},
@@ -86,10 +86,15 @@ std::vector<Param> FreeParameters(const UnitLayout& layout, const FitBounds& b) 
        [](const Calibration& c) { return NanosToSeconds(c.step_overhead); },
        [](Calibration& c, double v) { c.step_overhead = SecondsToNanos(v); }},
   };
-  if (layout.tp > 1 || layout.ep > 1) {
+  // A parameter that changes no prediction would wander: comm_efficiency scales the NIC alone,
+  // which only an expert group wider than a node uses (TP all-reduces and AllToAlls within a
+  // node ride NVLink); every collective pays comm_latency.
+  if (layout.ep > fabric.gpus_per_node) {
     p.push_back({"comm_efficiency", b.min_efficiency, b.max_efficiency,
                  [](const Calibration& c) { return c.comm_efficiency; },
                  [](Calibration& c, double v) { c.comm_efficiency = v; }});
+  }
+  if (layout.tp > 1 || layout.ep > 1) {
     p.push_back({"comm_latency", 0.0, b.max_comm_latency_s,
                  [](const Calibration& c) { return NanosToSeconds(c.comm_latency); },
                  [](Calibration& c, double v) { c.comm_latency = SecondsToNanos(v); }});
@@ -135,7 +140,7 @@ absl::StatusOr<FitReport> FitCalibration(const GpuSpec& gpu, const ModelSpec& mo
   for (const FitSample* s : fit) ++per_metric[static_cast<int>(s->metric)];
   const int metrics = static_cast<int>(std::count_if(per_metric.begin(), per_metric.end(), [](double n) { return n > 0; }));
 
-  const std::vector<Param> params = FreeParameters(layout, bounds);
+  const std::vector<Param> params = FreeParameters(layout, fabric, bounds);
   std::vector<double> lo, hi, x0;
   for (const Param& p : params) {
     lo.push_back(p.lo), hi.push_back(p.hi), x0.push_back(std::clamp(p.get(start), p.lo, p.hi));

@@ -40,7 +40,8 @@ void HoldOutEveryFourth(std::span<FitSample> samples);
 double PredictSeconds(const StepModel& model, const FitSample& s);
 
 // The free parameters and their physical ranges: efficiencies 0.05..1, step overhead 0..50 ms,
-// comm latency 0..1 ms. Comm is fitted only when the layout communicates (tp > 1 or ep > 1).
+// comm latency 0..1 ms. comm_latency is fitted only when the layout communicates (tp > 1 or
+// ep > 1), comm_efficiency only when experts span more than a node (the NIC carries traffic).
 struct FitBounds {
   double min_efficiency = 0.05, max_efficiency = 1.0;
   double max_step_overhead_s = 0.050;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "core/rng.h"
@@ -77,7 +78,7 @@ TEST(CalibrationFit, RecoversKnownEfficienciesFromNoisySyntheticBenchmarks) {
   EXPECT_EQ(again->fitted.step_overhead, r->fitted.step_overhead);
 }
 
-TEST(CalibrationFit, FitsCommunicationOnlyForMultiGpuLayoutsAndClampsToPhysicalRanges) {
+TEST(CalibrationFit, FitsOnlyTheCommunicationTheLayoutUsesAndClampsToPhysicalRanges) {
   const GpuSpec gpu = *FindGpu("H100");
   const ModelSpec model = *FindModel("Llama-3.1-8B");
   const UnitLayout tp2{.tp = 2};
@@ -87,13 +88,16 @@ TEST(CalibrationFit, FitsCommunicationOnlyForMultiGpuLayoutsAndClampsToPhysicalR
   for (FitSample& s : samples) s.measured_s *= 40;
   auto r = FitCalibration(gpu, model, tp2, Fabric{}, samples);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->free_parameters.size(), 6u);
-  for (double e : {r->fitted.gemm_efficiency, r->fitted.attention_efficiency, r->fitted.hbm_efficiency,
-                   r->fitted.comm_efficiency}) {
+  // TP over NVLink: the all-reduces' latency is fitted, the NIC's efficiency (unused) is not.
+  EXPECT_EQ(r->free_parameters, (std::vector<std::string>{"gemm_efficiency", "attention_efficiency", "hbm_efficiency",
+                                                          "step_overhead", "comm_latency"}));
+  EXPECT_EQ(r->fitted.comm_efficiency, Calibration{}.comm_efficiency);
+  for (double e : {r->fitted.gemm_efficiency, r->fitted.attention_efficiency, r->fitted.hbm_efficiency}) {
     EXPECT_GE(e, 0.05);
     EXPECT_LE(e, 1.0);
   }
   EXPECT_LE(r->fitted.step_overhead, 50 * kMillisecond);
+  EXPECT_LE(r->fitted.comm_latency, kMillisecond);
 
   for (FitSample& s : samples) s.held_out = true;
   EXPECT_FALSE(FitCalibration(gpu, model, tp2, Fabric{}, samples).ok());
