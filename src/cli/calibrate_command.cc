@@ -27,7 +27,7 @@ CalibrateCommand::CalibrateCommand(CLI::App& app) {
                             "hardware profile a scenario can name");
   cmd_->add_option("inputs", inputs_,
                    fmt::format("Benchmark results: benchmark_serving --save-result --save-detailed JSON or "
-                               "benchmark_latency --output-json JSON (1 to {} files)", kMaxInputs))
+                               "benchmark_latency --output-json JSON, or Vidur mlp.csv profiles (1 to {} files)", kMaxInputs))
       ->required();
   cmd_->add_option("--gpu", gpu_, "GPU the benchmarks ran on (H100, H200, H800, B200)")->required();
   cmd_->add_option("--model", model_, "Model they served (a catalog name, e.g. Llama-3.1-8B)")->required();
@@ -189,7 +189,7 @@ int CalibrateCommand::Run() {
                ParamUnit(p));
   }
   fmt::print("\nrelative error |predicted - measured| / measured, median / max\n");
-  fmt::print("{:<8} {:>6} {:>17} {:>6} {:>17}   {:>17}\n", "metric", "n", "in sample", "n", "out of sample",
+  fmt::print("{:<12} {:>6} {:>17} {:>6} {:>17}   {:>17}\n", "metric", "n", "in sample", "n", "out of sample",
              "built-in, out");
   for (int k = 0; k < perf::kFitMetrics; ++k) {
     const auto &in = fit->in_sample[k], &out = fit->out_of_sample[k], &was = fit->start_out_of_sample[k];
@@ -197,7 +197,7 @@ int CalibrateCommand::Run() {
     auto cell = [](const perf::ErrorSummary& e) {
       return e.count == 0 ? std::string("-") : fmt::format("{:.1f}% / {:.1f}%", 100 * e.median, 100 * e.max);
     };
-    fmt::print("{:<8} {:>6} {:>17} {:>6} {:>17}   {:>17}\n", perf::FitMetricName(static_cast<perf::FitMetric>(k)),
+    fmt::print("{:<12} {:>6} {:>17} {:>6} {:>17}   {:>17}\n", perf::FitMetricName(static_cast<perf::FitMetric>(k)),
                in.count, cell(in), out.count, cell(out), cell(was));
   }
   fmt::print("\nwrote {} (name it in a scenario: hardware: {{calibration: {}}})\n", output_, output_);

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <map>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "core/config_file.h"
@@ -150,6 +153,117 @@ absl::StatusOr<BenchmarkFile> ParseLatency(const json& root, const FileErrors& e
   return out;
 }
 
+std::vector<std::string> SplitCsvLine(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  std::vector<std::string> cells;
+  size_t start = 0;
+  for (size_t comma; (comma = line.find(',', start)) != std::string_view::npos; start = comma + 1) {
+    cells.emplace_back(line.substr(start, comma - start));
+  }
+  cells.emplace_back(line.substr(start));
+  return cells;
+}
+
+absl::StatusOr<double> CsvNumber(const std::string& path, int line, const std::string& column, const std::string& cell,
+                                 double lo, double hi, bool integer) {
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(cell, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != cell.size() || !std::isfinite(v) || (integer && v != std::floor(v))) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}: expected {}, got '{}'", path, line, column,
+                                                  integer ? "an integer" : "a number", cell));
+  }
+  if (v < lo || v > hi) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}:{}: {}: must be between {} and {} (got {})", path, line, column, lo, hi, cell));
+  }
+  return v;
+}
+
+// The GEMMs of a layer that the step model has: QKV, the output projection, and the gated MLP.
+constexpr const char* kVidurTimes[] = {"time_stats.attn_pre_proj.median", "time_stats.attn_post_proj.median",
+                                       "time_stats.mlp_up_proj.median", "time_stats.mlp_down_proj.median"};
+
+// Vidur's per-operator profile of one layer's linear operators (its mlp.csv): one row per token
+// count and TP size, times in milliseconds.
+absl::StatusOr<BenchmarkFile> ParseVidurMlp(const std::string& text, const std::string& path) {
+  BenchmarkFile out;
+  out.path = path;
+  out.format = "vidur_mlp_csv";
+  size_t pos = 0;
+  int line_no = 0;
+  std::vector<std::string> header;
+  std::map<std::string, size_t> column;
+  auto bad = [&](int line, const std::string& field, const std::string& what) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}: {}", path, line, field, what));
+  };
+  while (pos < text.size()) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.empty() || line == "\r") continue;
+    std::vector<std::string> cells = SplitCsvLine(line);
+    if (header.empty()) {
+      header = std::move(cells);
+      for (size_t i = 0; i < header.size(); ++i) column[header[i]] = i;
+      for (const char* need : {"n_embd", "n_expanded_embd", "n_head", "n_kv_head", "num_tokens",
+                               "num_tensor_parallel_workers", "use_gated_mlp"}) {
+        if (!column.count(need)) return bad(line_no, need, "missing column");
+      }
+      for (const char* need : kVidurTimes) {
+        if (!column.count(need)) return bad(line_no, need, "missing column (a profile with its timings: Vidur's profiling output)");
+      }
+      continue;
+    }
+    if (cells.size() != header.size()) {
+      return bad(line_no, "row", fmt::format("has {} cells but the header has {}", cells.size(), header.size()));
+    }
+    if (out.samples.size() >= static_cast<size_t>(kMaxCalibrationRequests)) {
+      return bad(line_no, "row", fmt::format("more than {} rows", kMaxCalibrationRequests));
+    }
+    auto get = [&](const char* name, double lo, double hi, bool integer) {
+      return CsvNumber(path, line_no, name, cells[column[name]], lo, hi, integer);
+    };
+    perf::FitSample s{.metric = perf::FitMetric::kLinearOps};
+    MYRIAD_ASSIGN_OR_RETURN(hidden, get("n_embd", 1, 1'000'000, true));
+    MYRIAD_ASSIGN_OR_RETURN(ffn, get("n_expanded_embd", 1, 10'000'000, true));
+    MYRIAD_ASSIGN_OR_RETURN(heads, get("n_head", 1, 4096, true));
+    MYRIAD_ASSIGN_OR_RETURN(kv_heads, get("n_kv_head", 1, 4096, true));
+    MYRIAD_ASSIGN_OR_RETURN(tokens, get("num_tokens", 1, static_cast<double>(kMaxCalibrationTokens), true));
+    MYRIAD_ASSIGN_OR_RETURN(tp, get("num_tensor_parallel_workers", 1, 1024, true));
+    const std::string& gated = cells[column["use_gated_mlp"]];
+    if (gated != "True" && gated != "true") {
+      return bad(line_no, "use_gated_mlp", fmt::format("'{}': only gated MLPs (True) are modelled", gated));
+    }
+    if (static_cast<int64_t>(hidden) % static_cast<int64_t>(heads) != 0) {
+      return bad(line_no, "n_head", fmt::format("{} does not divide n_embd {}", heads, hidden));
+    }
+    if (static_cast<int64_t>(heads) % static_cast<int64_t>(kv_heads) != 0 ||
+        static_cast<int64_t>(kv_heads) % static_cast<int64_t>(std::min(tp, kv_heads)) != 0) {
+      return bad(line_no, "n_kv_head", fmt::format("{} KV heads do not fit {} heads at TP {}", kv_heads, heads, tp));
+    }
+    double ms = 0;
+    for (const char* t : kVidurTimes) {
+      MYRIAD_ASSIGN_OR_RETURN(x, get(t, 0, 86'400'000, false));
+      ms += x;
+    }
+    if (ms <= 0) return bad(line_no, kVidurTimes[0], "the row's GEMM times add up to 0");
+    s.input_tokens = static_cast<int64_t>(tokens);
+    s.layer = {.hidden = static_cast<int>(hidden), .ffn = static_cast<int>(ffn), .heads = static_cast<int>(heads),
+               .kv_heads = static_cast<int>(kv_heads), .tp = static_cast<int>(tp)};
+    s.measured_s = ms / 1e3;
+    out.samples.push_back(s);
+  }
+  if (header.empty()) return absl::InvalidArgumentError(fmt::format("{}: empty file", path));
+  if (out.samples.empty()) return bad(line_no, "rows", "none after the header");
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<BenchmarkFile> ParseBenchmarkJson(const std::string& text, const std::string& path,
@@ -183,6 +297,8 @@ absl::StatusOr<BenchmarkFile> ParseBenchmarkJson(const std::string& text, const 
 absl::StatusOr<BenchmarkFile> ReadBenchmarkFile(const std::string& path, const LatencyShape& shape) {
   auto text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
+  const size_t first = text->find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && (*text)[first] != '{' && (*text)[first] != '[') return ParseVidurMlp(*text, path);
   return ParseBenchmarkJson(*text, path, shape);
 }
 

@@ -2,7 +2,10 @@
 // Reads benchmark results for `myriad calibrate` into step-model samples (perf/calibration_fit.h):
 // vLLM's benchmarks/benchmark_serving.py --save-result (with --save-detailed, for the per-request
 // lists) and benchmarks/benchmark_latency.py --output-json. Errors name the file and the field
-// (or, for a JSON syntax error, the line).
+// (or, for a JSON syntax error, the line), and Vidur's per-operator profile of a layer's linear
+// operators (mlp.csv: n_embd, n_expanded_embd, n_head, n_kv_head, num_tokens,
+// num_tensor_parallel_workers, use_gated_mlp, time_stats.<op>.median in ms); a file that does not
+// start with '{' or '[' is read as that CSV, its errors naming the line and the column.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,7 +30,7 @@ struct LatencyShape {
 
 struct BenchmarkFile {
   std::string path;
-  std::string format;  // "benchmark_serving" or "benchmark_latency"
+  std::string format;  // "benchmark_serving", "benchmark_latency" or "vidur_mlp_csv"
   std::vector<perf::FitSample> samples;
   int skipped_failed = 0;  // benchmark_serving requests that failed (no first token)
 };

@@ -12,6 +12,7 @@ const char* FitMetricName(FitMetric m) {
     case FitMetric::kTtft: return "ttft";
     case FitMetric::kItl: return "itl";
     case FitMetric::kLatency: return "latency";
+    case FitMetric::kLinearOps: return "vidur_linear";
   }
   return "?";
 }
@@ -33,6 +34,24 @@ double DecodeStep(const StepModel& m, double seqs, double context) {
   b.decode_seqs = static_cast<int64_t>(seqs);
   b.decode_context = static_cast<int64_t>(seqs * context);
   return m.Breakdown(b).total_s;
+}
+
+// One GQA layer of the sample's own dimensions, without embeddings, under m's GPU and calibration.
+double LinearOpsSeconds(const StepModel& m, const FitSample& s) {
+  ModelSpec layer;
+  layer.layers = layer.dense_layers = 1;
+  layer.hidden = s.layer.hidden;
+  layer.heads = s.layer.heads;
+  layer.kv_heads = s.layer.kv_heads;
+  layer.head_dim = s.layer.hidden / s.layer.heads;
+  layer.dense_ffn = s.layer.ffn;
+  layer.weight_bytes = 2;  // Vidur profiles in FP16/BF16
+  auto unit = StepModel::Create(m.gpu(), layer, UnitLayout{.tp = s.layer.tp}, m.fabric(), m.calibration());
+  if (!unit.ok()) return 0;  // the reader checks the shape; an unbuildable one predicts nothing
+  BatchShape b;
+  b.prefill_tokens = s.input_tokens;
+  // The GEMMs alone: no sequences (so no LM head) and nothing else of the step.
+  return unit->Breakdown(b).dense_s;
 }
 
 }  // namespace
@@ -60,6 +79,8 @@ double PredictSeconds(const StepModel& m, const FitSample& s) {
       const double decode_steps = std::max(out - 1, 0.0);
       return m.Breakdown(b).total_s + decode_steps * DecodeStep(m, c, in + out / 2);
     }
+    case FitMetric::kLinearOps:
+      return LinearOpsSeconds(m, s);
   }
   return 0;
 }

@@ -14,8 +14,8 @@
 
 namespace myriad::perf {
 
-enum class FitMetric { kTtft = 0, kItl = 1, kLatency = 2 };
-inline constexpr int kFitMetrics = 3;
+enum class FitMetric { kTtft = 0, kItl = 1, kLatency = 2, kLinearOps = 3 };
+inline constexpr int kFitMetrics = 4;
 const char* FitMetricName(FitMetric m);
 
 // One measurement. kTtft: a request of `input_tokens` arrives while `concurrency - 1` others
@@ -23,7 +23,12 @@ const char* FitMetricName(FitMetric m);
 // gap between a request's tokens, predicted as a decode step of `concurrency` sequences at the
 // request's mean context (input + output / 2). kLatency: `concurrency` sequences of
 // `input_tokens` each prefilled together, then `output_tokens - 1` decode steps (the prefill
-// gives the first token): vLLM's benchmark_latency.
+// gives the first token): vLLM's benchmark_latency. kLinearOps: one transformer layer's GEMMs
+// (QKV, output projection, gated MLP up and down) over `input_tokens` tokens on one of `layer.tp`
+// GPUs, for the layer's own dimensions: a row of Vidur's mlp.csv profile.
+struct LayerShape {
+  int hidden = 0, ffn = 0, heads = 0, kv_heads = 0, tp = 1;
+};
 struct FitSample {
   FitMetric metric = FitMetric::kTtft;
   int64_t input_tokens = 0;
@@ -31,6 +36,7 @@ struct FitSample {
   int64_t concurrency = 1;
   double measured_s = 0;
   bool held_out = false;  // scored, never fitted to
+  LayerShape layer = {};  // kLinearOps only
 };
 
 // Marks every 4th sample of each metric (the 4th, 8th, ...) as held out.

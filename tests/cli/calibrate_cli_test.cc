@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "perf/calibration_fit.h"
@@ -122,6 +123,38 @@ workload: {type: synthetic, rate: 10}
   EXPECT_LT(after, before * 1.7) << before << " " << after;
 }
 
+// Vidur's mlp.csv for one Llama-2-7B layer, its GEMM times split over the four columns.
+std::string VidurMlp(const std::string& gated = "True") {
+  std::string csv =
+      "n_head,n_kv_head,n_embd,n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,num_tensor_parallel_workers,"
+      "time_stats.attn_pre_proj.median,time_stats.attn_post_proj.median,time_stats.mlp_up_proj.median,"
+      "time_stats.mlp_down_proj.median,time_stats.mlp_act.median\n";
+  for (int tp : {1, 2, 4}) {
+    for (int tokens : {1, 16, 128, 512, 2048, 4096}) {
+      myriad::perf::FitSample s{.metric = myriad::perf::FitMetric::kLinearOps, .input_tokens = tokens,
+                                .layer = {.hidden = 4096, .ffn = 11008, .heads = 32, .kv_heads = 32, .tp = tp}};
+      const double ms = Measured(s) * 1e3;
+      csv += fmt::format("32,32,4096,11008,32768,{},{},{},{},{},{},{},0.01\n", gated, tokens, tp, ms * 0.3, ms * 0.1,
+                         ms * 0.4, ms * 0.2);
+    }
+  }
+  return csv;
+}
+
+TEST(CalibrateCli, FitsVidurOperatorProfiles) {
+  const std::string mlp = WriteTempFile("mlp.csv", VidurMlp());
+  const auto r = RunMyriad("calibrate " + mlp + kArgs + " --json -o " +
+                           (myriad::testing::TestTempDir() / "vidur.yaml").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json report = json::parse(r.out);
+  EXPECT_EQ(report["inputs"][0]["format"], "vidur_mlp_csv");
+  EXPECT_EQ(report["inputs"][0]["samples"], 18);
+  // The GEMMs pin the GEMM efficiency and (at few tokens, reading the weights) HBM's.
+  EXPECT_NEAR(report["fitted"]["gemm_efficiency"].get<double>(), 0.45, 0.45 * 0.03);
+  EXPECT_NEAR(report["fitted"]["hbm_efficiency"].get<double>(), 0.45, 0.45 * 0.03);
+  EXPECT_LT(report["relative_error"]["vidur_linear"]["out_of_sample"]["max"].get<double>(), 0.01);
+}
+
 // Every bad input is exit 2 with the file and the field named.
 TEST(CalibrateCli, BadInputsNameTheFileAndField) {
   const std::string out = " -o " + (myriad::testing::TestTempDir() / "never.yaml").string();
@@ -178,6 +211,18 @@ TEST(CalibrateCli, BadInputsNameTheFileAndField) {
   expect_bad(lat + kArgs + " --holdout elsewhere.json", "--holdout: elsewhere.json is not one of the input files");
   expect_bad(lat + kArgs + " --batch-size 8 --input-len 32 --output-len 128 --holdout " + lat,
              "no sample left to fit to");
+
+  std::string csv = VidurMlp();
+  expect_bad(WriteTempFile("nocol.csv", csv.substr(csv.find(',') + 1)) + kArgs, "nocol.csv:1: n_head: missing column");
+  std::string untimed = "n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,num_tokens,num_tensor_parallel_workers\n"
+                        "32,32,4096,11008,True,8,1\n";
+  expect_bad(WriteTempFile("untimed.csv", untimed) + kArgs, "untimed.csv:1: time_stats.attn_pre_proj.median: missing column");
+  std::string bad_cell = csv;
+  bad_cell.replace(bad_cell.find("32,32,4096,11008,32768,True,16,"), 31, "32,32,4096,11008,32768,True,x6,");
+  expect_bad(WriteTempFile("cell.csv", bad_cell) + kArgs, "cell.csv:3: num_tokens: expected an integer, got 'x6'");
+  expect_bad(WriteTempFile("short.csv", csv + "32,32\n") + kArgs, "short.csv:20: row: has 2 cells but the header has 13");
+  expect_bad(WriteTempFile("plain.csv", VidurMlp("False")) + kArgs, "plain.csv:2: use_gated_mlp: 'False'");
+  expect_bad(WriteTempFile("header.csv", csv.substr(0, csv.find('\n') + 1)) + kArgs, "header.csv:1: rows: none");
 }
 
 }  // namespace

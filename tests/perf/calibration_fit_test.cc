@@ -39,6 +39,15 @@ std::vector<FitSample> Synthetic(const StepModel& truth, uint64_t seed) {
   for (int64_t b : {1, 8, 32, 64}) {
     for (int64_t in : {32, 1024}) add(FitMetric::kLatency, in, 128, b);
   }
+  // Vidur mlp.csv rows: one Llama-2-7B layer's GEMMs at TP 1 and 2.
+  for (int tp : {1, 2}) {
+    for (int64_t tokens : {1, 8, 64, 256, 1024, 4096}) {
+      FitSample s{.metric = FitMetric::kLinearOps, .input_tokens = tokens,
+                  .layer = {.hidden = 4096, .ffn = 11008, .heads = 32, .kv_heads = 32, .tp = tp}};
+      s.measured_s = PredictSeconds(truth, s) * (1 + 0.02 * rng.Normal());
+      out.push_back(s);
+    }
+  }
   HoldOutEveryFourth(out);
   return out;
 }
