@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli/calibrate_command.h"
 #include "cli/control_command.h"
 #include "cli/diagnose_command.h"
 #include "cli/emu_command.h"
@@ -39,6 +40,7 @@ int Main(int argc, char** argv) {
   TokenizeCommand tokenize(app);
   TwinCommand twin(app);
   DiagnoseCommand diagnose(app);
+  CalibrateCommand calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -61,6 +63,7 @@ int Main(int argc, char** argv) {
     if (tokenize.selected()) return tokenize.Run();
     if (twin.selected()) return twin.Run();
     if (diagnose.selected()) return diagnose.Run();
+    if (calibrate.selected()) return calibrate.Run();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "myriad %s: out of memory\n", name.c_str());
     return 1;

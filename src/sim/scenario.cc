@@ -14,6 +14,7 @@
 
 #include "core/strings.h"
 #include "policy/router.h"
+#include "sim/hardware_profile.h"
 #include "sim/yaml_reader.h"
 
 namespace myriad::sim {
@@ -26,10 +27,34 @@ std::optional<FieldError> CheckWorkload(const Scenario& s) {
                                         : CheckTraceOptions(s.workload.replay);
 }
 
-absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, HardwareConfig* hw) {
+// hardware.calibration names a profile written by `myriad calibrate`: its Calibration replaces
+// the built-in one, and its GPU is the scenario's (hardware.gpu may repeat it, not contradict it).
+absl::Status ReadCalibrationProfile(const Reader& rd, const YAML::Node& n, const std::string& source_dir,
+                                    HardwareConfig* hw, perf::Calibration* cal) {
+  const YAML::Node c = n["calibration"];
+  if (!c) return absl::OkStatus();
+  std::string path;
+  MYRIAD_RETURN_IF_ERROR(rd.Read(c, "hardware.calibration", &path));
+  if (std::filesystem::path(path).is_relative() && !source_dir.empty()) {
+    path = (std::filesystem::path(source_dir) / path).string();
+  }
+  auto profile = LoadHardwareProfile(path);
+  if (!profile.ok()) return rd.Error(c, "hardware.calibration", std::string(profile.status().message()));
+  if (!n["gpu"]) {
+    hw->gpu = profile->gpu;
+  } else if (!EqualsIgnoreCase(profile->gpu, hw->gpu)) {
+    return rd.Error(n["gpu"], "hardware.gpu",
+                    fmt::format("is {} but the calibration profile {} was fitted on {}", hw->gpu, path, profile->gpu));
+  }
+  *cal = profile->calibration;
+  return absl::OkStatus();
+}
+
+absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, const std::string& source_dir, HardwareConfig* hw,
+                           perf::Calibration* cal) {
   const std::string p = "hardware";
   MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"gpu", "nodes", "gpus_per_node", "nodes_per_rack", "nic_gbps",
-                                       "spine_oversubscription"}));
+                                       "spine_oversubscription", "calibration"}));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "gpu", p, &hw->gpu));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "nodes", p, &hw->nodes));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "gpus_per_node", p, &hw->gpus_per_node));
@@ -49,7 +74,7 @@ absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, HardwareConfig
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "spine_oversubscription", p, hw->spine_oversubscription >= 1,
                                   "must be at least 1", hw->spine_oversubscription));
   if (auto g = perf::FindGpu(hw->gpu); !g.ok()) return rd.Error(n["gpu"], "hardware.gpu", std::string(g.status().message()));
-  return absl::OkStatus();
+  return ReadCalibrationProfile(rd, n, source_dir, hw, cal);
 }
 
 absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string& p,
@@ -294,7 +319,7 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
                                   fmt::format("must be at most {}", FormatDuration(kMaxScenarioTime)),
                                   FormatDuration(s->drain)));
   if (!root["hardware"]) return rd.Error(root, "hardware", "missing");
-  MYRIAD_RETURN_IF_ERROR(ParseHardware(rd, root["hardware"], &s->hardware));
+  MYRIAD_RETURN_IF_ERROR(ParseHardware(rd, root["hardware"], source_dir, &s->hardware, &s->calibration));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "model", "", &s->model));
   if (auto m = perf::FindModel(s->model); !m.ok()) {
     return rd.Error(root["model"] ? root["model"] : root, "model", std::string(m.status().message()));
