@@ -99,7 +99,7 @@ absl::StatusOr<TwinDescription> ParseTwinDescription(const std::string& yaml, co
   const YamlReader rd(source_name);
   if (!root.IsMap()) return rd.Error(root, "", "expected a mapping (docs/twin.md)");
   MYRIAD_RETURN_IF_ERROR(rd.UniqueKeys(root));
-  MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "speed", "model", "gpu", "engines", "policy",
+  MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "speed", "model", "gpu", "engines", "policy", "learn_cost",
                                            "kv_block_tokens", "slo_ttft", "tenants",
                                            "workload", "failure"}));
   TwinDescription d;
@@ -109,6 +109,7 @@ absl::StatusOr<TwinDescription> ParseTwinDescription(const std::string& yaml, co
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "model", "", &d.model));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "gpu", "", &d.gpu));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "policy", "", &d.policy));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(root, "learn_cost", "", &d.learn_cost));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "kv_block_tokens", "", &d.kv_block_tokens));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "slo_ttft", "", &d.ttft_slo));
   MYRIAD_RETURN_IF_ERROR(rd.Check(root, "speed", "", d.speed > 0 && d.speed <= kMaxTwinSpeed,
@@ -270,10 +271,10 @@ std::string TwinScenarioYaml(const TwinDescription& d, const std::string& trace_
       "hardware: {{gpu: {}, nodes: {}, gpus_per_node: 1, nodes_per_rack: 16}}\n"
       "model: {}\npools:\n{}"
       "workload: {{type: mooncake, path: {}, keys: tokens}}\n"
-      "router: {{policy: {}}}\n{}"
+      "router: {{policy: {}, learn_cost: {}}}\n{}"
       "slo: {{ttft: {}, tpot: 100ms}}\nkv_block_tokens: {}\n{}",
       d.name, d.name, d.seed, Ms(span + kSecond), d.gpu, n, d.model, pools,
-      json(trace_path).dump(), d.policy, tenants, Ms(d.ttft_slo),
+      json(trace_path).dump(), d.policy, d.learn_cost, tenants, Ms(d.ttft_slo),
       d.kv_block_tokens, faults);
 }
 

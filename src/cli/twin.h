@@ -46,6 +46,9 @@ struct TwinDescription {
   std::string gpu = "H100";
   int colocated = 2, prefill = 0, decode = 0;
   std::string policy = "kv-aware";
+  // Both sides learn each pool's cost from their own first tokens (gateway routing.learn_cost,
+  // scenario router.learn_cost); false: both use the configured model.
+  bool learn_cost = true;
   int kv_block_tokens = 16;
   Nanos ttft_slo = 2 * kSecond;
   std::vector<TwinTenant> tenants;

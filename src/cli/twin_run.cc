@@ -85,6 +85,7 @@ absl::StatusOr<TwinSide> RunLiveTwin(const TwinDescription& d, const std::vector
   gateway::GatewayConfig gc;
   gc.listen = "127.0.0.1:0";
   gc.policy = d.policy;
+  gc.learn_cost = d.learn_cost;
   gc.perf_model = d.model;
   gc.perf_gpu = d.gpu;
   gc.kv_block_size = d.kv_block_tokens;

@@ -79,6 +79,19 @@ TEST(TwinDescription, TheSameSeedDrawsTheSameWorkloadWithSharedPrefixesAndTenant
   }
 }
 
+TEST(TwinScenario, LearnCostOffReachesTheSimulatedRouter) {
+  const std::string dir = testing::TestTempDir().string();
+  const std::string path = WriteTempFile("lc.yaml", "learn_cost: false\nworkload: {requests: 20, rate: 5}\n");
+  const auto r = RunMyriad("twin " + path + " --sim-only --out " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string scenario = Slurp(dir + "/out/scenario.yaml");
+  EXPECT_NE(scenario.find("learn_cost: false"), std::string::npos) << scenario;
+  const std::string bad = WriteTempFile("lc_bad.yaml", "learn_cost: maybe\n");
+  const auto e = RunMyriad("twin " + bad + " --sim-only --out " + dir + "/out2");
+  EXPECT_EQ(e.code, 2) << e.out;
+  EXPECT_NE(e.out.find("learn_cost"), std::string::npos) << e.out;
+}
+
 TEST(TwinScenario, PdEnginesAreUnitsInOrderAndTheFailureWindowIsLeftOut) {
   const std::string dir = testing::TestTempDir().string();
   const std::string path = WriteTempFile(
@@ -91,6 +104,7 @@ TEST(TwinScenario, PdEnginesAreUnitsInOrderAndTheFailureWindowIsLeftOut) {
   EXPECT_NE(scenario.find("role: prefill, count: 2"), std::string::npos) << scenario;
   EXPECT_NE(scenario.find("keys: tokens"), std::string::npos) << scenario;
   EXPECT_NE(scenario.find("kind: crash, unit: 1"), std::string::npos) << scenario;
+  EXPECT_NE(scenario.find("learn_cost: true"), std::string::npos) << scenario;
   std::ifstream log(dir + "/out/sim.jsonl");
   std::string line;
   int served = 0, on_failed_after = 0;
