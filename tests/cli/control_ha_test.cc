@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_util/child_process.h"
 #include "../test_util/etcd_process.h"
 #include "../test_util/temp_dir.h"
 #include "net/http_client.h"
@@ -64,30 +65,11 @@ class FakeEngine {
 // A `myriad control` process, its stdout (the action lines) and stderr in files of its own.
 class ControlProcess {
  public:
-  ControlProcess(const std::string& config, const std::string& name) {
-    const auto dir = myriad::testing::TestTempDir();
-    out_ = dir / (name + ".out");
-    err_ = dir / (name + ".err");
-    const int out = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(err, STDERR_FILENO);
-      execl(MYRIAD_BINARY, MYRIAD_BINARY, "control", "--config", config.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out);
-    close(err);
-  }
-  ~ControlProcess() { Kill(SIGTERM); }
-  void Kill(int sig) {
-    if (pid_ <= 0) return;
-    kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  ControlProcess(const std::string& config, const std::string& name)
+      : out_(myriad::testing::TestTempDir() / (name + ".out")),
+        err_(myriad::testing::TestTempDir() / (name + ".err")),
+        process_({MYRIAD_BINARY, "control", "--config", config}, out_.string(), err_.string()) {}
+  void Kill(int sig) { process_.Kill(sig); }
   std::string out() const { return ReadFile(out_); }
   // The port of its /metrics, once it printed it.
   uint16_t port() const {
@@ -110,8 +92,8 @@ class ControlProcess {
   }
 
  private:
-  pid_t pid_ = -1;
   std::filesystem::path out_, err_;
+  myriad::test::ChildProcess process_;
 };
 
 size_t Count(const std::string& text, const std::string& what) {

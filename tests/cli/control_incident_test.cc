@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../test_util/child_process.h"
 #include "../test_util/temp_dir.h"
 #include "net/http_client.h"
 #include "run_myriad.h"
@@ -79,23 +80,9 @@ TEST(ControlIncident, CrashAndHangUnderLoadAreDetectedRestartedAndReadmitted) {
                            "detect: {hang_after: 2s, crash_after_failed_probes: 2, restart_timeout: 20s}\n"
                            "gate: {warmup_requests: 1, timeout: 5s}\n";
   const std::string out_path = (dir / "up.out").string();
-  const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out, STDOUT_FILENO);
-    dup2(out, STDERR_FILENO);
-    execl(MYRIAD_BINARY, MYRIAD_BINARY, "up", "--engines", "3", "--port", "0", "--speed", "20", "--control",
-          "--control-config", config.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out);
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  } reaper{pid};
+  myriad::test::ChildProcess up({MYRIAD_BINARY, "up", "--engines", "3", "--port", "0", "--speed", "20", "--control",
+                                 "--control-config", config},
+                                out_path);
   std::string text;
   ASSERT_TRUE(WaitFor([&] { return (text = ReadFile(out_path)).find("controller on") != std::string::npos; }, 10000ms))
       << text;

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../test_util/child_process.h"
 #include "../test_util/etcd_process.h"
 #include "../test_util/temp_dir.h"
 #include "run_myriad.h"
@@ -118,28 +119,7 @@ TEST(Dashboards, ImportableByGrafanaWithADatasourceVariableAndAnExprPerTarget) {
 // A child process with stdout and stderr in a file, killed when the test ends.
 class Child {
  public:
-  Child(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = freopen(log_.c_str(), "w", stdout);
-      (void)f;
-      dup2(fileno(stdout), fileno(stderr));
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 200 && waitpid(pid_, nullptr, WNOHANG) == 0; ++i) std::this_thread::sleep_for(10ms);
-    if (waitpid(pid_, nullptr, WNOHANG) == 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  Child(std::vector<std::string> args, std::string log) : log_(log), process_(std::move(args), log) {}
   std::string Log() const {
     std::ifstream in(log_);
     std::stringstream s;
@@ -160,7 +140,7 @@ class Child {
 
  private:
   std::string log_;
-  pid_t pid_ = -1;
+  myriad::test::ChildProcess process_;
 };
 
 std::string Encode(const std::string& s) {

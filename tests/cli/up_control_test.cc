@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../test_util/child_process.h"
 #include "../test_util/temp_dir.h"
 #include "net/http_client.h"
 
@@ -59,24 +60,9 @@ TEST(UpControlCli, CrashedEngineIsRestartedOnItsPortAndReadmitted) {
                            "detect: {crash_after_failed_probes: 2}\n"
                            "gate: {warmup_requests: 1, timeout: 5s}\n";
   const std::string out_path = (dir / "up.out").string();
-  const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out, STDOUT_FILENO);
-    dup2(out, STDERR_FILENO);
-    execl(MYRIAD_BINARY, MYRIAD_BINARY, "up", "--engines", "2", "--port", "0", "--speed", "50", "--control",
-          "--control-config", config.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out);
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid <= 0) return;
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  } reaper{pid};
+  myriad::test::ChildProcess up({MYRIAD_BINARY, "up", "--engines", "2", "--port", "0", "--speed", "50", "--control",
+                                 "--control-config", config},
+                                out_path);
   std::smatch m;
   std::string text;
   ASSERT_TRUE(WaitFor(
@@ -115,10 +101,7 @@ TEST(UpControlCli, CrashedEngineIsRestartedOnItsPortAndReadmitted) {
   auto health = again.Get("/health");
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->status, 200);
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  reaper.pid = -1;
+  const int status = up.Kill(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
