@@ -294,9 +294,11 @@ void EmuServer::Crash() {
 void EmuServer::SetFault(Fault fault) {
   std::lock_guard l(mu_);
   fault_ = fault;
-  for (auto& e : engines_) {
-    e->SetSlowdown(fault.kind == Fault::Kind::kSlow ? fault.factor : 1.0);
-    e->SetHung(fault.kind == Fault::Kind::kHang);
+  wrong_answers_ = fault.kind == Fault::Kind::kWrongAnswer;
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    const bool slowed = fault.kind == Fault::Kind::kSlow && (fault.rank < 0 || static_cast<size_t>(fault.rank) == i);
+    engines_[i]->SetSlowdown(slowed ? fault.factor : 1.0);
+    engines_[i]->SetHung(fault.kind == Fault::Kind::kHang);
   }
   if (fault.kind != Fault::Kind::kHang) {
     // Unhung: the parked health checks are answered now.
@@ -457,7 +459,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
   };
   g.on_token = [this, live, chunk_json](int index, uint32_t token) {
     const auto now = Clock::now();
-    const std::string piece = options_.codec.decode(token);
+    const std::string piece = options_.codec.decode(wrong_answers_ ? token ^ 1u : token);
     {
       std::lock_guard l(mu_);
       RankLatency& h = latency_[static_cast<size_t>(live->rank)];
@@ -657,9 +659,12 @@ net::HttpResponse EmuServer::AdminFault(const net::HttpRequest& req) {
   }
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object() || !body.contains("kind") || !body["kind"].is_string()) {
-    return BadRequest("expected {\"kind\": \"none|hang|slow|error|drop_stream|crash\", ...}", "kind");
+    return BadRequest("expected {\"kind\": \"none|hang|slow|error|drop_stream|wrong_answer|crash\", ...}", "kind");
   }
   const std::string kind = body["kind"].get<std::string>();
+  for (const char* field : {"factor", "status", "after_tokens", "rank"}) {
+    if (body.contains(field) && !body[field].is_number()) return BadRequest(fmt::format("'{}' must be a number", field), field);
+  }
   Fault f;
   if (kind == "none") {
     f.kind = Fault::Kind::kNone;
@@ -668,7 +673,14 @@ net::HttpResponse EmuServer::AdminFault(const net::HttpRequest& req) {
   } else if (kind == "slow") {
     f.kind = Fault::Kind::kSlow;
     f.factor = body.value("factor", 4.0);
-    if (!(f.factor > 0)) return BadRequest("'factor' must be > 0", "factor");
+    if (!(f.factor > 0) || f.factor > 1000) return BadRequest("'factor' must be in (0, 1000]", "factor");
+    if (body.contains("rank")) {
+      if (!body["rank"].is_number_integer() || body["rank"].get<int64_t>() < 0 ||
+          body["rank"].get<int64_t>() >= static_cast<int64_t>(engines_.size())) {
+        return BadRequest(fmt::format("'rank' must be a DP rank of this engine, 0..{}", engines_.size() - 1), "rank");
+      }
+      f.rank = body["rank"].get<int>();
+    }
   } else if (kind == "error") {
     f.kind = Fault::Kind::kError;
     f.status = body.value("status", 500);
@@ -676,6 +688,8 @@ net::HttpResponse EmuServer::AdminFault(const net::HttpRequest& req) {
   } else if (kind == "drop_stream") {
     f.kind = Fault::Kind::kDropStream;
     f.after_tokens = body.value("after_tokens", 1);
+  } else if (kind == "wrong_answer") {
+    f.kind = Fault::Kind::kWrongAnswer;
   } else if (kind == "crash") {
     if (on_crash_) on_crash_();
     Crash();

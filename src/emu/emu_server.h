@@ -53,8 +53,11 @@ struct EmuOptions {
 };
 
 struct Fault {
-  enum class Kind { kNone, kHang, kSlow, kError, kDropStream } kind = Kind::kNone;
+  // kWrongAnswer: silent corruption: every token is replaced by another, as a bad GPU's
+  // answers would be; status, timing and token counts stay right.
+  enum class Kind { kNone, kHang, kSlow, kError, kDropStream, kWrongAnswer } kind = Kind::kNone;
   double factor = 1;       // kSlow
+  int rank = -1;           // kSlow: only this DP rank's engine (a straggler rank); -1: all
   int status = 500;        // kError
   int after_tokens = 1;    // kDropStream: streams are cut after this many tokens
 };
@@ -109,6 +112,7 @@ class EmuServer {
   std::vector<std::unique_ptr<net::KvEventPublisher>> publishers_;
   std::function<void()> on_crash_;
   std::atomic<bool> crashed_{false};
+  std::atomic<bool> wrong_answers_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<uint64_t> completions_{0};
   std::atomic<uint64_t> next_request_{1};

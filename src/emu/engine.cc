@@ -13,6 +13,14 @@ namespace myriad::emu {
 
 namespace {
 
+// Same prompt, same answer (a known-answer probe at temperature 0 must find the answer it
+// recorded), distinct prompts distinct answers.
+uint64_t PromptHash(const std::vector<uint32_t>& prompt) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ prompt.size();
+  for (uint32_t t : prompt) h = Mix64(h ^ t);
+  return h;
+}
+
 // The engine's own block hash chain: salted so that it differs from Myriad's BlockKeys, as
 // vLLM's sha256-over-pickle hashes do; consumers must map it through the token ids.
 constexpr uint64_t kEngineSalt = 0x76'6c'6c'6d'45'6d'75'31ULL;
@@ -45,6 +53,7 @@ struct Engine::Req {
   bool done = false;
   Clock::time_point ready_at{};  // remote prefill: when the KV transfer completes
   uint64_t serial = 0;
+  uint64_t prompt_hash = 0;  // the output tokens are a function of the prompt, as greedy decoding's
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions o) {
@@ -129,6 +138,7 @@ uint64_t Engine::Submit(GenRequest request) {
     r->id = next_id_++;
     id = r->id;
     r->serial = r->id;
+    r->prompt_hash = PromptHash(r->in.prompt);
     r->target = static_cast<int64_t>(r->in.prompt.size());
     r->remote = r->in.remote_prefill;
     by_id_[r->id] = r;
@@ -214,6 +224,11 @@ void Engine::Cancel(uint64_t id) {
     usage = Usage{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached, r->store_cached};
   }
   if (r->in.on_finish) r->in.on_finish("abort", usage);
+}
+
+double Engine::slowdown() const {
+  std::lock_guard l(mu_);
+  return slowdown_;
 }
 
 void Engine::SetSlowdown(double factor) {
@@ -518,7 +533,7 @@ void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
     const int index = r->generated++;
     stats_.generation_tokens++;
     const uint32_t token = static_cast<uint32_t>(
-        Mix64(options_.seed ^ (r->serial << 20) ^ static_cast<uint64_t>(index)) % 32000);
+        Mix64(options_.seed ^ r->prompt_hash ^ static_cast<uint64_t>(index)) % 32000);
     if (r->in.on_token) calls->push_back([r, index, token] { r->in.on_token(index, token); });
     if (r->generated >= r->in.max_tokens) {
       r->done = true;

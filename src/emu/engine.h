@@ -114,6 +114,7 @@ class Engine {
 
   // Faults: steps take `factor` times longer; a hung engine makes no progress at all.
   void SetSlowdown(double factor);
+  double slowdown() const;
   void SetHung(bool hung);
   // Drops the whole prefix cache (an AllBlocksCleared event).
   void ClearCache();

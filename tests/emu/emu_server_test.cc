@@ -169,6 +169,41 @@ TEST(EmuServerTest, FaultsOnCommand) {
   EXPECT_EQ(h2.Get("/health")->status, 200);
 }
 
+// Faults for the controller's proof (issue 21): a slow DP rank (a straggler inside one engine)
+// and silent corruption (right status and token counts, wrong text).
+TEST(EmuServerTest, SlowRankAndWrongAnswerFaults) {
+  EmuOptions o;
+  o.dp_ranks = 3;
+  auto emu = StartEmu(o);
+  net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
+  ASSERT_EQ(c.Post("/admin/fault", R"({"kind":"slow","factor":4,"rank":1})")->status, 200);
+  EXPECT_EQ(emu->engine(0).slowdown(), 1.0);
+  EXPECT_EQ(emu->engine(1).slowdown(), 4.0);
+  EXPECT_EQ(emu->engine(2).slowdown(), 1.0);
+  EXPECT_EQ(c.Post("/admin/fault", R"({"kind":"slow","rank":3})")->status, 400);
+  EXPECT_EQ(c.Post("/admin/fault", R"({"kind":"slow","rank":"one"})")->status, 400);
+  EXPECT_EQ(c.Post("/admin/fault", R"({"kind":"slow","factor":"x"})")->status, 400);
+  ASSERT_EQ(c.Post("/admin/fault", R"({"kind":"slow","factor":2})")->status, 200);
+  EXPECT_EQ(emu->engine(0).slowdown(), 2.0);
+  EXPECT_EQ(emu->engine(2).slowdown(), 2.0);
+
+  const std::string body = json({{"prompt", "the known answer"}, {"max_tokens", 8}, {"temperature", 0}}).dump();
+  ASSERT_EQ(c.Post("/admin/fault", R"({"kind":"none"})")->status, 200);
+  auto right = c.Post("/v1/completions", body);
+  ASSERT_TRUE(right.ok());
+  ASSERT_EQ(c.Post("/admin/fault", R"({"kind":"wrong_answer"})")->status, 200);
+  auto wrong = c.Post("/v1/completions", body);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong->status, 200);
+  const json a = json::parse(right->body), b = json::parse(wrong->body);
+  EXPECT_NE(a["choices"][0]["text"], b["choices"][0]["text"]);
+  EXPECT_EQ(a["usage"]["completion_tokens"], b["usage"]["completion_tokens"]);
+  ASSERT_EQ(c.Post("/admin/fault", R"({"kind":"none"})")->status, 200);
+  auto again = c.Post("/v1/completions", body);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(json::parse(again->body)["choices"][0]["text"], a["choices"][0]["text"]);
+}
+
 TEST(EmuServerTest, BadRequestsGetOpenAiErrors) {
   auto emu = StartEmu();
   net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
