@@ -156,4 +156,44 @@ TEST(ControlIncident, CrashAndHangUnderLoadAreDetectedRestartedAndReadmitted) {
   fmt::print("loadgen: {}\n", report["requests"].dump());
 }
 
+// Silent corruption while serving: an engine that starts answering wrong (the emulator's
+// wrong_answer fault) is drained and cordoned within one probe period; the others stay.
+TEST(ControlIncident, WrongAnswersAreCordonedWithinOneProbePeriod) {
+  const auto dir = myriad::testing::TestTempDir();
+  const std::string config = (dir / "control.yaml").string();
+  std::ofstream(config) << "scrape: {interval: 200ms, timeout: 500ms}\n"
+                           "gate: {warmup_requests: 1, timeout: 5s, probe_period: 1s}\n";
+  const std::string out_path = (dir / "up.out").string();
+  myriad::test::ChildProcess up({MYRIAD_BINARY, "up", "--engines", "2", "--port", "0", "--speed", "20", "--control",
+                                 "--control-config", config},
+                                out_path);
+  std::string text;
+  ASSERT_TRUE(WaitFor([&] { return (text = ReadFile(out_path)).find("controller on") != std::string::npos; }, 10000ms))
+      << text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(engine-1\s+\S+\s+http://127\.0\.0\.1:(\d+))")));
+  const auto port = static_cast<uint16_t>(std::stoi(m[1]));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        text = ReadFile(out_path);
+        return !First(text, "engine-0", "record_answer").is_null() && !First(text, "engine-1", "record_answer").is_null();
+      },
+      5000ms))
+      << text;
+  // Serving engines answer their probes as recorded: two periods pass without a verdict.
+  std::this_thread::sleep_for(2500ms);
+  text = ReadFile(out_path);
+  EXPECT_TRUE(First(text, "engine-0", "cordon").is_null()) << text;
+  EXPECT_TRUE(First(text, "engine-1", "cordon").is_null()) << text;
+  const double corrupted_at = MonotonicSeconds();
+  Fault(port, R"({"kind":"wrong_answer"})");
+  ASSERT_TRUE(WaitFor([&] { return !First(text = ReadFile(out_path), "engine-1", "cordon").is_null(); }, 5000ms))
+      << text;
+  const json cordon = First(text, "engine-1", "cordon");
+  EXPECT_EQ(cordon["reason"], "answer mismatch") << text;
+  // One probe period, plus a scrape and the probe's own round trip.
+  EXPECT_LT(cordon["t_s"].get<double>() - corrupted_at, 1.0 + 0.2 + 1.0) << text;
+  EXPECT_TRUE(First(text, "engine-0", "cordon").is_null()) << "the healthy engine was left alone\n" << text;
+}
+
 }  // namespace
