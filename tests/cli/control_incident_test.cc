@@ -196,4 +196,42 @@ TEST(ControlIncident, WrongAnswersAreCordonedWithinOneProbePeriod) {
   EXPECT_TRUE(First(text, "engine-0", "cordon").is_null()) << "the healthy engine was left alone\n" << text;
 }
 
+// A straggler rank: one DP rank of a 4-rank engine slowed 3x under load (the emulator's slow
+// fault with a rank) is named by the controller's radar rule, and only that engine is evicted.
+TEST(ControlIncident, SlowRankUnderLoadIsFlaggedAsAStraggler) {
+  const auto dir = myriad::testing::TestTempDir();
+  const std::string emu_out = (dir / "emu.out").string();
+  myriad::test::ChildProcess emu({MYRIAD_BINARY, "emu", "--listen", "127.0.0.1:0", "--dp", "4", "--speed", "20"},
+                                 emu_out);
+  std::string text;
+  std::smatch m;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        text = ReadFile(emu_out);
+        return std::regex_search(text, m, std::regex(R"(on http://127\.0\.0\.1:(\d+))"));
+      },
+      10000ms))
+      << text;
+  const auto port = static_cast<uint16_t>(std::stoi(m[1]));
+  const std::string config = (dir / "control.yaml").string();
+  std::ofstream(config) << fmt::format(
+      "listen: 127.0.0.1:0\nscrape: {{interval: 250ms, timeout: 1s}}\n"
+      "engines:\n  - {{name: dp4, url: \"http://127.0.0.1:{}\"}}\nactuators: {{gateway: false}}\ndry_run: true\n",
+      port);
+  const std::string out_path = (dir / "control.out").string();
+  myriad::test::ChildProcess control({MYRIAD_BINARY, "control", "--config", config}, out_path);
+  auto load = std::async(std::launch::async, [&] {
+    return myriad::testing::RunShell(fmt::format("timeout -s KILL 60 {} loadgen --url http://127.0.0.1:{} --duration 8s "
+                                                 "-c 16 --max-tokens 64 --timeout 20s --json",
+                                                 MYRIAD_BINARY, port));
+  });
+  std::this_thread::sleep_for(1500ms);
+  text = ReadFile(out_path);
+  EXPECT_TRUE(First(text, "dp4", "drain").is_null()) << "no straggler before the fault\n" << text;
+  Fault(port, R"({"kind":"slow","factor":3,"rank":2})");
+  ASSERT_TRUE(WaitFor([&] { return !First(text = ReadFile(out_path), "dp4", "drain").is_null(); }, 6000ms)) << text;
+  EXPECT_EQ(First(text, "dp4", "drain")["reason"], "straggler rank 2") << text;
+  load.get();
+}
+
 }  // namespace
