@@ -316,7 +316,10 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
     fault = fault_;
   }
   if (path == "/admin/fault") return r->Respond(AdminFault(req));
-  if (fault.kind == Fault::Kind::kHang && path != "/metrics") {
+  // Hung as vLLM's engine core hangs: the API server still takes requests (they wait in the
+  // engine, counted in /metrics, where a controller sees no progress) but health checks that ask
+  // the engine get no answer.
+  if (fault.kind == Fault::Kind::kHang && (path == "/health" || path == "/ping")) {
     std::lock_guard l(mu_);
     parked_.push_back(std::move(r));
     return;

@@ -108,6 +108,13 @@ TEST(ControlIncident, CrashAndHangUnderLoadAreDetectedRestartedAndReadmitted) {
   Fault(ports[0], R"({"kind":"crash"})");
   const double hung_at = MonotonicSeconds();
   Fault(ports[1], R"({"kind":"hang"})");
+  // A request of its own in the hung engine: the gateway may eject it (health checks) before
+  // its next request, and a hang is no progress while requests are in flight.
+  auto stuck = std::async(std::launch::async, [port = ports[1]] {
+    myriad::net::HttpClient c(myriad::net::HostPort{"127.0.0.1", port},
+                              myriad::net::HttpClientOptions{.timeout = 20 * myriad::kSecond});
+    return c.Post("/v1/completions", R"({"prompt":"stuck","max_tokens":4})").ok();
+  });
 
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -144,6 +151,7 @@ TEST(ControlIncident, CrashAndHangUnderLoadAreDetectedRestartedAndReadmitted) {
       << metrics->body;
   EXPECT_NE(metrics->body.find("myriad_control_engines{state=\"serving\"} 3"), std::string::npos) << metrics->body;
 
+  stuck.get();
   const auto r = load.get();
   ASSERT_EQ(r.code, 0) << r.out;
   const size_t brace = r.out.find('{');

@@ -119,7 +119,12 @@ TEST(EmuStoreTier, SecondPassLoadsFromTheStoreInsteadOfRecomputing) {
   EXPECT_EQ(s.store.load_failures, 0u);
   const uint64_t with_second = s.prompt_tokens - after_first.prompt_tokens;
   EXPECT_LT(with_second * 4, without_second) << "prefilled tokens in the second pass, with and without the store";
+#if !defined(__SANITIZE_ADDRESS__)
+  // A load takes the real get's wall time: under the sanitizer the data path is several times
+  // slower than the model's recompute, so the time is a release-build figure; the prefilled
+  // tokens above are checked in both.
   EXPECT_LT(Sum(second), Sum(second_without)) << "TTFT of the second pass, with and without the store";
+#endif
 
   const std::string m = Scrape(*with_store);
   EXPECT_NE(m.find("vllm:kv_offload_total_bytes_total{model_name=\"emu-model\",engine=\"0\",transfer_type=\"CPU_to_GPU\"} " +
