@@ -123,6 +123,7 @@ uint64_t Engine::Submit(GenRequest request) {
   auto r = std::make_shared<Req>();
   r->in = std::move(request);
   r->in.max_tokens = std::max(1, r->in.max_tokens);
+  r->prompt_hash = PromptHash(r->in.prompt);  // outside the engine's lock: a pass over the prompt
   const size_t bs = static_cast<size_t>(options_.block_size);
   uint64_t parent = kRootBlockKey;
   const uint64_t salt = ExtraKeyOf(r->in.cache_salt);
@@ -138,7 +139,6 @@ uint64_t Engine::Submit(GenRequest request) {
     r->id = next_id_++;
     id = r->id;
     r->serial = r->id;
-    r->prompt_hash = PromptHash(r->in.prompt);
     r->target = static_cast<int64_t>(r->in.prompt.size());
     r->remote = r->in.remote_prefill;
     by_id_[r->id] = r;
