@@ -77,9 +77,10 @@ TEST(EmuLlamaTest, SlotsKeepTheLastPromptsAndTheLeastRecentlyUsedIsEvicted) {
   // A third prompt overwrites the least recently used slot, the first prompt's...
   Complete(c, Prompt(3));
   EXPECT_EQ(Complete(c, Prompt(1))["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << "evicted";
-  // ... and that repeat took the slot released longest ago (the third prompt's); the second
-  // prompt's slot was left alone.
-  EXPECT_EQ(Complete(c, Prompt(2))["usage"]["prompt_tokens_details"]["cached_tokens"], 399);
+  // ... and that repeat took the slot released longest ago, the second prompt's (its repeat
+  // ended before the third prompt's); the third prompt's slot was left alone.
+  EXPECT_EQ(Complete(c, Prompt(3))["usage"]["prompt_tokens_details"]["cached_tokens"], 399);
+  EXPECT_EQ(Complete(c, Prompt(2))["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
 TEST(EmuLlamaTest, PropsHealthAndNativeCompletionUseLlamaServersFields) {
