@@ -444,6 +444,10 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat, std::shared_ptr
     return r->Respond(net::JsonError(404, "NotFoundError", fmt::format("The model `{}` does not exist.", parsed.model),
                                      "model"));
   }
+  // llama-server has no P/D: its KV never leaves the slot, so a transfer cannot be honoured.
+  if (options_.engine.slots && (parsed.remote_decode || parsed.remote_prefill)) {
+    return r->Respond(BadRequest("kv_transfer_params: the llama-server profile has no P/D", "kv_transfer_params"));
+  }
   auto live = std::make_shared<Live>();
   live->chat = chat;
   live->native = native;

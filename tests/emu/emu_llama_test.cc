@@ -172,6 +172,20 @@ TEST(EmuLlamaTest, StreamHeadersComeBeforeThePromptIsProcessed) {
   EXPECT_LT(header_s, first_s - 0.8) << "the headers waited for the prefill";
 }
 
+TEST(EmuLlamaTest, RefusesPdTransfers) {
+  auto emu = StartLlama();
+  net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
+  const json req = {{"prompt", Prompt(6)},
+                    {"max_tokens", 1},
+                    {"kv_transfer_params",
+                     {{"do_remote_decode", true}, {"do_remote_prefill", false}, {"remote_engine_id", nullptr},
+                      {"remote_block_ids", nullptr}, {"remote_host", nullptr}, {"remote_port", nullptr}}}};
+  auto res = c.Post("/v1/completions", req.dump());
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->status, 400) << res->body;
+  EXPECT_NE(res->body.find("kv_transfer_params"), std::string::npos) << res->body;
+}
+
 TEST(EmuLlamaTest, PublishesNoKvEvents) {
   EmuOptions o;
   o.engine.slots = SlotProfile{};
