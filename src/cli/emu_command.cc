@@ -59,6 +59,30 @@ EmuCommand::EmuCommand(CLI::App& app) {
                    fmt::format("evicted blocks waiting to be offloaded, 1 to {}; more are dropped and counted",
                                emu::kMaxOffloadQueue))
       ->check(CLI::Range(size_t{1}, emu::kMaxOffloadQueue))->needs(store)->capture_default_str();
+  cmd_->add_option("--profile", profile_,
+                   "the engine emulated: vllm, or llama-server (llama.cpp: slots that each cache their last "
+                   "sequence, no KV events, CPU-like speed, /props and /slots)")
+      ->check(CLI::IsMember({"vllm", "llama-server"}))->capture_default_str();
+  llama_only_ = {
+      cmd_->add_option("--slots", slots_.slots, "llama-server: slots (its --parallel), 1 to 256")
+          ->check(CLI::Range(1, 256))->capture_default_str(),
+      cmd_->add_option("--slot-prompt-similarity", slots_.similarity,
+                       "llama-server: a request takes the idle slot whose cache shares the longest prefix with "
+                       "its prompt when that is more than this fraction of the prompt, 0 to 1 (0: least "
+                       "recently used only)")
+          ->check(CLI::Range(0.0, 1.0))->capture_default_str(),
+      cmd_->add_option("--slot-ctx", slots_.n_ctx, "llama-server: context tokens per slot, 16 to 1048576")
+          ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))->capture_default_str(),
+      cmd_->add_option("--prompt-token-ms", slots_.prompt_token_ms,
+                       "llama-server: emulated ms per prompt token computed, 0.001 to 1000")
+          ->check(CLI::Range(1e-3, 1e3))->capture_default_str(),
+      cmd_->add_option("--cached-token-ms", slots_.cached_token_ms,
+                       "llama-server: emulated ms per prompt token found in the slot, 0 to 1000")
+          ->check(CLI::Range(0.0, 1e3))->capture_default_str(),
+      cmd_->add_option("--decode-step-ms", slots_.decode_step_ms,
+                       "llama-server: emulated ms per decode step (all slots decode together), 0.01 to 10000")
+          ->check(CLI::Range(1e-2, 1e4))->capture_default_str(),
+  };
 }
 
 int EmuCommand::Run() {
@@ -69,6 +93,18 @@ int EmuCommand::Run() {
   }
   StopSignals signals;  // before any thread starts
 
+  const bool llama = profile_ == "llama-server";
+  for (const CLI::Option* opt : llama_only_) {
+    if (!llama && opt->count() > 0) {
+      fmt::print(stderr, "myriad emu: {} needs --profile llama-server\n", opt->get_name());
+      return 2;
+    }
+  }
+  if (llama && (!kv_events_.empty() || !kv_store_.empty() || dp_ != 1)) {
+    fmt::print(stderr, "myriad emu: --profile llama-server: no --kv-events, --kv-store or --data-parallel-size "
+                       "(llama-server has none of them)\n");
+    return 2;
+  }
   emu::EmuOptions o;
   o.http.address = hp->host;
   o.http.port = hp->port;
@@ -82,6 +118,11 @@ int EmuCommand::Run() {
   o.engine.speed = speed_;
   o.engine.max_num_seqs = max_num_seqs_;
   o.engine.max_batched_tokens = max_batched_tokens_;
+  if (llama) {
+    o.engine.slots = slots_;
+    // llama-server's --batch-size: the prompt tokens one step computes, unless given.
+    if (cmd_->get_option("--max-num-batched-tokens")->count() == 0) o.engine.max_batched_tokens = 2048;
+  }
   o.engine.kv_blocks = kv_blocks_;
   o.engine.seed = seed_;
   o.engine.kv_store = kv_store_;
@@ -112,8 +153,13 @@ int EmuCommand::Run() {
     fmt::print(stderr, "myriad emu: {}\n", std::string(st.message()));
     return 1;
   }
-  fmt::print("myriad emu: serving {} ({} on {} x{}) as {} on http://{}:{}\n", served_, model_,
-             gpu_, tp_, role_, hp->host, (*server)->port());
+  if (llama) {
+    fmt::print("myriad emu: serving {} as llama-server ({} slots of {} tokens) on http://{}:{}\n", served_,
+               slots_.slots, slots_.n_ctx, hp->host, (*server)->port());
+  } else {
+    fmt::print("myriad emu: serving {} ({} on {} x{}) as {} on http://{}:{}\n", served_, model_, gpu_, tp_, role_,
+               hp->host, (*server)->port());
+  }
   std::fflush(stdout);
   signals.Wait();
   (*server)->Stop();

@@ -4,6 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "emu/engine.h"
 
 #include <CLI/CLI.hpp>
 
@@ -39,6 +42,10 @@ class EmuCommand {
   uint64_t kv_block_bytes_ = 0;
   double kv_store_gbps_ = 0;
   size_t kv_offload_queue_ = 4096;
+  // --profile llama-server (docs/gateway.md, "Emulating llama-server").
+  std::string profile_ = "vllm";
+  emu::SlotProfile slots_;
+  std::vector<CLI::Option*> llama_only_;
 };
 
 }  // namespace myriad::cli

@@ -41,6 +41,11 @@ LoadgenCommand::LoadgenCommand(CLI::App& app) {
                                kMaxTimeScale))
       ->capture_default_str();
   cmd_->add_option("--log", log_, "with --trace: write one JSON line per request, in trace order, to this file");
+  cmd_->add_option("--tenant-keys", tenant_keys_,
+                   fmt::format("with --trace: comma-separated API keys, the k-th sent by the records of trace tenant k "
+                               "(a record's \"tenant\"), at most {}; other records send --api-key",
+                               sim::kMaxTraceTenants))
+      ->delimiter(',');
 }
 
 int LoadgenCommand::Run() {
@@ -61,8 +66,9 @@ int LoadgenCommand::Run() {
   }
   o_.timeout = *t;
   if (!trace_.empty()) return RunTrace();
-  if (!log_.empty() || cmd_->count("--time-scale") > 0 || cmd_->count("--trace-format") > 0) {
-    fmt::print(stderr, "myriad loadgen: --log, --time-scale and --trace-format need --trace\n");
+  if (!log_.empty() || cmd_->count("--time-scale") > 0 || cmd_->count("--trace-format") > 0 ||
+      cmd_->count("--tenant-keys") > 0) {
+    fmt::print(stderr, "myriad loadgen: --log, --time-scale, --trace-format and --tenant-keys need --trace\n");
     return 2;
   }
   if (absl::Status st = ValidateLoadgenOptions(o_); !st.ok()) {
@@ -109,6 +115,11 @@ int LoadgenCommand::RunTrace() {
   ro.time_scale = time_scale_;
   ro.threads = o_.threads;
   ro.timeout = o_.timeout;
+  if (tenant_keys_.size() > sim::kMaxTraceTenants) {
+    return fail(fmt::format("--tenant-keys: at most {} keys (one per trace tenant), got {}", sim::kMaxTraceTenants,
+                            tenant_keys_.size()));
+  }
+  ro.tenant_keys = tenant_keys_;
   if (absl::Status st = ValidateReplayOptions(ro); !st.ok()) return fail(std::string(st.message()));
   o_.requests = 1;  // the synthetic bound is unused; this checks the flags both modes share
   if (absl::Status st = ValidateLoadgenOptions(o_); !st.ok()) return fail(std::string(st.message()));

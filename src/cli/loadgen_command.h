@@ -5,6 +5,7 @@
 // it replays a recorded trace instead (cli/trace_replay.h), optionally logging every request.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,7 @@ class LoadgenCommand {
   bool json_ = false;
   std::string trace_, trace_format_ = "mooncake", log_;
   double time_scale_ = 1.0;
+  std::vector<std::string> tenant_keys_;  // with --trace: the API key of each trace tenant
 };
 
 }  // namespace myriad::cli

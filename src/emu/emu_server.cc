@@ -13,6 +13,7 @@
 
 #include "core/block_hash.h"
 #include "core/rng.h"
+#include "emu/llama_api.h"
 #include "emu/store_metrics.h"
 #include "net/json_text.h"
 #include "net/openai_request.h"
@@ -89,6 +90,7 @@ struct EmuServer::Live {
   bool chat = false;
   bool include_usage = false;
   bool remote_decode = false;  // P/D prefill side: answer with kv_transfer_params
+  bool native = false;         // llama-server's /completion
   int drop_after = -1;
   std::string text;
   std::vector<uint32_t> prompt;
@@ -100,6 +102,9 @@ struct EmuServer::Live {
 absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options) {
   if (options.dp_ranks < 1 || options.dp_ranks > 1024) {
     return absl::InvalidArgumentError(fmt::format("dp_ranks: {} is not in [1, 1024]", options.dp_ranks));
+  }
+  if (options.engine.slots && (options.dp_ranks != 1 || !options.kv_events.empty())) {
+    return absl::InvalidArgumentError("the llama-server profile has one engine and publishes no KV events");
   }
   std::vector<std::unique_ptr<Engine>> engines;
   for (int rank = 0; rank < options.dp_ranks; ++rank) {
@@ -116,6 +121,10 @@ absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options)
   // refuses to start then; the emulator serves with the smaller limit, and /v1/models says so).
   const int64_t kv_tokens = engines.front()->stats().kv_blocks * options.engine.block_size;
   options.max_model_len = static_cast<int>(std::min<int64_t>(options.max_model_len, kv_tokens));
+  // llama-server refuses what does not fit one slot's context.
+  if (options.engine.slots) {
+    options.max_model_len = static_cast<int>(std::min<int64_t>(options.max_model_len, options.engine.slots->n_ctx));
+  }
   return std::unique_ptr<EmuServer>(new EmuServer(std::move(options), std::move(engines)));
 }
 
@@ -324,6 +333,7 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
     parked_.push_back(std::move(r));
     return;
   }
+  if (options_.engine.slots && HandleLlama(path, req, r)) return;
   if (path == "/health" || path == "/ping") {
     return r->Respond(net::HttpResponse{200, "text/plain", "", {}});
   }
@@ -373,6 +383,35 @@ void EmuServer::Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder>
   r->Respond(net::JsonError(404, "NotFoundError", fmt::format("no route for {}", std::string(path))));
 }
 
+bool EmuServer::HandleLlama(std::string_view path, const net::HttpRequest& req,
+                            std::shared_ptr<net::HttpResponder>& r) {
+  const SlotProfile& p = *options_.engine.slots;
+  if (path == "/completion" || path == "/completions") {
+    absl::StatusOr<std::string> body = llama::NativeToOpenAi(req.body);
+    if (req.method != "POST") {
+      r->Respond(net::JsonError(405, "MethodNotAllowed", "use POST"));
+    } else if (!body.ok()) {
+      r->Respond(BadRequest(std::string(body.status().message())));
+    } else {
+      net::HttpRequest openai = req;
+      openai.body = *std::move(body);
+      Generate(openai, /*chat=*/false, std::move(r), /*native=*/true);
+    }
+    return true;
+  }
+  if (path != "/health" && path != "/props" && path != "/slots" && path != "/metrics") return false;
+  const EngineStats s = engines_.front()->stats();
+  if (path == "/metrics") {
+    r->Respond(net::HttpResponse{200, std::string(net::kPrometheusContentType), llama::Metrics(s), {}});
+    return true;
+  }
+  const json body = path == "/health"  ? json{{"status", "ok"}}
+                    : path == "/props" ? llama::Props(options_.served_model_name, p, options_.default_max_tokens)
+                                       : llama::Slots(s, p);
+  r->Respond(net::HttpResponse{200, "application/json; charset=utf-8", net::JsonText(body), {}});
+  return true;
+}
+
 std::vector<uint32_t> EmuServer::Encode(std::string_view text) const {
   return options_.encoder ? options_.encoder->Completion(text) : options_.codec.encode(text);
 }
@@ -393,8 +432,8 @@ absl::StatusOr<std::vector<uint32_t>> EmuServer::PromptIds(std::string_view body
   return options_.codec.encode(text);
 }
 
-void EmuServer::Generate(const net::HttpRequest& req, bool chat,
-                         std::shared_ptr<net::HttpResponder> r) {
+void EmuServer::Generate(const net::HttpRequest& req, bool chat, std::shared_ptr<net::HttpResponder> r,
+                         bool native) {
   // The gateway's own parser: a body is refused here exactly as the gateway refuses it. As
   // vLLM, a request naming no model gets the served one; one choice per request.
   net::GenerateRequest parsed;
@@ -405,8 +444,13 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     return r->Respond(net::JsonError(404, "NotFoundError", fmt::format("The model `{}` does not exist.", parsed.model),
                                      "model"));
   }
+  // llama-server has no P/D: its KV never leaves the slot, so a transfer cannot be honoured.
+  if (options_.engine.slots && (parsed.remote_decode || parsed.remote_prefill)) {
+    return r->Respond(BadRequest("kv_transfer_params: the llama-server profile has no P/D", "kv_transfer_params"));
+  }
   auto live = std::make_shared<Live>();
   live->chat = chat;
+  live->native = native;
   live->rank = PickRank(req);
   if (live->rank < 0) {
     return r->Respond(BadRequest(fmt::format("X-data-parallel-rank must be a rank in [0, {})", dp_ranks()),
@@ -442,7 +486,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
   g.prompt = live->prompt;
   g.max_tokens = static_cast<int>(max_tokens);  // within max_model_len, an int
   const std::string model = options_.served_model_name;
-  auto chunk_json = [model, live](std::string_view text, const char* finish) {
+  auto chunk_json = [model, live](std::string_view text, const char* finish, const json* timings = nullptr) {
     json c;
     c["id"] = live->rid;
     c["object"] = live->chat ? "chat.completion.chunk" : "text_completion";
@@ -458,6 +502,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
       choice["stop_reason"] = nullptr;
     }
     c["choices"] = json::array({choice});
+    if (timings) c["timings"] = *timings;
     return "data: " + net::JsonText(c) + "\n\n";
   };
   g.on_token = [this, live, chunk_json](int index, uint32_t token) {
@@ -479,6 +524,11 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
     if (live->drop_after >= 0 && index >= live->drop_after) {
       live->r->Abort();  // the stream is cut mid-way, as a dying engine would
       if (!engines_.empty()) engines_[static_cast<size_t>(live->rank)]->Cancel(live->engine_id);
+      return;
+    }
+    if (live->native) {
+      live->r->Write("data: " + net::JsonText(llama::NativePartial(piece, index, static_cast<int64_t>(live->prompt.size()))) +
+                     "\n\n");
       return;
     }
     if (index == 0 && live->chat) {
@@ -512,8 +562,17 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
       }
       return;
     }
+    // llama-server's timings on the last answer (its llama-server profile only).
+    const json timings = options_.engine.slots ? llama::Timings(u) : json();
+    if (live->native) {
+      const json out = llama::NativeFinal(options_.served_model_name, live->text, u, live->stream);
+      if (!live->stream) return live->r->Respond(net::HttpResponse{200, "application/json", net::JsonText(out), {}});
+      live->r->Write("data: " + net::JsonText(out) + "\n\n");
+      live->r->End();
+      return;
+    }
     if (live->stream) {
-      live->r->Write(chunk_json("", std::string(reason).c_str()));
+      live->r->Write(chunk_json("", std::string(reason).c_str(), timings.is_null() ? nullptr : &timings));
       if (live->include_usage) {
         json c = {{"id", live->rid},
                   {"object", live->chat ? "chat.completion.chunk" : "text_completion"},
@@ -538,6 +597,7 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat,
       choice["stop_reason"] = nullptr;
     }
     out["choices"] = json::array({choice});
+    if (!timings.is_null()) out["timings"] = timings;
     if (live->remote_decode) {
       // vLLM's prefill side of P/D: where the decode engine pulls the prompt's KV from.
       const int64_t bs = options_.engine.block_size;

@@ -97,7 +97,10 @@ class EmuServer {
   // header is not a rank of this server.
   int PickRank(const net::HttpRequest& req) const;
   void Handle(net::HttpRequest req, std::shared_ptr<net::HttpResponder> r);
-  void Generate(const net::HttpRequest& req, bool chat, std::shared_ptr<net::HttpResponder> r);
+  // `native`: llama-server's own /completion answer instead of OpenAI's.
+  void Generate(const net::HttpRequest& req, bool chat, std::shared_ptr<net::HttpResponder> r, bool native = false);
+  // The llama-server profile's own endpoints; false when `path` is none of them.
+  bool HandleLlama(std::string_view path, const net::HttpRequest& req, std::shared_ptr<net::HttpResponder>& r);
   net::HttpResponse Metrics();
   net::HttpResponse AdminFault(const net::HttpRequest& req);
   std::string Detokenize(const std::vector<uint32_t>& ids) const;

@@ -54,6 +54,11 @@ struct Engine::Req {
   Clock::time_point ready_at{};  // remote prefill: when the KV transfer completes
   uint64_t serial = 0;
   uint64_t prompt_hash = 0;  // the output tokens are a function of the prompt, as greedy decoding's
+  // The slot profile: the slot taken (kept after release, for the answer), the output so far
+  // (the slot keeps it cached), and the emulated time of its prefill and decode steps.
+  int slot = -1;
+  std::vector<uint32_t> out;
+  double prompt_ms = 0, decode_ms = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions o) {
@@ -68,6 +73,20 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions o) {
     return absl::InvalidArgumentError("block_size, max_num_seqs and max_batched_tokens must be >= 1");
   }
   int64_t blocks = o.kv_blocks > 0 ? o.kv_blocks : step->KvCapacityTokens() / o.block_size;
+  if (o.slots) {
+    const SlotProfile& p = *o.slots;
+    if (p.slots < 1 || p.n_ctx < 1 || !(p.similarity >= 0 && p.similarity <= 1) || !(p.prompt_token_ms > 0) ||
+        !(p.cached_token_ms >= 0) || !(p.decode_step_ms > 0)) {
+      return absl::InvalidArgumentError(
+          "slots: need slots >= 1, n_ctx >= 1, similarity in [0, 1], prompt_token_ms > 0, cached_token_ms >= 0, "
+          "decode_step_ms > 0");
+    }
+    if (!o.kv_store.empty()) return absl::InvalidArgumentError("slots: llama-server has no KV store tier");
+    // Each slot holds its whole context, so a free slot always has its KV: room for every
+    // slot's n_ctx above the planner's 1% watermark.
+    blocks = (p.slots * CeilDiv(p.n_ctx, o.block_size)) * 102 / 100 + p.slots;
+    o.max_num_seqs = p.slots;
+  }
   if (blocks < 1) return absl::InvalidArgumentError("the model leaves no memory for the KV cache");
   std::optional<StoreTierOptions> tier;
   if (!o.kv_store.empty()) {
@@ -101,6 +120,10 @@ Engine::Engine(EngineOptions options, perf::StepModel model, int64_t kv_blocks)
                 .max_running = options_.max_num_seqs,
                 .step_tokens = options_.max_batched_tokens}) {
   stats_.kv_blocks = kv_blocks_;
+  if (options_.slots) {
+    slot_cache_.emplace(options_.slots->slots, options_.slots->similarity);
+    slot_stats_.resize(static_cast<size_t>(options_.slots->slots));
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -218,10 +241,12 @@ void Engine::Cancel(uint64_t id) {
     r = it->second;
     by_id_.erase(it);
     r->done = true;
+    ReleaseSlot(*r);
     if (r->admitted) Release(*r);
     Unlink(r);
     stats_.finished_abort++;
-    usage = Usage{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached, r->store_cached};
+    usage = Usage{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached, r->store_cached,
+                  r->prompt_ms, r->decode_ms, r->slot};
   }
   if (r->in.on_finish) r->in.on_finish("abort", usage);
 }
@@ -248,6 +273,14 @@ void Engine::ClearCache() {
   std::function<void(std::vector<CacheEvent>)> sink;
   {
     std::lock_guard l(mu_);
+    if (slot_cache_) {
+      // llama-server publishes no events; its idle slots forget their prompts.
+      slot_cache_->ClearIdle();
+      for (size_t i = 0; i < slot_stats_.size(); ++i) {
+        if (!slot_cache_->processing(static_cast<int>(i))) slot_stats_[i].tokens = 0;
+      }
+      return;
+    }
     // Admitted requests keep their reserved blocks; only the cached copies go.
     cache_.Clear();
     meta_.clear();
@@ -281,6 +314,7 @@ EngineStats Engine::stats() const {
     s.store = tier_->stats();
   }
   s.kv_usage = static_cast<double>(HeldBlocks()) / static_cast<double>(kv_blocks_);
+  s.slots = slot_stats_;
   return s;
 }
 
@@ -355,6 +389,11 @@ bool Engine::AdmitPrefill(Req& r, int64_t growth, std::vector<CacheEvent>* event
   const int64_t bs = options_.block_size;
   const int64_t need = CeilDiv(r.target, bs);
   if (!planner_.Admits({HeldBlocks(), growth}, need)) return false;
+  if (slot_cache_) {
+    if (!TakeSlot(r)) return false;
+    Reserve(r, need, events);
+    return true;
+  }
   const size_t most = CacheableBlocks(r);
   // Matched before the reservation shrinks the cache, as a unit does: the hit blocks are
   // marked used, so the shrink takes others first.
@@ -387,6 +426,48 @@ bool Engine::AdmitPrefill(Req& r, int64_t growth, std::vector<CacheEvent>* event
     }
   }
   return true;
+}
+
+bool Engine::TakeSlot(Req& r) {
+  if (r.slot < 0) {
+    const std::optional<int> slot = slot_cache_->Pick(r.in.prompt);
+    if (!slot) return false;  // deferred until a slot is released
+    r.slot = *slot;
+  }
+  const int64_t hit = std::min(slot_cache_->Start(r.slot, r.in.prompt), r.target - 1);
+  r.prefilled = hit;
+  step_cached_ += hit;
+  const int64_t prompt = static_cast<int64_t>(r.in.prompt.size());
+  if (!r.seen) {
+    r.seen = true;
+    r.cached = hit;
+    stats_.prefix_queries += static_cast<uint64_t>(prompt);
+    stats_.prefix_hits += static_cast<uint64_t>(hit);
+  }
+  slot_stats_[static_cast<size_t>(r.slot)] = EngineStats::Slot{true, r.id, prompt, prompt - hit, hit, 0};
+  return true;
+}
+
+// The slot keeps what it computed: the prompt (as far as it got) and, once that was whole, the
+// output so far, as llama-server's slot keeps its sequence's KV.
+void Engine::ReleaseSlot(Req& r) {
+  if (!slot_cache_ || r.slot < 0 || !slot_cache_->processing(r.slot)) return;
+  const size_t prompt = r.in.prompt.size();
+  const size_t kept = static_cast<size_t>(std::clamp<int64_t>(r.prefilled, 0, static_cast<int64_t>(prompt)));
+  std::vector<uint32_t> tokens(r.in.prompt.begin(), r.in.prompt.begin() + static_cast<std::ptrdiff_t>(kept));
+  if (kept == prompt) tokens.insert(tokens.end(), r.out.begin(), r.out.end());
+  EngineStats::Slot& s = slot_stats_[static_cast<size_t>(r.slot)];
+  s.processing = false;
+  s.tokens = static_cast<int64_t>(tokens.size());
+  s.decoded = r.generated;
+  slot_cache_->Release(r.slot, std::move(tokens), Clock::now().time_since_epoch().count());
+}
+
+double Engine::SlotStepSeconds(const perf::BatchShape& shape) const {
+  const SlotProfile& p = *options_.slots;
+  const double ms = static_cast<double>(shape.prefill_tokens) * p.prompt_token_ms +
+                    static_cast<double>(step_cached_) * p.cached_token_ms + (shape.decode_seqs > 0 ? p.decode_step_ms : 0);
+  return ms / 1e3;
 }
 
 void Engine::AdmitDecodes(Clock::time_point now, std::vector<CacheEvent>* events) {
@@ -439,6 +520,7 @@ void Engine::Release(Req& r) {
 // it as parent; then the blocks it evicted to make room (after, so that a block stored and
 // evicted at once ends up removed).
 void Engine::CacheComputedBlocks(Req& r, std::vector<CacheEvent>* events) {
+  if (slot_cache_) return;  // the slot holds them, and nothing is published
   const int64_t bs = options_.block_size;
   const size_t first_new = cache_.Insert(r.hashes, CacheCapacity(), &evicted_);
   if (first_new < r.hashes.size()) {
@@ -465,6 +547,7 @@ void Engine::CacheComputedBlocks(Req& r, std::vector<CacheEvent>* events) {
 perf::BatchShape Engine::PlanStep(Plan* plan, std::vector<CacheEvent>* events, Clock::time_point* next_ready) {
   const auto now = Clock::now();
   *next_ready = Clock::time_point::max();
+  step_cached_ = 0;
   // Requests whose blocks have arrived from the store tier join the prompts to compute.
   for (auto it = loaded_.begin(); it != loaded_.end();) {
     if ((*it)->ready_at <= now) {
@@ -511,6 +594,7 @@ void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
   }
   for (const auto& [r, chunk] : plan) {
     if (r->done) continue;  // cancelled meanwhile
+    (chunk > 0 ? r->prompt_ms : r->decode_ms) += step_ms_;
     if (chunk > 0) {
       r->prefilled += chunk;
       stats_.prompt_tokens += static_cast<uint64_t>(chunk);
@@ -534,14 +618,20 @@ void Engine::FinishStep(const Plan& plan, std::vector<CacheEvent>* events,
     stats_.generation_tokens++;
     const uint32_t token = static_cast<uint32_t>(
         Mix64(options_.seed ^ r->prompt_hash ^ static_cast<uint64_t>(index)) % 32000);
+    if (slot_cache_) {
+      r->out.push_back(token);
+      slot_stats_[static_cast<size_t>(r->slot)].decoded = r->generated;
+    }
     if (r->in.on_token) calls->push_back([r, index, token] { r->in.on_token(index, token); });
     if (r->generated >= r->in.max_tokens) {
       r->done = true;
+      ReleaseSlot(*r);
       Release(*r);
       Unlink(r);
       by_id_.erase(r->id);
       stats_.finished_length++;
-      Usage u{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached, r->store_cached};
+      Usage u{static_cast<int64_t>(r->in.prompt.size()), r->generated, r->cached, r->store_cached,
+              r->prompt_ms, r->decode_ms, r->slot};
       if (r->in.on_finish) calls->push_back([r, u] { r->in.on_finish("length", u); });
       continue;
     }
@@ -591,7 +681,8 @@ void Engine::Loop() {
       continue;
     }
     if (step_observer_) step_observer_(shape);
-    const double seconds = static_cast<double>(model_.StepTime(shape)) / 1e9;
+    const double seconds = slot_cache_ ? SlotStepSeconds(shape) : static_cast<double>(model_.StepTime(shape)) / 1e9;
+    step_ms_ = seconds * slowdown_ * 1e3;
     const auto dt = std::chrono::nanoseconds(
         static_cast<int64_t>(seconds * slowdown_ / options_.speed * 1e9));
     const auto now = Clock::now();

@@ -32,8 +32,21 @@
 #include "perf/step_model.h"
 #include "policy/batch_planner.h"
 #include "policy/prefix_cache.h"
+#include "policy/slot_cache.h"
 
 namespace myriad::emu {
+
+// An engine like llama.cpp's llama-server (`myriad emu --profile llama-server`): a few slots,
+// each caching only the last sequence it processed (policy::SlotCache), no KV events, and
+// step times from CPU-like per-token costs instead of the GPU step model.
+struct SlotProfile {
+  int slots = 2;             // llama-server's --parallel
+  double similarity = 0.5;   // its --slot-prompt-similarity; 0: least recently used only
+  int64_t n_ctx = 4096;      // context per slot
+  double prompt_token_ms = 0.75;    // a prompt token computed (about 1.5 s for 2,000)
+  double cached_token_ms = 0.0125;  // a prompt token found in the slot (about 25 ms for 2,000)
+  double decode_step_ms = 20;       // a step that decodes, for all its slots at once
+};
 
 struct EngineOptions {
   std::string model = "Llama-3.1-8B";
@@ -54,6 +67,7 @@ struct EngineOptions {
   // A load takes at least its bytes over this (GB/s); 0: the NIC's line rate, as a P/D transfer.
   double kv_store_gbps = 0;
   size_t kv_offload_queue = 4096;  // blocks waiting to be offloaded, at most
+  std::optional<SlotProfile> slots;  // set: llama-server's slots instead of vLLM's cache
 };
 
 struct Usage {
@@ -63,6 +77,10 @@ struct Usage {
   // vLLM counts a connector's tokens), or received by P/D.
   int64_t cached_tokens = 0;
   int64_t store_cached_tokens = 0;  // of which loaded from the store tier
+  // Emulated time the request's steps took: prefilling its prompt, and decoding (llama-server's
+  // timings.prompt_ms and predicted_ms).
+  double prompt_ms = 0, predicted_ms = 0;
+  int slot = -1;  // the llama-server slot that served it
 };
 
 struct GenRequest {
@@ -93,6 +111,14 @@ struct EngineStats {
   StoreTierStats store;
   uint64_t finished_length = 0, finished_abort = 0;
   uint64_t steps = 0;
+  // The llama-server profile's slots, as its GET /slots reports them.
+  struct Slot {
+    bool processing = false;
+    uint64_t task = 0;           // the last request it took (0: none yet)
+    int64_t tokens = 0;          // tokens its cache holds
+    int64_t prompt_processed = 0, prompt_cached = 0, decoded = 0;  // of that request
+  };
+  std::vector<Slot> slots;
   uint64_t preemptions = 0;  // running sequences sent back to waiting when KV ran out
   // Tokens per engine step (prompt chunks plus one per decoded sequence), bucketed by
   // kIterationTokenBounds as vLLM's vllm:iteration_tokens_total is: per-bucket counts, the
@@ -162,6 +188,11 @@ class Engine {
   void PublishRemoved(std::vector<CacheEvent>* events);
   int64_t GrowthBlocks(const Req& r) const;  // what its next decode step needs
   int64_t EnsureGrowthRoom(Clock::time_point now);
+  // The slot profile: `r` takes the slot its prompt picks, reusing that slot's cache; false
+  // while every slot is busy.
+  bool TakeSlot(Req& r);
+  void ReleaseSlot(Req& r);
+  double SlotStepSeconds(const perf::BatchShape& shape) const;
   void AdmitDecodes(Clock::time_point now, std::vector<CacheEvent>* events);
   bool AdmitPrefill(Req& r, int64_t growth, std::vector<CacheEvent>* events);
   void Reserve(Req& r, int64_t need, std::vector<CacheEvent>* events);
@@ -197,6 +228,10 @@ class Engine {
   policy::PrefixCache cache_;       // engine hashes
   std::vector<BlockKey> evicted_;   // scratch: what the cache last evicted
   std::unique_ptr<StoreTier> tier_;  // null: no store tier
+  std::optional<policy::SlotCache> slot_cache_;  // the slot profile's cache, else none
+  std::vector<EngineStats::Slot> slot_stats_;
+  int64_t step_cached_ = 0;  // the slot profile: prompt tokens found in slots this step
+  double step_ms_ = 0;       // the running step's emulated duration
   std::unordered_map<uint64_t, BlockMeta> meta_;  // with a tier: the blocks in HBM
   double load_bytes_per_s_ = 0;
   int64_t used_blocks_ = 0;         // blocks reserved by admitted requests
