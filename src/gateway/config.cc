@@ -18,6 +18,7 @@
 #include "net/http.h"
 #include "net/http_server.h"
 #include "net/kv_event_publisher.h"
+#include "net/otlp_exporter.h"
 
 namespace myriad::gateway {
 
@@ -76,6 +77,54 @@ absl::Status ParseRole(const YamlReader& r, const YAML::Node& n, const std::stri
   return absl::OkStatus();
 }
 
+absl::Status ParseTracing(const YamlReader& r, const YAML::Node& root, TracingConfig* t) {
+  const YAML::Node n = root["tracing"];
+  if (!n) return absl::OkStatus();
+  const std::string p = "tracing";
+  MYRIAD_RETURN_IF_ERROR(r.Map(n, p, {"endpoint", "service_name", "sample_ratio", "slow_threshold",
+                                      "keep_rejected", "max_queue", "max_batch", "flush_interval",
+                                      "export_timeout", "max_retries", "max_backoff",
+                                      "max_spans_per_request"}));
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "endpoint", p, &t->endpoint));
+  if (!t->endpoint.empty() && !net::ParseHttpUrl(t->endpoint).ok()) {
+    return r.Error(n["endpoint"], "tracing.endpoint", fmt::format("'{}' is not an http://host:port URL", t->endpoint));
+  }
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "service_name", p, &t->service_name));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "service_name", p, !t->service_name.empty() && t->service_name.size() <= 256 &&
+                                                           IsValidUtf8(t->service_name),
+                                 "must be 1 to 256 bytes of UTF-8", t->service_name));
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "sample_ratio", p, &t->sample_ratio));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "sample_ratio", p,
+                                 std::isfinite(t->sample_ratio) && t->sample_ratio >= 0 && t->sample_ratio <= 1,
+                                 "must be in [0, 1]", t->sample_ratio));
+  MYRIAD_RETURN_IF_ERROR(r.Duration(n, "slow_threshold", p, &t->slow_threshold));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "slow_threshold", p, t->slow_threshold >= 0 && t->slow_threshold <= kMaxSlowThreshold,
+                                 "must be in [0s, 1h] (0: off)", FormatDuration(t->slow_threshold)));
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "keep_rejected", p, &t->keep_rejected));
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "max_queue", p, &t->max_queue));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "max_queue", p, t->max_queue >= 1 && t->max_queue <= net::kMaxOtlpQueueSpans,
+                                 fmt::format("must be in [1, {}]", net::kMaxOtlpQueueSpans), t->max_queue));
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "max_batch", p, &t->max_batch));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "max_batch", p, t->max_batch >= 1 && t->max_batch <= net::kMaxOtlpBatchSpans,
+                                 fmt::format("must be in [1, {}]", net::kMaxOtlpBatchSpans), t->max_batch));
+  for (auto [key, v] : {std::pair{"flush_interval", &t->flush_interval}, {"export_timeout", &t->export_timeout}}) {
+    MYRIAD_RETURN_IF_ERROR(r.Duration(n, key, p, v));
+    MYRIAD_RETURN_IF_ERROR(r.Check(n, key, p, *v >= kMillisecond && *v <= net::kMaxOtlpInterval,
+                                   "must be in [1ms, 60s]", FormatDuration(*v)));
+  }
+  MYRIAD_RETURN_IF_ERROR(r.Duration(n, "max_backoff", p, &t->max_backoff));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "max_backoff", p, t->max_backoff >= 0 && t->max_backoff <= net::kMaxOtlpInterval,
+                                 "must be in [0s, 60s]", FormatDuration(t->max_backoff)));
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "max_retries", p, &t->max_retries));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "max_retries", p, t->max_retries >= 0 && t->max_retries <= net::kMaxOtlpRetries,
+                                 fmt::format("must be in [0, {}]", net::kMaxOtlpRetries), t->max_retries));
+  MYRIAD_RETURN_IF_ERROR(r.Get(n, "max_spans_per_request", p, &t->max_spans_per_request));
+  MYRIAD_RETURN_IF_ERROR(r.Check(n, "max_spans_per_request", p,
+                                 t->max_spans_per_request >= 2 && t->max_spans_per_request <= kMaxSpansPerRequest,
+                                 fmt::format("must be in [2, {}]", kMaxSpansPerRequest), t->max_spans_per_request));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::string_view source) {
@@ -94,7 +143,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                           "admin_token", "backends", "routing", "tenants",
                                           "upstream", "health", "access_log", "etcd",
                                           "allow_anonymous", "fairness", "max_client_backlog_bytes",
-                                          "client_write_timeout"}));
+                                          "client_write_timeout", "tracing"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "max_client_backlog_bytes", "", &c.max_client_backlog_bytes));
   MYRIAD_RETURN_IF_ERROR(r.Duration(root, "client_write_timeout", "", &c.client_write_timeout));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "allow_anonymous", "", &c.allow_anonymous));
@@ -281,6 +330,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       return r.Error(e["endpoint"], "etcd.endpoint", "expected http://host:port");
     }
   }
+  MYRIAD_RETURN_IF_ERROR(ParseTracing(r, root, &c.tracing));
   return c;
 }
 

@@ -45,6 +45,25 @@ inline constexpr size_t kMaxIndexEntries = size_t{1} << 30;
 inline constexpr double kMaxRecomputeLimit = 100;
 inline constexpr double kMaxStoreLoadGbps = 10'000;  // as the simulator's store.node_gbps
 inline constexpr Nanos kMaxStoreLoadLatency = 10 * kSecond;
+inline constexpr int kMaxSpansPerRequest = 1024;
+inline constexpr Nanos kMaxSlowThreshold = 3600 * kSecond;
+
+// tracing: each request's spans exported over OTLP/HTTP (gateway/tracing.h); off without an
+// endpoint. The bounds are in docs/gateway.md.
+struct TracingConfig {
+  std::string endpoint;  // http://host:port of an OTLP/HTTP receiver (spans go to /v1/traces)
+  std::string service_name = "myriad-gateway";
+  double sample_ratio = 1.0;  // head sampling, unless the client's traceparent decided
+  Nanos slow_threshold = 0;   // requests slower than this (TTFT or duration) are kept; 0: off
+  bool keep_rejected = false;  // keep the traces of 429s too (errors >= 500 always are)
+  size_t max_queue = 8192;     // spans waiting for the collector; more are dropped
+  size_t max_batch = 512;      // spans per POST
+  Nanos flush_interval = kSecond;
+  Nanos export_timeout = 2 * kSecond;
+  int max_retries = 3;
+  Nanos max_backoff = 5 * kSecond;
+  int max_spans_per_request = 64;  // a request's routing and attempt spans past this are dropped
+};
 
 struct GatewayConfig {
   std::string listen = "127.0.0.1:8000";
@@ -127,6 +146,8 @@ struct GatewayConfig {
   // list). Empty endpoint: off.
   std::string etcd_endpoint;
   std::string etcd_prefix = "/myriad/backends/";
+
+  TracingConfig tracing;
 };
 
 absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::string_view source);

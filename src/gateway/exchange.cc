@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
@@ -45,6 +47,7 @@ TraceContext TraceContext::FromHeader(const std::string* header, uint64_t entrop
         trace != std::string(32, '0') && span != std::string(16, '0')) {
       t.trace_id = std::string(trace);
       t.flags = std::string(flags);
+      std::from_chars(span.data(), span.data() + span.size(), t.parent_span, 16);
       return t;
     }
   }
@@ -54,8 +57,11 @@ TraceContext TraceContext::FromHeader(const std::string* header, uint64_t entrop
 
 std::string TraceContext::Header(uint64_t span_entropy) const {
   uint64_t span = Mix64(span_entropy);
-  if (span == 0) span = 1;
-  return fmt::format("00-{}-{}-{}", trace_id, Hex64(span), flags);
+  return HeaderWithSpan(span == 0 ? 1 : span);
+}
+
+std::string TraceContext::HeaderWithSpan(uint64_t span_id) const {
+  return fmt::format("00-{}-{}-{}", trace_id, Hex64(span_id), flags);
 }
 
 void Exchange::Dispatch() {
@@ -64,7 +70,9 @@ void Exchange::Dispatch() {
   if (gw->shutting_down()) {
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
+  const auto route_begin = Clock::now();
   Route route = gw->Pick(*this);
+  if (spans) spans->Routing(route_begin, Clock::now(), route, input_tokens);
   if (route.rejected) {
     gw->CountRejected();
     decision = route.reason;
@@ -141,9 +149,13 @@ void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool pref
   c.method = "POST";
   c.target = req.chat ? "/v1/chat/completions" : "/v1/completions";
   c.body = std::move(body);
-  c.headers.emplace_back("traceparent", trace.Header(reinterpret_cast<uintptr_t>(this) ^
-                                                     static_cast<uint64_t>(attempts) ^
-                                                     (prefill_phase ? 0x5a5a : 0)));
+  // With tracing, the engine's parent is this attempt's span, so its own spans nest under it.
+  c.headers.emplace_back(
+      "traceparent",
+      spans ? trace.HeaderWithSpan(spans->BeginAttempt(call_start, b->config.name, b->address, c.target, attempts - 1,
+                                                       prefill_phase ? "prefill" : pd ? "decode" : "full", rank))
+            : trace.Header(reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(attempts) ^
+                           (prefill_phase ? 0x5a5a : 0)));
   c.headers.emplace_back("X-Request-Id", trace.trace_id);
   // The DP rank whose KV cache the router counted on (vLLM and SGLang honour it).
   if (rank >= 0) c.headers.emplace_back("X-data-parallel-rank", std::to_string(rank));
@@ -184,7 +196,8 @@ void Exchange::OnHeader(int status, const net::Headers& headers, bool prefill_ph
 
 net::Headers Exchange::ClientHeaders() const {
   net::Headers out;
-  out.emplace_back("traceparent", trace.Header(static_cast<uint64_t>(start.time_since_epoch().count())));
+  out.emplace_back("traceparent", spans ? trace.HeaderWithSpan(spans->root_span_id())
+                                        : trace.Header(static_cast<uint64_t>(start.time_since_epoch().count())));
   out.emplace_back("X-Myriad-Backend", backend->config.name);
   if (!prefill_backend.empty()) out.emplace_back("X-Myriad-Prefill-Backend", prefill_backend);
   if (prefill_cached >= 0) out.emplace_back("X-Myriad-Prefill-Cached-Tokens", std::to_string(prefill_cached));
@@ -261,6 +274,14 @@ void Exchange::FailCall(std::string why, bool timed_out) {
 void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase) {
   std::unique_lock l(mu);
   if (finished) return;
+  if (spans) {
+    spans->EndAttempt(Clock::now(), upstream_status,
+                      !call_failure.empty() ? std::string_view(call_failure)
+                      : cancelled           ? std::string_view("the client left")
+                                            : std::string_view(st.message().data(), st.message().size()),
+                      meter.has_first_token() ? std::chrono::duration<double>(meter.first_token() - call_start).count()
+                                              : -1.0);
+  }
   std::shared_ptr<Backend> b = backend;
   if (cancelled) {
     // A stream whose end the client was sent is a success, even when the client closes before
@@ -343,6 +364,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
 void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   std::lock_guard l(mu);
   if (finished || cancelled) return;
+  const auto handoff_begin = Clock::now();
   json answer = json::parse(held, nullptr, false);
   json body = req.body;
   if (answer.is_object() && answer.contains("kv_transfer_params") &&
@@ -366,6 +388,7 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   std::shared_ptr<Backend> d = decode_backend;
   rank = decode_rank;
   gw->HandOff({d, rank});
+  if (spans) spans->HandOff(handoff_begin, Clock::now(), prefill->config.name, d->config.name, rank);
   decision += fmt::format("; prefilled on {}", prefill->config.name);
   prefill_backend = prefill->config.name;
   // The decode engine counts the KV it received as cached; the prefill engine's own figure is
@@ -424,6 +447,22 @@ void Exchange::Finish(int status) {
                             .meter = &meter,
                             .prompt_tokens = prompt_tokens,
                             .output_tokens = meter.output_tokens()});
+  if (spans) {
+    spans->Finish(now, RequestTrace::Outcome{.route = req.chat ? "/v1/chat/completions" : "/v1/completions",
+                                             .chat = req.chat,
+                                             .model = req.model,
+                                             .tenant = tenant_name,
+                                             .client = client,
+                                             .backend = backend ? std::string_view(backend->config.name) : "",
+                                             .reject_reason = reject_reason,
+                                             .error = last_error,
+                                             .stream = req.stream,
+                                             .status = status,
+                                             .attempts = attempts,
+                                             .input_tokens = prompt_tokens,
+                                             .output_tokens = meter.output_tokens(),
+                                             .ttft_s = ttft_s});
+  }
   if (!gw->LogEnabled()) {
     call.reset();
     r.reset();

@@ -15,6 +15,7 @@
 #include "gateway/backends.h"
 #include "gateway/exchange_services.h"
 #include "gateway/stream_meter.h"
+#include "gateway/tracing.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
 #include "net/openai_request.h"
@@ -26,8 +27,10 @@ namespace myriad::gateway {
 struct TraceContext {
   std::string trace_id;  // 32 hex digits
   std::string flags = "01";
+  uint64_t parent_span = 0;  // the client's span id; 0: it sent no valid traceparent
   static TraceContext FromHeader(const std::string* header, uint64_t entropy);
   std::string Header(uint64_t span_entropy) const;
+  std::string HeaderWithSpan(uint64_t span_id) const;
 };
 
 struct Exchange : std::enable_shared_from_this<Exchange> {
@@ -49,6 +52,7 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
                                 std::chrono::system_clock::now().time_since_epoch()).count();
   std::string client;
   bool model_served = false;  // a backend serves req.model: it may be a metrics label
+  std::unique_ptr<RequestTrace> spans;  // null: tracing is off
 
   std::mutex mu;  // guards everything below
   std::vector<std::string> tried;

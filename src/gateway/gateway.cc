@@ -56,6 +56,9 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config,
   for (const auto& b : config.backends) {
     if (absl::Status st = g->AddBackend(b); !st.ok()) return st;
   }
+  auto tracer = Tracer::Create(config.tracing);
+  if (!tracer.ok()) return tracer.status();
+  g->tracer_ = *std::move(tracer);
   return g;
 }
 
@@ -199,6 +202,7 @@ void Gateway::Stop() {
   }
   upstream_.reset();  // every call in flight ends (cancelled) and answers its client
   http_->Stop();
+  if (tracer_) tracer_->Stop();  // after the last request has ended: its spans go too
 }
 
 absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> Gateway::SubscribeEvents(
@@ -537,6 +541,11 @@ Route Gateway::Pick(const Exchange& ex) {
       entry_c, decode_c, rng_);
   const policy::RouteDecision& d = a.route;
   out.estimated_ttft_s = d.estimated_ttft_s;
+  if (tracer_) {
+    out.policy = policy::FormatPolicyName(admission.router().options(), config_.fairness);
+    out.candidates = static_cast<int>(entry_c.size() + decode_c.size());
+    out.store_tokens = d.expected_store_tokens;
+  }
   if (!a.admitted()) {
     out.rejected = true;
     out.no_backend = a.reason == "no_available_unit";
@@ -609,6 +618,14 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
     entropy = rng_.Next() ^ trace_salt_;
   }
   ex->trace = TraceContext::FromHeader(net::FindHeader(req.headers, "traceparent"), entropy);
+  if (tracer_) {
+    const bool head = tracer_->HeadSample(ex->trace);
+    // The engines are told the head decision (a trace kept later for its error or slowness
+    // has the gateway's spans only).
+    ex->trace.flags = head ? "01" : "00";
+    ex->spans = std::make_unique<RequestTrace>(tracer_.get(), ex->trace, head, ex->arrived_unix_ns, ex->start,
+                                               Mix64(entropy ^ 0x7ace));
+  }
   // Tenant.
   const std::string key = net::BearerToken(req.headers);
   if (!key.empty()) {

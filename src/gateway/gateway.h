@@ -27,6 +27,7 @@
 #include "gateway/etcd_discovery.h"
 #include "gateway/exchange_services.h"
 #include "gateway/request_metrics.h"
+#include "gateway/tracing.h"
 #include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
 #include "net/http_server.h"
@@ -174,6 +175,7 @@ class Gateway : private ExchangeServices {
   GatewayStats stats_;
   std::map<std::pair<bool, int>, uint64_t> responses_;  // (chat route, status) -> count
   RequestMetrics request_metrics_;  // its own lock: recorded without mu_
+  std::unique_ptr<Tracer> tracer_;  // null: tracing is off (no tracing.endpoint)
 
   std::function<void(const std::string&)> log_;
   std::mutex log_mu_;

@@ -179,6 +179,7 @@ net::HttpResponse Gateway::Metrics() const {
   }
   w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
   w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
+  if (tracer_) WriteTracerMetrics(tracer_->stats(), w);
   request_metrics_.Write(w);
   return net::HttpResponse{200, std::string(net::kPrometheusContentType), w.Take(), {}};
 }
