@@ -36,6 +36,11 @@ absl::StatusOr<std::unique_ptr<emu::EmuServer>> StartEngine(const LocalEngineOpt
   o.engine.speed = lo.speed;
   if (lo.block_size > 0) o.engine.block_size = lo.block_size;
   o.engine.seed = lo.seed + i;
+  o.engine.kv_blocks = lo.kv_blocks;
+  o.engine.kv_store = lo.kv_store;
+  o.engine.kv_store_namespace = lo.kv_store_namespace;
+  o.engine.kv_store_gbps = lo.kv_store_gbps;
+  o.engine.kv_block_bytes = lo.kv_block_bytes;
   o.engine_id = fmt::format("engine-{}", i);
   o.kv_events = kv_events.empty() ? "tcp://127.0.0.1:*" : kv_events;
   o.kv_replay = kv_replay.empty() ? "tcp://127.0.0.1:*" : kv_replay;

@@ -13,6 +13,10 @@
 
 namespace myriad::cli {
 
+// The most HBM blocks `up --kv-blocks` gives an engine: 2^24 blocks of 16 tokens, 268M tokens,
+// beyond any GPU's KV memory.
+inline constexpr int64_t kMaxUpKvBlocks = int64_t{1} << 24;
+
 struct LocalEngineOptions {
   std::vector<gateway::BackendRole> roles;  // engine i is "engine-i" with roles[i]
   std::string served_model = "emu-model";
@@ -21,6 +25,12 @@ struct LocalEngineOptions {
   double speed = 1;
   int block_size = 0;  // 0: the emulator's default
   uint64_t seed = 1;   // engine i gets seed + i
+  int64_t kv_blocks = 0;  // 0: what the GPU leaves for the KV cache
+  // The KV store as every engine's second tier (emu::EngineOptions' fields); empty: none.
+  std::string kv_store;
+  std::string kv_store_namespace;
+  double kv_store_gbps = 0;
+  uint64_t kv_block_bytes = 0;
   std::shared_ptr<const tokenizer::PromptEncoder> encoder;
 };
 

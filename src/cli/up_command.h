@@ -8,6 +8,12 @@
 //                                  routing for text and chat prompts)
 //             [--control [--control-config control.yaml] [--control-listen HOST:PORT]]
 //               (`myriad control` over these engines, restarting them itself: docs/controller.md)
+//             [--kv-blocks N]     (each engine's HBM prefix cache, in blocks)
+//             [--store [--store-nodes 2] [--store-node-capacity BYTES] [--kv-store-gbps G]
+//                      [--kv-block-bytes B]]
+//               (a KV store master and nodes; the engines offload to it and load from it, the
+//                gateway prices it: docs/kvstore.md, "myriad up --store")
+#include <cstdint>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -36,6 +42,12 @@ class UpCommand {
   bool control_ = false;
   std::string control_config_;
   std::string control_listen_ = "127.0.0.1:0";
+  int64_t kv_blocks_ = 0;
+  bool store_ = false;
+  int store_nodes_ = 2;
+  uint64_t store_node_capacity_ = uint64_t{1} << 30;
+  double kv_store_gbps_ = 0;
+  uint64_t kv_block_bytes_ = 0;
 };
 
 }  // namespace myriad::cli

@@ -98,6 +98,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions o) {
                             : static_cast<uint64_t>(step->KvBytesPerToken() * o.block_size);
     tier->queue_blocks = o.kv_offload_queue;
     if (!(o.kv_store_gbps >= 0)) return absl::InvalidArgumentError("kv_store_gbps must be >= 0");
+    // The load decision prices the path at the bandwidth OnLoaded draws load times at.
+    tier->path.bytes_per_s = o.kv_store_gbps > 0 ? o.kv_store_gbps * 1e9 : step->fabric().nic_bytes_per_s();
+    tier->cost = policy::PrefillCost(*step, o.max_batched_tokens);
+    tier->block_tokens = o.block_size;
   }
   std::unique_ptr<Engine> engine(new Engine(std::move(o), *std::move(step), blocks));
   if (tier) {
@@ -106,8 +110,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions o) {
     if (!t.ok()) return t.status();
     std::lock_guard l(e->mu_);
     e->tier_ = *std::move(t);
-    e->load_bytes_per_s_ = e->options_.kv_store_gbps > 0 ? e->options_.kv_store_gbps * 1e9
-                                                         : e->model_.fabric().nic_bytes_per_s();
+    e->load_bytes_per_s_ = e->tier_->options().path.bytes_per_s;
   }
   return engine;
 }
@@ -154,7 +157,7 @@ uint64_t Engine::Submit(GenRequest request) {
     parent = HashTokenBlock(parent, std::span(r->in.prompt).subspan(i, bs), i == 0 ? kEngineSalt ^ salt : kEngineSalt);
     r->hashes.push_back(parent);
   }
-  std::vector<uint64_t> lookup;  // blocks past the HBM prefix, for the store tier
+  LoadAsk lookup;  // blocks past the HBM prefix, for the store tier
   size_t have = 0;
   uint64_t id = 0;
   {
@@ -171,18 +174,20 @@ uint64_t Engine::Submit(GenRequest request) {
       const size_t most = CacheableBlocks(*r);
       have = cache_.Count(std::span(r->hashes).first(most));
       for (size_t i = have; i < most; ++i) {
-        if (cache_.Count(std::span(r->hashes).subspan(i, 1)) == 0) lookup.push_back(r->hashes[i]);
+        if (cache_.Count(std::span(r->hashes).subspan(i, 1)) == 0) lookup.keys.push_back(r->hashes[i]);
       }
-      r->asked = lookup;
+      r->asked = lookup.keys;
+      lookup.hbm_blocks = static_cast<int64_t>(have);
+      lookup.input_tokens = r->target;
     }
-    if (lookup.empty()) {
+    if (lookup.keys.empty()) {
       (r->remote ? decode_wait_ : prefill_).push_back(r);
       WorkArrived(Clock::now());
     } else {
       ++loading_;
     }
   }
-  if (!lookup.empty()) {
+  if (!lookup.keys.empty()) {
     const auto start = Clock::now();
     // tier_ lives until the engine thread has stopped, and so does this request's slot.
     tier_->Load(std::move(lookup), [this, r, start](LoadResult res) { OnLoaded(r, res, start); });

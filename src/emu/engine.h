@@ -64,7 +64,8 @@ struct EngineOptions {
   std::string kv_store_namespace;  // empty: the model's name
   // Bytes stored per block, 8 .. kMaxKvBlockBytes; 0: the model's KV per token x block_size.
   uint64_t kv_block_bytes = 0;
-  // A load takes at least its bytes over this (GB/s); 0: the NIC's line rate, as a P/D transfer.
+  // A load takes at least its bytes over this (GB/s), and the store-load decision prices the
+  // path by it; 0: the NIC's line rate, as a P/D transfer.
   double kv_store_gbps = 0;
   size_t kv_offload_queue = 4096;  // blocks waiting to be offloaded, at most
   std::optional<SlotProfile> slots;  // set: llama-server's slots instead of vLLM's cache

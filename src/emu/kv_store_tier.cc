@@ -9,6 +9,7 @@
 
 #include "kvstore/store_client.h"
 #include "net/http.h"
+#include "policy/store_load.h"
 
 namespace myriad::emu {
 
@@ -53,6 +54,7 @@ absl::StatusOr<std::unique_ptr<StoreTier>> StoreTier::Create(StoreTierOptions o,
     return absl::InvalidArgumentError(fmt::format("kv_offload_queue: {} is not in [1, {}]", o.queue_blocks, kMaxOffloadQueue));
   }
   if (o.queue_loads < 1) return absl::InvalidArgumentError("kv store: the load queue must hold >= 1");
+  if (o.block_tokens < 1) return absl::InvalidArgumentError("kv store: a block must hold >= 1 token");
   return std::unique_ptr<StoreTier>(new StoreTier(std::move(o), std::move(sink)));
 }
 
@@ -92,15 +94,16 @@ void StoreTier::Offload(std::vector<OffloadBlock> blocks) {
   cv_.notify_all();
 }
 
-void StoreTier::Load(std::vector<uint64_t> keys, LoadDone done) {
+void StoreTier::Load(LoadAsk ask, LoadDone done) {
   {
     std::lock_guard l(mu_);
-    if (!keys.empty() && loads_.size() < options_.queue_loads && !Resting()) {
-      loads_.push_back(LoadJob{std::move(keys), std::move(done)});
+    const bool empty = ask.keys.empty();
+    if (!empty && loads_.size() < options_.queue_loads && !Resting()) {
+      loads_.push_back(LoadJob{std::move(ask), std::move(done)});
       cv_.notify_all();
       return;
     }
-    if (!keys.empty()) ++stats_.lookup_dropped;
+    if (!empty) ++stats_.lookup_dropped;
   }
   done(LoadResult{});
 }
@@ -214,12 +217,12 @@ void StoreTier::LoadLoop() {
     LoadJob job = std::move(loads_.front());
     loads_.pop_front();
     ++stats_.lookups;
-    stats_.queried_blocks += job.keys.size();
+    stats_.queried_blocks += job.ask.keys.size();
     l.unlock();
     LoadResult result;
     if (kvstore::StoreClient* c = Client(client)) {
       bool store_failed = false;
-      result = Read(*c, job.keys, &store_failed);
+      result = Read(*c, job.ask, &store_failed);
       if (store_failed) Failed(client);
     } else {
       Failed(client);
@@ -233,9 +236,11 @@ void StoreTier::LoadLoop() {
 
 // The leading run of `keys` that the tier holds, read: blocks still staged for offload (evicted
 // from HBM, their put not done yet: the bytes are in this host's memory) and blocks the store
-// holds (one existence check, one batched get). *store_failed: the store itself failed (the
-// master, or the first block's every replica, unreachable), and the tier rests.
-LoadResult StoreTier::Read(kvstore::StoreClient& client, const std::vector<uint64_t>& keys, bool* store_failed_out) {
+// holds (one existence check, one batched get), when the load decision takes it.
+// *store_failed: the store itself failed (the master, or the first block's every replica,
+// unreachable), and the tier rests.
+LoadResult StoreTier::Read(kvstore::StoreClient& client, const LoadAsk& request, bool* store_failed_out) {
+  const std::vector<uint64_t>& keys = request.keys;
   const auto start = Clock::now();
   LoadResult r;
   std::vector<uint64_t> gone;  // written by this tier, no longer in the store
@@ -269,6 +274,20 @@ LoadResult StoreTier::Read(kvstore::StoreClient& client, const std::vector<uint6
     if (a >= held.size() || !held[a]) break;
     ++a;
     ++from_store;
+  }
+  const policy::StoreLoad decision = policy::DecideStoreLoad(
+      options_.cost, options_.path,
+      {.input_tokens = request.input_tokens, .hbm_blocks = request.hbm_blocks, .store_blocks = static_cast<int64_t>(run),
+       .block_tokens = options_.block_tokens, .block_bytes = static_cast<double>(options_.block_bytes)});
+  if (static_cast<size_t>(decision.load_blocks) < run) {
+    {
+      std::lock_guard l(mu_);
+      ++stats_.declined_loads;
+      stats_.declined_blocks += run - static_cast<size_t>(decision.load_blocks);
+    }
+    run = static_cast<size_t>(decision.load_blocks);
+    from_store = 0;
+    for (size_t i = 0; i < run; ++i) from_store += staged[i] ? 0 : 1;
   }
   std::vector<std::string> values;
   std::vector<absl::Status> statuses;

@@ -4,8 +4,9 @@
 // offloaded: one object of `block_bytes` real bytes per block, named by its engine hash, put by
 // a thread of this class from a bounded queue, so the engine's step loop never waits on the
 // store (a full queue drops the block, counted). A request whose prompt continues past its HBM
-// prefix asks which of the following blocks the store holds (one batched existence check) and
-// reads them (one batched get), on a second thread; blocks still waiting to be put are taken
+// prefix asks which of the following blocks the store holds (one batched existence check) and,
+// when loading them beats recomputing them (policy/store_load.h, the decision the simulator's
+// store tier takes too), reads them (one batched get), on a second thread; blocks still waiting to be put are taken
 // from the queue, as an offloading connector reads its host staging buffer. Whatever fails is
 // recomputed by the engine. A store error never fails a request: it is counted, and the tier rests for
 // `retry_after` (offloads dropped, lookups answered "none") instead of making every request
@@ -30,6 +31,8 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "emu/cache_event.h"
+#include "policy/prefill_cost.h"
+#include "policy/tier_pricing.h"
 
 namespace myriad::kvstore {
 class StoreClient;
@@ -53,6 +56,19 @@ struct StoreTierOptions {
   Nanos timeout = 2 * kSecond;  // one call to the master or a node
   Nanos retry_after = kSecond;
   std::string auth_token;
+  // What the load decision prices: the engine's prefill, the path its loads take (the same
+  // bandwidth its load times are drawn at) and the tokens of a block.
+  policy::PrefillCost cost;
+  policy::StorePath path;
+  int64_t block_tokens = 16;
+};
+
+// A prompt's lookup: `keys`, its blocks after an HBM prefix of `hbm_blocks`, in chain order,
+// for a prefill of `input_tokens`.
+struct LoadAsk {
+  std::vector<uint64_t> keys;
+  int64_t hbm_blocks = 0;
+  int64_t input_tokens = 0;
 };
 
 // A block the HBM cache evicted, with what its CPU BlockStored event needs.
@@ -80,6 +96,7 @@ struct StoreTierStats {
   uint64_t loaded_blocks = 0, loaded_bytes = 0;
   double load_seconds = 0;
   uint64_t load_failures = 0;  // lookups or reads that failed (their blocks recomputed)
+  uint64_t declined_loads = 0, declined_blocks = 0;  // held, but recomputing them was cheaper
   uint64_t queued = 0;         // offloads waiting or being put now
 };
 
@@ -95,16 +112,16 @@ class StoreTier {
 
   // Never blocks on the store.
   void Offload(std::vector<OffloadBlock> blocks);
-  // `keys`: the prompt's blocks after its HBM prefix, in chain order. `done` runs once, on the
-  // tier's thread (or on the caller's, with nothing loaded, when the tier cannot take it).
-  void Load(std::vector<uint64_t> keys, LoadDone done);
+  // `done` runs once, on the tier's thread (or on the caller's, with nothing loaded, when the
+  // tier cannot take it).
+  void Load(LoadAsk ask, LoadDone done);
 
   StoreTierStats stats() const;
   const StoreTierOptions& options() const { return options_; }
 
  private:
   struct LoadJob {
-    std::vector<uint64_t> keys;
+    LoadAsk ask;
     LoadDone done;
   };
   StoreTier(StoreTierOptions options, EventSink sink);
@@ -115,7 +132,7 @@ class StoreTier {
   void Failed(std::unique_ptr<kvstore::StoreClient>& client);
   bool Resting() const;  // under mu_
   bool PutBatch(kvstore::StoreClient& client, std::vector<OffloadBlock>& batch);
-  LoadResult Read(kvstore::StoreClient& client, const std::vector<uint64_t>& keys, bool* store_failed);
+  LoadResult Read(kvstore::StoreClient& client, const LoadAsk& request, bool* store_failed);
   std::string Payload(uint64_t hash) const;  // block_bytes, the hash in the first 8
 
   const StoreTierOptions options_;

@@ -42,6 +42,9 @@ void WriteStoreMetrics(net::PrometheusWriter& w, std::string_view model, const s
   family("myriad_emu_kv_store_load_failures_total",
          "Store lookups or reads that failed; their blocks were recomputed.", MetricType::kCounter,
          [](const EngineStats& s) { return s.store.load_failures; });
+  family("myriad_emu_kv_store_declined_blocks_total",
+         "Blocks the store held that were recomputed because that was cheaper than loading them.",
+         MetricType::kCounter, [](const EngineStats& s) { return s.store.declined_blocks; });
   family("myriad_emu_kv_store_offload_queue_blocks", "Blocks waiting to be offloaded.", MetricType::kGauge,
          [](const EngineStats& s) { return s.store.queued; });
 }

@@ -30,23 +30,30 @@ struct TierPrice {
 // `hbm_tokens` of the `input_tokens` are in the unit's HBM; its store tier holds the prompt up
 // to `reach_tokens` (HBM and store together, so store_tokens = reach - hbm when loaded).
 // `queue_s`: the wait behind the unit's queue. Inline: the router calls it for every candidate
-// of every request, a thousand units per decision in the simulator.
-inline TierPrice PriceTiers(const PrefillCost& cost, double queue_s, int64_t input_tokens, int64_t hbm_tokens,
-                            int64_t reach_tokens, const StorePath& path) {
+// of every request, a thousand units per decision in the simulator. `store_bytes`: what the
+// store's part weighs on the path (an engine may store its blocks in another layout than the
+// model's KV per token; PriceTiers, below, weighs them by the model's).
+inline TierPrice PriceTierBytes(const PrefillCost& cost, double queue_s, int64_t input_tokens, int64_t hbm_tokens,
+                                int64_t reach_tokens, double store_bytes, const StorePath& path) {
   TierPrice p;
   p.hbm_tokens = hbm_tokens;
   // Recompute: the same expression the router has always ranked by, so a world without a
   // store tier decides exactly as before.
   p.ttft_s = queue_s + cost.PrefillSeconds(input_tokens - hbm_tokens, hbm_tokens);
   if (path.bytes_per_s <= 0 || reach_tokens <= hbm_tokens) return p;
-  const double bytes = static_cast<double>(reach_tokens - hbm_tokens) * cost.kv_bytes_per_token();
-  const double loaded = queue_s + NanosToSeconds(path.latency) + bytes / path.bytes_per_s +
+  const double loaded = queue_s + NanosToSeconds(path.latency) + store_bytes / path.bytes_per_s +
                         cost.PrefillSeconds(input_tokens - reach_tokens, reach_tokens);
   if (loaded < p.ttft_s) {
     p.ttft_s = loaded;
     p.store_tokens = reach_tokens - hbm_tokens;
   }
   return p;
+}
+
+inline TierPrice PriceTiers(const PrefillCost& cost, double queue_s, int64_t input_tokens, int64_t hbm_tokens,
+                            int64_t reach_tokens, const StorePath& path) {
+  return PriceTierBytes(cost, queue_s, input_tokens, hbm_tokens, reach_tokens,
+                        static_cast<double>(reach_tokens - hbm_tokens) * cost.kv_bytes_per_token(), path);
 }
 
 }  // namespace myriad::policy

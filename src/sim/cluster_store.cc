@@ -34,8 +34,13 @@ bool Cluster::LoadFromStore(uint32_t slot, int unit) {
   const Unit& u = *units_[static_cast<size_t>(unit)];
   const std::span<const BlockKey> blocks = table_[slot].req.blocks;
   const size_t have = u.CachedPrefix(blocks);
-  const StoreTier::Load got =
-      store_->LoadBack(blocks, have, placements_[static_cast<size_t>(unit)].rack, u.model().layout().tp);
+  // Priced by the cost the router ranks this unit by.
+  const auto pool = static_cast<size_t>(u.config().pool);
+  const policy::PrefillCost& cost = pool_learned_.empty() ? pool_costs_[pool] : pool_learned_[pool]->cost();
+  const StoreTier::Load got = store_->LoadBack(
+      blocks, have, placements_[static_cast<size_t>(unit)].rack, u.model().layout().tp,
+      {.cost = cost, .input_tokens = int64_t{table_[slot].req.input_tokens} + table_[slot].generated,
+       .block_tokens = scenario_.kv_block_tokens});
   if (got.blocks == 0) return false;
   // As a copy from a peer unit: the blocks land in the unit's prefix cache, where the prefill
   // finds them.

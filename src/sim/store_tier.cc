@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/rng.h"
+#include "policy/store_load.h"
 
 namespace myriad::sim {
 namespace {
@@ -134,14 +135,29 @@ size_t StoreTier::Covered(std::span<const BlockKey> blocks) const {
   return n;
 }
 
-StoreTier::Load StoreTier::LoadBack(std::span<const BlockKey> blocks, size_t have, int rack, int tp) {
+StoreTier::Load StoreTier::LoadBack(std::span<const BlockKey> blocks, size_t have, int rack, int tp,
+                                    const Prefill& prefill) {
   const Nanos now = events_.now();
   Load out{0, now};
   if (have >= blocks.size()) return out;
   ++stats_.probed_requests;
   stats_.probed_blocks += static_cast<int64_t>(blocks.size() - have);
+  const size_t held = Covered(blocks.subspan(have));
+  const policy::StorePath path{
+      .bytes_per_s = std::max(tp, 1) * transfer_.fabric.nic_bytes_per_s() * transfer_.nic_efficiency,
+      .latency = transfer_.setup_latency};
+  const policy::StoreLoad decision = policy::DecideStoreLoad(
+      prefill.cost, path,
+      {.input_tokens = prefill.input_tokens, .hbm_blocks = static_cast<int64_t>(have),
+       .store_blocks = static_cast<int64_t>(held), .block_tokens = prefill.block_tokens,
+       .block_bytes = static_cast<double>(block_bytes_)});
+  const auto take = static_cast<size_t>(decision.load_blocks);
+  if (take < held) {
+    ++stats_.declined_requests;
+    stats_.declined_blocks += static_cast<int64_t>(held - take);
+  }
   Nanos links_done = now;
-  for (size_t i = have; i < blocks.size(); ++i) {
+  for (size_t i = have; i < have + take; ++i) {
     const kvstore::GetResult g = master_.Get(ns_, blocks[i], now);
     if (g.code != absl::StatusCode::kOk) break;
     // The live replica whose link frees first; none: the master has not noticed the death yet.
@@ -246,7 +262,9 @@ nlohmann::ordered_json StoreTier::Report(Nanos end, int block_tokens) const {
   j["load_back"] = {{"requests_probed", stats_.probed_requests}, {"requests_hit", stats_.hit_requests},
                     {"blocks_probed", stats_.probed_blocks}, {"blocks_loaded", stats_.loaded_blocks},
                     {"hit_rate", ratio(static_cast<double>(stats_.loaded_blocks), static_cast<double>(stats_.probed_blocks))},
-                    {"reads_of_dead_replicas", stats_.dead_reads}, {"gigabytes", stats_.load_bytes / 1e9}};
+                    {"reads_of_dead_replicas", stats_.dead_reads}, {"gigabytes", stats_.load_bytes / 1e9},
+                    {"requests_recomputed_cheaper", stats_.declined_requests},
+                    {"blocks_recomputed_cheaper", stats_.declined_blocks}};
   j["objects"] = {{"at_end", m.objects}, {"evicted", m.objects_evicted}, {"lost", m.objects_lost}};
   // Prompt tokens past the units' HBM prefixes that the store did not supply: recomputed.
   const double tokens_before = static_cast<double>(stats_.missed_blocks_before_loss * block_tokens);

@@ -9,7 +9,8 @@
 //
 // Units offload the prefix blocks their HBM cache evicts (Offload; one object per block, the
 // block's chain key naming it); a request whose prefix continues in the store loads those
-// blocks back before its prefill (LoadBack). A node that dies stops heartbeating: until the
+// blocks back before its prefill (LoadBack) when that beats recomputing them
+// (policy/store_load.h, the decision the emulated engine's store tier takes too). A node that dies stops heartbeating: until the
 // master declares it dead (`detection`), reads of replicas on it fail and fall back to
 // another replica or to recompute; then the master drops its replicas, counts the objects
 // that had no other as lost and queues the rest for repair, which Tick hands to the links.
@@ -25,6 +26,7 @@
 #include "core/time.h"
 #include "kvstore_core/master.h"
 #include "perf/transfer.h"
+#include "policy/prefill_cost.h"
 #include "sim/event_queue.h"
 #include "sim/store_config.h"
 
@@ -40,6 +42,8 @@ struct StoreTierStats {
   // found at least one block in the store, the blocks probed and loaded, and reads that found
   // only replicas on a dead node.
   int64_t probed_requests = 0, hit_requests = 0, probed_blocks = 0, loaded_blocks = 0, dead_reads = 0;
+  // Requests whose store run was left to recompute because that was cheaper, and its blocks.
+  int64_t declined_requests = 0, declined_blocks = 0;
   double load_bytes = 0;
   // Probed blocks the store did not supply (recomputed), before and after the first loss.
   int64_t missed_blocks_before_loss = 0, missed_blocks_after_loss = 0;
@@ -70,10 +74,17 @@ class StoreTier {
     size_t blocks = 0;  // consecutive blocks after the unit's own prefix, loaded from the store
     Nanos ready_at = 0;
   };
+  // What a load-back is weighed against: the unit's prefill of a prompt of `input_tokens`.
+  struct Prefill {
+    const policy::PrefillCost& cost;
+    int64_t input_tokens = 0;
+    int block_tokens = 1;
+  };
   // A request's prompt `blocks`, of which the unit (in `rack`, TP degree `tp`) holds the first
-  // `have`: reads the blocks that continue it from the store (leasing them), and says when
-  // they will have arrived.
-  Load LoadBack(std::span<const BlockKey> blocks, size_t have, int rack, int tp);
+  // `have`: reads the blocks that continue it from the store (leasing them) unless recomputing
+  // them is cheaper, and says when they will have arrived. The path is priced at the unit's
+  // side (its TP ranks' NICs), as the transfer's time below is bounded by.
+  Load LoadBack(std::span<const BlockKey> blocks, size_t have, int rack, int tp, const Prefill& prefill);
   // Leading blocks of `blocks` the store holds, complete (what admission may count on).
   size_t Covered(std::span<const BlockKey> blocks) const;
 

@@ -140,6 +140,33 @@ TEST(EmuStoreTier, SecondPassLoadsFromTheStoreInsteadOfRecomputing) {
   EXPECT_EQ(Scrape(*without).find("kv_offload"), std::string::npos);
 }
 
+// The path priced at 1 MB/s: reading a prompt's 63 stored blocks (258 kB) takes a quarter of a
+// second, against tens of ms to recompute them, so the engine recomputes (policy/store_load.h)
+// instead of waiting on the store. Before the decision it always loaded.
+TEST(EmuStoreTier, APathSlowerThanThePrefillIsNotRead) {
+  KvCluster cluster;
+  cluster.AddNode(1, "rack-a");
+  EmuOptions o = Options(cluster.url());
+  o.engine.kv_store_gbps = 1e-3;
+  auto emu = Start(o);
+  ASSERT_TRUE(emu);
+  Pass(*emu);
+  DrainOffloads(*emu);
+  ASSERT_GT(emu->engine().stats().store.offloaded_blocks, 0u);
+  const uint64_t before = emu->engine().stats().prompt_tokens;
+  const std::vector<Answer> second = Pass(*emu);
+  ASSERT_EQ(second.size(), static_cast<size_t>(kPrompts));
+  const EngineStats s = emu->engine().stats();
+  EXPECT_EQ(s.store.loaded_blocks, 0u);
+  EXPECT_GE(s.store.declined_loads, 1u);
+  EXPECT_GT(s.store.declined_blocks, 0u);
+  EXPECT_EQ(s.store.load_failures, 0u);
+  EXPECT_GE(s.prompt_tokens - before, uint64_t{kPrompts - 2} * kPromptWords);  // recomputed
+  EXPECT_NE(Scrape(*emu).find("myriad_emu_kv_store_declined_blocks_total{model_name=\"emu-model\",engine=\"0\"} " +
+                              std::to_string(s.store.declined_blocks)),
+            std::string::npos);
+}
+
 struct Collected {
   std::mutex mu;
   std::vector<BlockStored> cpu_stored;
