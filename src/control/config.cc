@@ -136,7 +136,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(a, "gateway", "actuators", &c.drain_in_gateway));
     MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "exec_timeout", "actuators", kMillisecond, kMaxExecTimeout, &c.exec_timeout));
     if (const YAML::Node x = a["exec"]) {
-      MYRIAD_RETURN_IF_ERROR(r.Map(x, "actuators.exec", {"drain", "restart", "readmit", "cordon"}));
+      MYRIAD_RETURN_IF_ERROR(r.Map(x, "actuators.exec", {"drain", "restart", "readmit", "cordon", "change_role"}));
       for (const auto& kv : x) {
         std::string cmd;
         MYRIAD_RETURN_IF_ERROR(r.Read(kv.second, "actuators.exec." + kv.first.Scalar(), &cmd));

@@ -55,8 +55,9 @@ struct ControlConfig {
   std::string gateway_admin_token;
   bool drain_in_gateway = true;  // when gateway_url is set
   std::vector<EngineConfig> engines;
-  // A shell command per action name (drain, restart, readmit, cordon), run with MYRIAD_ACTION,
-  // MYRIAD_TARGET, MYRIAD_TARGET_URL and MYRIAD_REASON in its environment.
+  // A shell command per action name (drain, restart, readmit, cordon, change_role), run with
+  // MYRIAD_ACTION, MYRIAD_TARGET, MYRIAD_TARGET_URL and MYRIAD_REASON (and MYRIAD_ROLE) in its
+  // environment.
   std::map<std::string, std::string> exec;
   Nanos exec_timeout = kMinute;
   bool dry_run = false;
