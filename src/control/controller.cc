@@ -292,8 +292,8 @@ void Controller::RunRound() {
   }
 }
 
-absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens) {
-  auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = config_.probe_timeout});
+absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens, Nanos timeout) {
+  auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = timeout});
   if (!c.ok()) return c.status();
   // Fields both vLLM and llama.cpp's llama-server read on /v1/completions (llama-server maps
   // max_tokens to its n_predict); greedy decoding, and a fixed seed for engines that sample anyway.
@@ -365,7 +365,12 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
     if (!a.role.empty()) line["role"] = a.role;
     std::vector<policy::FleetAction> more;
     if (a.kind == ActionKind::kRecordAnswer || a.kind == ActionKind::kWarmup || a.kind == ActionKind::kProbe) {
-      auto answer = Probe(e, config_.probe_max_tokens);
+      // A serving engine's periodic probe waits one scrape interval at most: the round waits
+      // for it, and an engine that hung since the last scrape would hold every other engine's
+      // scrape for the gate's whole timeout. No answer in time is tried again next period.
+      const Nanos timeout = a.kind == ActionKind::kProbe ? std::min(config_.probe_timeout, config_.scrape_interval)
+                                                         : config_.probe_timeout;
+      auto answer = Probe(e, config_.probe_max_tokens, timeout);
       if (a.kind == ActionKind::kRecordAnswer) {
         if (answer.ok() && election_) {
           // Before the policy hears of it: an answer the next leader cannot read is recorded
@@ -390,7 +395,9 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
                                                                    : policy::ProbeOutcome::kMismatch;
         int completed = 0;
         if (outcome == policy::ProbeOutcome::kMatch && a.kind == ActionKind::kWarmup) {
-          for (int i = 0; i < config_.policy.warmup_requests; ++i) completed += Probe(e, config_.probe_max_tokens).ok();
+          for (int i = 0; i < config_.policy.warmup_requests; ++i) {
+            completed += Probe(e, config_.probe_max_tokens, config_.probe_timeout).ok();
+          }
         }
         line["probe"] = outcome == policy::ProbeOutcome::kMatch      ? "match"
                         : outcome == policy::ProbeOutcome::kMismatch ? "mismatch"

@@ -89,8 +89,9 @@ class Controller {
   void RefreshEngines();
   policy::EngineObservation Scrape(Engine& e);
   void Carry(Engine& e, std::vector<policy::FleetAction> actions);
-  // Records the answer, or compares it; "" with ok=false when the engine did not answer.
-  absl::StatusOr<std::string> Probe(Engine& e, int max_tokens);
+  // Records the answer, or compares it; "" with ok=false when the engine did not answer within
+  // `timeout`.
+  absl::StatusOr<std::string> Probe(Engine& e, int max_tokens, Nanos timeout);
   absl::Status Actuate(const policy::FleetAction& a, const Engine& e);
   net::HttpResponse Handle(const net::HttpRequest& req);
   net::HttpResponse Metrics() const;

@@ -108,7 +108,11 @@ std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const E
     Evict(engine, now, "hang", out);
     return out;
   }
-  if (!e.gate_pending && (e.probe_due || (o_.probe_period > 0 && now - e.probed_at >= o_.probe_period))) {
+  // Not while busy without progress since the last scrape: a hung engine would hold the probe
+  // (and the driver's round) for the probe's whole timeout, while the hang rule decides it.
+  const bool moving = e.progress_at == now;
+  if (moving && !e.gate_pending &&
+      (e.probe_due || (o_.probe_period > 0 && now - e.probed_at >= o_.probe_period))) {
     e.gate_pending = true;
     out.push_back({ActionKind::kProbe, engine, e.probe_due ? "known answer from an earlier leader" : "periodic"});
     e.probe_due = false;

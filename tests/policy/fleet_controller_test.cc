@@ -207,5 +207,19 @@ TEST(FleetController, AKnownAnswerIsProbedAtTheFirstScrapeNotRecordedAgain) {
   EXPECT_EQ(c.state(right), EngineState::kServing);
 }
 
+
+// A serving engine that is busy without progress since the last scrape gets no periodic
+// probe: it may be hung, and the probe would wait out its timeout (holding the driver's round)
+// where the hang rule decides within hang_after.
+TEST(FleetController, NoPeriodicProbeWhileBusyWithoutProgress) {
+  FleetControllerOptions o;
+  o.probe_period = 10 * kSecond;
+  Fleet f(o);
+  EXPECT_TRUE(f.c.Observe(f.e, 9 * kSecond, Busy(5)).empty());
+  EXPECT_TRUE(f.c.Observe(f.e, 10 * kSecond, Busy(5)).empty()) << "stuck since the last scrape";
+  EXPECT_TRUE(f.c.Observe(f.e, 11 * kSecond, Busy(5)).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 12 * kSecond, Busy(6))), (std::vector<std::string>{"probe:periodic"}));
+}
+
 }  // namespace
 }  // namespace myriad::policy
