@@ -114,7 +114,6 @@ absl::StatusOr<IncidentScript> LoadIncidentScript(const std::string& path) {
     }
   }
   control::ControlConfig cc;
-  cc.policy.probe_period = control::kDefaultProbePeriod;
   if (root["control"]) {
     std::string file;
     MYRIAD_RETURN_IF_ERROR(r.Get(root, "control", "", &file));

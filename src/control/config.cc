@@ -59,7 +59,6 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     return absl::InvalidArgumentError(fmt::format("{}:{}: {}", std::string(source), e.mark.line + 1, e.msg));
   }
   ControlConfig c;
-  c.policy.probe_period = kDefaultProbePeriod;
   if (!root || root.IsNull()) {
     if (fleet_given) return c;
     return r.Error(root, "", "empty: name the engines or the gateway");

@@ -311,5 +311,18 @@ TEST(Controller, RoleChangeDrainsRunsTheHookWithTheRoleAndReadmitsThroughTheGate
   }
 }
 
+
+// `myriad up --control` without --control-config builds its config in code: it must get the
+// documented defaults too, the periodic known-answer probe every minute included.
+TEST(ControlConfig, ACodeBuiltConfigHasTheDocumentedDefaults) {
+  auto parsed = ParseControlConfig("", "empty.yaml", /*fleet_given=*/true);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const ControlConfig built;
+  EXPECT_EQ(parsed->policy.probe_period, kMinute);
+  EXPECT_EQ(built.policy.probe_period, kMinute);
+  EXPECT_EQ(built.policy.hang_after, parsed->policy.hang_after);
+  EXPECT_EQ(built.scrape_interval, parsed->scrape_interval);
+}
+
 }  // namespace
 }  // namespace myriad::control
