@@ -15,6 +15,7 @@
 #include "cli/eplb_command.h"
 #include "cli/gateway_command.h"
 #include "cli/huge_pages.h"
+#include "cli/incident_command.h"
 #include "cli/kvstore_command.h"
 #include "cli/loadgen_command.h"
 #include "cli/sim_command.h"
@@ -41,6 +42,7 @@ int Main(int argc, char** argv) {
   TwinCommand twin(app);
   DiagnoseCommand diagnose(app);
   CalibrateCommand calibrate(app);
+  IncidentCommand incident(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -64,6 +66,7 @@ int Main(int argc, char** argv) {
     if (twin.selected()) return twin.Run();
     if (diagnose.selected()) return diagnose.Run();
     if (calibrate.selected()) return calibrate.Run();
+    if (incident.selected()) return incident.Run();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "myriad %s: out of memory\n", name.c_str());
     return 1;

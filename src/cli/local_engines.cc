@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "net/http_client.h"
@@ -34,6 +35,7 @@ absl::StatusOr<std::unique_ptr<emu::EmuServer>> StartEngine(const LocalEngineOpt
   o.engine.model = lo.perf_model;
   o.engine.gpu = lo.gpu;
   o.engine.speed = lo.speed;
+  o.dp_ranks = lo.dp_ranks;
   if (lo.block_size > 0) o.engine.block_size = lo.block_size;
   o.engine.seed = lo.seed + i;
   o.engine.kv_blocks = lo.kv_blocks;
@@ -97,6 +99,25 @@ absl::Status LocalEnginesActuator::Restart(const std::string& target, Nanos time
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+absl::Status LocalEnginesActuator::ChangeRole(const std::string& target, const std::string& role, Nanos timeout) {
+  size_t i = 0;
+  while (i < engines_.backends.size() && engines_.backends[i].name != target) ++i;
+  if (i == engines_.backends.size()) return absl::NotFoundError(fmt::format("no local engine '{}'", target));
+  std::optional<gateway::BackendRole> to;
+  for (auto r : {gateway::BackendRole::kColocated, gateway::BackendRole::kPrefill, gateway::BackendRole::kDecode}) {
+    if (gateway::RoleName(r) == role) to = r;
+  }
+  if (!to) return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
+  const gateway::BackendRole from = engines_.options.roles[i];
+  engines_.options.roles[i] = *to;
+  if (absl::Status st = Restart(target, timeout); !st.ok()) {
+    engines_.options.roles[i] = from;
+    return st;
+  }
+  engines_.backends[i].role = *to;
+  return reregister_ ? reregister_(engines_.backends[i]) : absl::OkStatus();
 }
 
 }  // namespace myriad::cli

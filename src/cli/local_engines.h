@@ -2,6 +2,7 @@
 // The emulated engines of a local cluster, started on loopback with their KV-event endpoints,
 // and the backend entries a gateway needs for them: what `myriad up` and `myriad twin` share.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct LocalEngineOptions {
   std::string perf_model = "Llama-3.1-8B";
   std::string gpu = "H100";
   double speed = 1;
+  int dp_ranks = 1;    // DP ranks per engine (vLLM's --data-parallel-size)
   int block_size = 0;  // 0: the emulator's default
   uint64_t seed = 1;   // engine i gets seed + i
   int64_t kv_blocks = 0;  // 0: what the GPU leaves for the KV cache
@@ -58,13 +60,19 @@ absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& o);
 // The controller's local actuator over `myriad up`'s engines: a restart stops engine-i and
 // starts the same engine (options, port, KV-event endpoints) again, fresh, then waits for its
 // /health. The engines must outlive it.
+// A change of role restarts it with the other role and hands its new backend entry to
+// `reregister` (myriad up: removed from the gateway and added again).
 class LocalEnginesActuator : public control::LocalActuator {
  public:
-  explicit LocalEnginesActuator(LocalEngines& engines) : engines_(engines) {}
+  using Reregister = std::function<absl::Status(const gateway::BackendConfig&)>;
+  explicit LocalEnginesActuator(LocalEngines& engines, Reregister reregister = nullptr)
+      : engines_(engines), reregister_(std::move(reregister)) {}
   absl::Status Restart(const std::string& target, Nanos timeout) override;
+  absl::Status ChangeRole(const std::string& target, const std::string& role, Nanos timeout) override;
 
  private:
   LocalEngines& engines_;
+  Reregister reregister_;
 };
 
 }  // namespace myriad::cli

@@ -50,6 +50,8 @@ UpCommand::UpCommand(CLI::App& app) {
       ->check(CLI::Range(1, 64))->capture_default_str();
   cmd_->add_option("--prefill", prefill_, "prefill engines (P/D)")->check(CLI::Range(0, 64));
   cmd_->add_option("--decode", decode_, "decode engines (P/D)")->check(CLI::Range(0, 64));
+  cmd_->add_option("--dp", dp_, "DP ranks per engine, each with its own scheduler (vLLM's --data-parallel-size)")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   cmd_->add_option("--speed", speed_, "emulated seconds per real second")->check(CLI::Range(1e-3, 1e6))->capture_default_str();
   cmd_->add_option("--policy", policy_, "routing policy (kv-aware, least-loaded, round-robin, ...)")->capture_default_str();
   cmd_->add_option("--model", model_, "served model name")->capture_default_str();
@@ -148,6 +150,7 @@ int UpCommand::Run() {
   lo.perf_model = perf_model_;
   lo.gpu = gpu_;
   lo.speed = speed_;
+  lo.dp_ranks = dp_;
   lo.kv_blocks = kv_blocks_;
   if (kv_store) {
     lo.kv_store = kv_store->url();
@@ -203,7 +206,12 @@ int UpCommand::Run() {
     cc.gateway_url = fmt::format("http://127.0.0.1:{}", (*gw)->port());
     cc.gateway_admin_token = admin_token_;
     for (const gateway::BackendConfig& b : engines->backends) cc.engines.push_back({b.name, b.url});
-    auto made = control::Controller::Create(cc, nullptr, std::make_shared<LocalEnginesActuator>(*engines));
+    // A change of role registers the engine anew: the gateway drops the old entry first.
+    auto reregister = [g = gw->get()](const gateway::BackendConfig& b) {
+      g->RemoveBackend(b.name);
+      return g->AddBackend(b);
+    };
+    auto made = control::Controller::Create(cc, nullptr, std::make_shared<LocalEnginesActuator>(*engines, reregister));
     if (!made.ok()) {
       fmt::print(stderr, "myriad up: --control: {}\n", std::string(made.status().message()));
       (*gw)->Stop();

@@ -33,6 +33,7 @@ class UpCommand {
   int prefill_ = 0;
   int decode_ = 0;
   double speed_ = 1.0;
+  int dp_ = 1;
   std::string policy_ = "kv-aware";
   std::string model_ = "emu-model";
   std::string perf_model_ = "Llama-3.1-8B";

@@ -59,7 +59,6 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     return absl::InvalidArgumentError(fmt::format("{}:{}: {}", std::string(source), e.mark.line + 1, e.msg));
   }
   ControlConfig c;
-  c.policy.probe_period = kDefaultProbePeriod;
   if (!root || root.IsNull()) {
     if (fleet_given) return c;
     return r.Error(root, "", "empty: name the engines or the gateway");
@@ -136,7 +135,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(a, "gateway", "actuators", &c.drain_in_gateway));
     MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "exec_timeout", "actuators", kMillisecond, kMaxExecTimeout, &c.exec_timeout));
     if (const YAML::Node x = a["exec"]) {
-      MYRIAD_RETURN_IF_ERROR(r.Map(x, "actuators.exec", {"drain", "restart", "readmit", "cordon"}));
+      MYRIAD_RETURN_IF_ERROR(r.Map(x, "actuators.exec", {"drain", "restart", "readmit", "cordon", "change_role"}));
       for (const auto& kv : x) {
         std::string cmd;
         MYRIAD_RETURN_IF_ERROR(r.Read(kv.second, "actuators.exec." + kv.first.Scalar(), &cmd));

@@ -28,6 +28,12 @@ inline constexpr int kMaxProbeTokens = 4096;
 inline constexpr Nanos kMaxLeaseTtl = kMinute;
 // A serving engine's known-answer probe, unless gate.probe_period says otherwise (0: off).
 inline constexpr Nanos kDefaultProbePeriod = kMinute;
+// The policy's options as the controller defaults them (the policy itself leaves probes off).
+inline policy::FleetControllerOptions DefaultControlPolicy() {
+  policy::FleetControllerOptions o;
+  o.probe_period = kDefaultProbePeriod;
+  return o;
+}
 
 // Several controllers, one leader (net/etcd_election.h): only the leader acts; each action is
 // recorded under prefix + "/actions/" before it is carried out (policy/action_journal.h), and a
@@ -44,7 +50,9 @@ struct ControlConfig {
   std::string listen = "127.0.0.1:9300";
   Nanos scrape_interval = kSecond;
   Nanos scrape_timeout = kSecond;
-  policy::FleetControllerOptions policy;
+  // Every field as documented, also for a config built in code (myriad up --control without
+  // --control-config).
+  policy::FleetControllerOptions policy = DefaultControlPolicy();
   // The warmup gate: a fixed prompt at temperature 0 whose answer is recorded at admission.
   std::string probe_prompt = "The capital of France is";
   int probe_max_tokens = 8;
@@ -55,8 +63,9 @@ struct ControlConfig {
   std::string gateway_admin_token;
   bool drain_in_gateway = true;  // when gateway_url is set
   std::vector<EngineConfig> engines;
-  // A shell command per action name (drain, restart, readmit, cordon), run with MYRIAD_ACTION,
-  // MYRIAD_TARGET, MYRIAD_TARGET_URL and MYRIAD_REASON in its environment.
+  // A shell command per action name (drain, restart, readmit, cordon, change_role), run with
+  // MYRIAD_ACTION, MYRIAD_TARGET, MYRIAD_TARGET_URL and MYRIAD_REASON (and MYRIAD_ROLE) in its
+  // environment.
   std::map<std::string, std::string> exec;
   Nanos exec_timeout = kMinute;
   bool dry_run = false;

@@ -128,6 +128,7 @@ void Controller::RefreshEngines() {
     auto e = std::make_unique<Engine>();
     e->config = {name, b["url"].get<std::string>()};
     e->index = policy_.AddEngine();
+    UseKnownAnswer(*e);
     engines_.push_back(std::move(e));
   }
 }
@@ -173,10 +174,13 @@ bool Controller::Leading() {
   bool lead = !election_ || election_->leading();
   if (lead && election_ && election_->term() != term_) {
     // A new term: decide afresh from what this controller sees, skipping what was recorded.
-    const std::string dir = config_.ha.prefix + "/actions/";
+    const std::string dir = config_.ha.prefix + "/actions/", answers_dir = config_.ha.prefix + "/answers/";
     const absl::Status connected = ConnectEtcd();
     absl::StatusOr<std::vector<net::EtcdKv>> recorded =
         connected.ok() ? etcd_->GetPrefix(dir) : absl::StatusOr<std::vector<net::EtcdKv>>(connected);
+    absl::StatusOr<std::vector<net::EtcdKv>> answers =
+        recorded.ok() ? etcd_->GetPrefix(answers_dir) : absl::StatusOr<std::vector<net::EtcdKv>>(recorded.status());
+    if (recorded.ok() && !answers.ok()) recorded = answers.status();
     if (!recorded.ok()) {
       etcd_.reset();
       if (log_) {
@@ -188,11 +192,14 @@ bool Controller::Leading() {
       std::vector<std::string> ids;
       for (const net::EtcdKv& kv : *recorded) ids.push_back(kv.key.substr(dir.size()));
       std::lock_guard l(mu_);
+      known_answers_.clear();
+      for (const net::EtcdKv& kv : *answers) known_answers_[kv.key.substr(answers_dir.size())] = kv.value;
       policy_ = policy::FleetController(config_.policy);
       for (auto& e : engines_) {
         e->index = policy_.AddEngine();
         e->answer.clear();
         e->step_sums.clear();
+        UseKnownAnswer(*e);
       }
       journal_.emplace(ids);
       term_ = election_->term();
@@ -217,20 +224,56 @@ absl::StatusOr<bool> Controller::Record(const std::string& id, const std::string
   return r->created;
 }
 
+absl::Status Controller::StoreAnswer(const Engine& e) {
+  if (absl::Status st = ConnectEtcd(); !st.ok()) return st;
+  absl::Status st = etcd_->Put(config_.ha.prefix + "/answers/" + e.config.name, e.answer);
+  if (!st.ok()) etcd_.reset();
+  return st;
+}
+
+void Controller::UseKnownAnswer(Engine& e) {
+  const auto it = known_answers_.find(e.config.name);
+  if (it == known_answers_.end()) return;
+  e.answer = it->second;
+  policy_.AnswerKnown(e.index);
+}
+
 bool Controller::leader() const {
   std::lock_guard l(mu_);
   return leading_;
+}
+
+absl::Status Controller::RequestRoleChange(const std::string& engine, const std::string& role) {
+  if (role != "prefill" && role != "decode" && role != "colocated") {
+    return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
+  }
+  std::lock_guard l(mu_);
+  if (std::none_of(engines_.begin(), engines_.end(), [&](const auto& e) { return e->config.name == engine; })) {
+    return absl::NotFoundError(fmt::format("no engine named '{}'", engine));
+  }
+  role_changes_.emplace_back(engine, role);
+  return absl::OkStatus();
 }
 
 void Controller::RunRound() {
   const bool acting = Leading();
   RefreshEngines();
   std::vector<Engine*> list;
+  std::vector<std::pair<Engine*, std::vector<policy::FleetAction>>> changes;
   {
     std::lock_guard l(mu_);
     ++rounds_;
     for (auto& e : engines_) list.push_back(e.get());
+    if (acting) {
+      for (const auto& [name, role] : role_changes_) {
+        for (auto& e : engines_) {
+          if (e->config.name == name) changes.emplace_back(e.get(), policy_.ChangeRole(e->index, clock_->Now(), role));
+        }
+      }
+      role_changes_.clear();
+    }
   }
+  for (auto& [e, actions] : changes) Carry(*e, std::move(actions));
   for (Engine* e : list) {
     const policy::EngineObservation obs = Scrape(*e);
     std::vector<policy::FleetAction> actions;
@@ -249,8 +292,8 @@ void Controller::RunRound() {
   }
 }
 
-absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens) {
-  auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = config_.probe_timeout});
+absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens, Nanos timeout) {
+  auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = timeout});
   if (!c.ok()) return c.status();
   // Fields both vLLM and llama.cpp's llama-server read on /v1/completions (llama-server maps
   // max_tokens to its n_predict); greedy decoding, and a fixed seed for engines that sample anyway.
@@ -271,25 +314,41 @@ absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens) {
 absl::Status Controller::Actuate(const policy::FleetAction& a, const Engine& e) {
   if (config_.dry_run) return absl::OkStatus();
   absl::Status result = absl::OkStatus();
-  if ((a.kind == ActionKind::kDrain || a.kind == ActionKind::kReadmit) && gateway_ && config_.drain_in_gateway) {
+  const auto gateway = [&](const char* verb) -> absl::Status {
     net::Headers h;
     if (!config_.gateway_admin_token.empty()) {
       h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
     }
-    const std::string target =
-        fmt::format("/admin/backends/{}/{}", e.config.name, a.kind == ActionKind::kDrain ? "drain" : "undrain");
+    const std::string target = fmt::format("/admin/backends/{}/{}", e.config.name, verb);
     auto r = gateway_->Request("POST", target, "", {}, h);
-    if (!r.ok()) result = r.status();
-    else if (r->status != 200) result = absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
+    if (!r.ok()) return r.status();
+    if (r->status != 200) return absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
+    return absl::OkStatus();
+  };
+  if ((a.kind == ActionKind::kDrain || a.kind == ActionKind::kReadmit) && gateway_ && config_.drain_in_gateway) {
+    result = gateway(a.kind == ActionKind::kDrain ? "drain" : "undrain");
   }
   if (a.kind == ActionKind::kRestart && local_) {
     absl::Status st = local_->Restart(e.config.name, config_.probe_timeout);
     if (result.ok()) result = st;
   }
   const auto hook = config_.exec.find(std::string(policy::ActionName(a.kind)));
+  if (a.kind == ActionKind::kChangeRole) {
+    absl::Status st = absl::OkStatus();
+    if (local_) {
+      st = local_->ChangeRole(e.config.name, a.role, config_.probe_timeout);
+      // An actuator without roles leaves the change to the hook.
+      if (absl::IsUnimplemented(st) && hook != config_.exec.end()) st = absl::OkStatus();
+      // Registered anew, the backend would take requests before the gate: drained again.
+      else if (st.ok() && gateway_ && config_.drain_in_gateway) st = gateway("drain");
+    } else if (hook == config_.exec.end()) {
+      st = absl::FailedPreconditionError("no actuator changes roles here: set actuators.exec.change_role");
+    }
+    if (result.ok()) result = st;
+  }
   if (hook != config_.exec.end()) {
     absl::Status st = RunHook({hook->second, std::string(policy::ActionName(a.kind)), e.config.name, e.config.url,
-                               a.reason},
+                               a.reason, a.role},
                               config_.exec_timeout);
     if (result.ok()) result = st;
   }
@@ -303,10 +362,29 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
     todo.pop_front();
     json line = {{"t_s", NanosToSeconds(clock_->Now())}, {"action", policy::ActionName(a.kind)},
                  {"target", e.config.name}, {"url", e.config.url}, {"reason", a.reason}};
+    if (!a.role.empty()) line["role"] = a.role;
     std::vector<policy::FleetAction> more;
     if (a.kind == ActionKind::kRecordAnswer || a.kind == ActionKind::kWarmup || a.kind == ActionKind::kProbe) {
-      auto answer = Probe(e, config_.probe_max_tokens);
+      // A serving engine's periodic probe waits one scrape interval at most: the round waits
+      // for it, and an engine that hung since the last scrape would hold every other engine's
+      // scrape for the gate's whole timeout. No answer in time is tried again next period.
+      const Nanos timeout = a.kind == ActionKind::kProbe ? std::min(config_.probe_timeout, config_.scrape_interval)
+                                                         : config_.probe_timeout;
+      auto answer = Probe(e, config_.probe_max_tokens, timeout);
       if (a.kind == ActionKind::kRecordAnswer) {
+        if (answer.ok() && election_) {
+          // Before the policy hears of it: an answer the next leader cannot read is recorded
+          // again at the next scrape.
+          {
+            std::lock_guard l(mu_);
+            e.answer = *answer;
+          }
+          const absl::Status stored = StoreAnswer(e);
+          if (!stored.ok()) {
+            answer = absl::UnavailableError(
+                fmt::format("answer not stored in etcd: {}", std::string(stored.message())));
+          }
+        }
         std::lock_guard l(mu_);
         if (answer.ok()) e.answer = *answer;
         more = policy_.AnswerRecorded(e.index, answer.ok());
@@ -317,7 +395,9 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
                                                                    : policy::ProbeOutcome::kMismatch;
         int completed = 0;
         if (outcome == policy::ProbeOutcome::kMatch && a.kind == ActionKind::kWarmup) {
-          for (int i = 0; i < config_.policy.warmup_requests; ++i) completed += Probe(e, config_.probe_max_tokens).ok();
+          for (int i = 0; i < config_.policy.warmup_requests; ++i) {
+            completed += Probe(e, config_.probe_max_tokens, config_.probe_timeout).ok();
+          }
         }
         line["probe"] = outcome == policy::ProbeOutcome::kMatch      ? "match"
                         : outcome == policy::ProbeOutcome::kMismatch ? "mismatch"

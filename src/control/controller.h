@@ -52,6 +52,10 @@ class Controller {
   // Each action as one JSON line (stdout in the CLI), dry run or not.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
   uint16_t port() const { return http_ ? http_->port() : 0; }
+  // Asks for a serving engine's role change (prefill, decode or colocated), carried out at the
+  // next round through policy::FleetController::ChangeRole (drain, change_role, the warmup gate,
+  // readmit). InvalidArgument for an unknown role, NotFound for an unknown engine.
+  absl::Status RequestRoleChange(const std::string& engine, const std::string& role);
   // The engine's state by name ("" when unknown).
   std::string StateOf(const std::string& engine) const;
   // Whether this controller acted in its last round (always, without HA).
@@ -76,12 +80,18 @@ class Controller {
   // Records a journaled action in etcd before it is carried out: true when this call recorded
   // it, false when it was there already.
   absl::StatusOr<bool> Record(const std::string& id, const std::string& line);
+  // Stores the answer recorded at the engine's admission in etcd, for the leaders after this one.
+  absl::Status StoreAnswer(const Engine& e);
+  // An answer an earlier leader recorded for this engine (under mu_): the engine is serving, and
+  // its first scrape probes against that answer.
+  void UseKnownAnswer(Engine& e);
   absl::Status ConnectEtcd();
   void RefreshEngines();
   policy::EngineObservation Scrape(Engine& e);
   void Carry(Engine& e, std::vector<policy::FleetAction> actions);
-  // Records the answer, or compares it; "" with ok=false when the engine did not answer.
-  absl::StatusOr<std::string> Probe(Engine& e, int max_tokens);
+  // Records the answer, or compares it; "" with ok=false when the engine did not answer within
+  // `timeout`.
+  absl::StatusOr<std::string> Probe(Engine& e, int max_tokens, Nanos timeout);
   absl::Status Actuate(const policy::FleetAction& a, const Engine& e);
   net::HttpResponse Handle(const net::HttpRequest& req);
   net::HttpResponse Metrics() const;
@@ -101,6 +111,9 @@ class Controller {
   std::unique_ptr<net::EtcdClient> etcd_;         // the journal (the round's thread only)
   uint64_t term_ = 0;                             // the term policy_ and journal_ belong to
   std::optional<policy::ActionJournal> journal_;  // the round's thread only
+  // With HA: each engine's known answer as recorded in etcd (ha.prefix + "/answers/" + name)
+  // when this term began; an engine found later (the gateway's list) takes its answer from it.
+  std::map<std::string, std::string> known_answers_;  // under mu_
 
   mutable std::mutex mu_;  // guards what follows: the handlers read it
   policy::FleetController policy_;
@@ -110,6 +123,7 @@ class Controller {
   uint64_t rounds_ = 0;
   bool leading_ = false;
   uint64_t skipped_ = 0;  // actions an earlier leader had recorded
+  std::vector<std::pair<std::string, std::string>> role_changes_;  // (engine, role) asked for
 };
 
 }  // namespace myriad::control

@@ -108,8 +108,9 @@ absl::StatusOr<std::unique_ptr<EmuServer>> EmuServer::Create(EmuOptions options)
   }
   std::vector<std::unique_ptr<Engine>> engines;
   for (int rank = 0; rank < options.dp_ranks; ++rank) {
+    // Every rank keeps the engine's seed: DP replicas of one model decode a prompt greedily to
+    // the same answer, which is what the controller's known-answer probe relies on.
     EngineOptions eo = options.engine;
-    eo.seed += static_cast<uint64_t>(rank);
     // One namespace per served model (a model version), shared by its DP ranks.
     if (eo.kv_store_namespace.empty()) eo.kv_store_namespace = options.served_model_name;
     absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(eo);

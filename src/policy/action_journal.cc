@@ -18,7 +18,7 @@ bool ParseInt(std::string_view s, int* out) {
 
 bool ActionJournal::Journaled(ActionKind kind) {
   return kind == ActionKind::kDrain || kind == ActionKind::kRestart || kind == ActionKind::kReadmit ||
-         kind == ActionKind::kCordon;
+         kind == ActionKind::kCordon || kind == ActionKind::kChangeRole;
 }
 
 ActionJournal::ActionJournal(const std::vector<std::string>& recorded) {

@@ -24,6 +24,7 @@ std::string_view ActionName(ActionKind k) {
     case ActionKind::kReadmit: return "readmit";
     case ActionKind::kCordon: return "cordon";
     case ActionKind::kProbe: return "probe";
+    case ActionKind::kChangeRole: return "change_role";
   }
   return "";
 }
@@ -107,9 +108,14 @@ std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const E
     Evict(engine, now, "hang", out);
     return out;
   }
-  if (o_.probe_period > 0 && !e.gate_pending && now - e.probed_at >= o_.probe_period) {
+  // Not while busy without progress since the last scrape: a hung engine would hold the probe
+  // (and the driver's round) for the probe's whole timeout, while the hang rule decides it.
+  const bool moving = e.progress_at == now;
+  if (moving && !e.gate_pending &&
+      (e.probe_due || (o_.probe_period > 0 && now - e.probed_at >= o_.probe_period))) {
     e.gate_pending = true;
-    out.push_back({ActionKind::kProbe, engine, "periodic"});
+    out.push_back({ActionKind::kProbe, engine, e.probe_due ? "known answer from an earlier leader" : "periodic"});
+    e.probe_due = false;
   }
   const size_t ranks = obs.rank_step_times.size();
   if (ranks >= 3) {  // a median of two ranks cannot single one out
@@ -120,6 +126,24 @@ std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const E
     if (!flagged.empty()) Evict(engine, now, "straggler rank " + std::to_string(flagged.front()), out);
   }
   return out;
+}
+
+std::vector<FleetAction> FleetController::ChangeRole(int engine, Nanos now, const std::string& role) {
+  if (At(engine).state != EngineState::kServing) return {};
+  std::vector<FleetAction> out;
+  const std::string reason = "change role to " + role;
+  Evict(engine, now, reason, out);
+  // The restart is the role change's own: one process stop and start, with the new role.
+  out.back() = {ActionKind::kChangeRole, engine, reason, role};
+  return out;
+}
+
+void FleetController::AnswerKnown(int engine) {
+  Engine& e = At(engine);
+  if (e.state != EngineState::kAdmitting || e.seen) return;
+  e.admitted = true;
+  e.state = EngineState::kServing;
+  e.probe_due = true;
 }
 
 std::vector<FleetAction> FleetController::AnswerRecorded(int engine, bool ok) {

@@ -67,6 +67,7 @@ enum class ActionKind {
   kReadmit,       // undrain
   kCordon,
   kProbe,         // run the known-answer probe on a serving engine (every probe_period)
+  kChangeRole,    // restart it with another role (FleetAction::role) and register it anew
 };
 std::string_view ActionName(ActionKind k);
 
@@ -78,6 +79,7 @@ struct FleetAction {
   ActionKind kind;
   int engine;
   std::string reason;  // "hang", "crash", "straggler rank 2", "answer mismatch", ...
+  std::string role = "";  // kChangeRole: the role it takes (prefill, decode, colocated)
 };
 
 class FleetController {
@@ -90,6 +92,15 @@ class FleetController {
 
   // One scrape of one engine at `now`; the actions it calls for.
   std::vector<FleetAction> Observe(int engine, Nanos now, const EngineObservation& obs);
+  // The engine's known answer was recorded earlier (by a leader before this one, kept in etcd):
+  // it is serving, not admitting, and its first scrape that reaches it probes against that
+  // answer instead of recording a new one from an engine that may already be corrupt. Call
+  // before its first Observe.
+  void AnswerKnown(int engine);
+  // A role change asked for (by an operator, or the elasticity policy): a serving engine is
+  // drained and restarted with `role`, then re-admitted through the warmup gate like any
+  // restart. Nothing for an engine that is not serving (it is being handled already).
+  std::vector<FleetAction> ChangeRole(int engine, Nanos now, const std::string& role);
   // The outcome of kRecordAnswer (ok: an answer was recorded). An engine that crashed before
   // it was ever admitted has no answer to check after its restart: recording one re-admits it.
   std::vector<FleetAction> AnswerRecorded(int engine, bool ok);
@@ -122,6 +133,7 @@ class FleetController {
     bool admitted = false;      // an answer is recorded
     bool drained = false;       // drained by this controller, not yet re-admitted
     Nanos probed_at = 0;        // the last known-answer probe that passed (or admission)
+    bool probe_due = false;     // probe at the next scrape that reaches it (an answer from before)
     std::unique_ptr<StragglerDetector> detector;
   };
   Engine& At(int engine) { return engines_.at(static_cast<size_t>(engine)); }

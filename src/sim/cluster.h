@@ -50,6 +50,8 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   // Each request's end (completed or rejected) as it happens; set before Run.
   void set_outcome_sink(OutcomeSink sink) { metrics_.set_outcome_sink(std::move(sink)); }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
+  // The run's agenda, for a driver that acts on the units in virtual time (FleetDriver).
+  EventQueue& events() { return events_; }
   // Samples the run every `interval` of virtual time (widened to at most kMaxSeriesPoints
   // windows); set before Run. Without it nothing is sampled.
   void EnableSampling(Nanos interval);

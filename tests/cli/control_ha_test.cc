@@ -3,6 +3,7 @@
 // follower takes over within 5 s without carrying out again what the dead one recorded: the
 // exec hooks, which append to one file, show each action once.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -45,6 +47,11 @@ class FakeEngine {
   }
   ~FakeEngine() { http_.Stop(); }
   void set_up(bool up) { up_ = up; }
+  // What the known-answer probe gets from now on (silent corruption when it changes).
+  void set_answer(const std::string& text) {
+    std::lock_guard l(mu_);
+    answer_ = text;
+  }
   uint16_t port() const { return http_.port(); }
 
  private:
@@ -56,9 +63,12 @@ class FakeEngine {
               "vllm:generation_tokens_total{model_name=\"m\"} 7\n",
               {}};
     }
-    return {200, "application/json", R"({"choices":[{"index":0,"text":" Paris"}]})", {}};
+    std::lock_guard l(mu_);
+    return {200, "application/json", fmt::format(R"({{"choices":[{{"index":0,"text":"{}"}}]}})", answer_), {}};
   }
   std::atomic<bool> up_{true};
+  std::mutex mu_;
+  std::string answer_ = " Paris";
   myriad::net::HttpServer http_;
 };
 
@@ -144,6 +154,42 @@ TEST(ControlHaCli, NewLeaderTakesOverWithin5sAndDoesNotRepeatARecordedAction) {
   ASSERT_TRUE(WaitUntil([&] { return Count(ReadFile(hooks), "readmit e0") == 1; }, 5000ms)) << b.out();
   std::this_thread::sleep_for(300ms);  // a few more rounds: nothing else runs
   EXPECT_EQ(ReadFile(hooks), "drain e0\nrestart e0\nreadmit e0\n") << "A:\n" << a.out() << "B:\n" << b.out();
+}
+
+
+// The known answers live in etcd: the leader stores the answer it recorded at admission, and a
+// new leader probes against it instead of recording the answer of an engine that went wrong
+// meanwhile (it would then never notice): the engine is cordoned.
+TEST(ControlHaCli, NewLeaderProbesAgainstTheAnswerRecordedByTheOldOneAndCordons) {
+  const std::string etcd_bin = EtcdProcess::Binary();
+  if (etcd_bin.empty()) {
+    if (std::getenv("CI") != nullptr) FAIL() << "etcd not found (install etcd-server)";
+    GTEST_SKIP() << "etcd not found (install etcd-server; scripts/setup.sh does)";
+  }
+  EtcdProcess etcd(etcd_bin);
+  ASSERT_TRUE(etcd.Start().ok());
+  FakeEngine engine;
+  const auto dir = myriad::testing::TestTempDir();
+  const std::string config = (dir / "answers.yaml").string();
+  std::ofstream(config) << fmt::format(
+      "listen: 127.0.0.1:0\n"
+      "scrape: {{interval: 100ms, timeout: 300ms}}\n"
+      "gate: {{warmup_requests: 0, timeout: 1s, probe_period: 0s}}\n"
+      "engines:\n  - {{name: e0, url: 'http://127.0.0.1:{}'}}\n"
+      "actuators: {{gateway: false}}\n"
+      "ha: {{etcd: '{}', prefix: /test/answers, lease_ttl: 2s}}\n",
+      engine.port(), etcd.endpoint());
+  ControlProcess a(config, "answers_a");
+  ASSERT_TRUE(WaitUntil([&] { return a.leader() == 1 && Count(a.out(), "record_answer") == 1; }, 10000ms))
+      << a.out();
+  ControlProcess b(config, "answers_b");
+  ASSERT_TRUE(WaitUntil([&] { return b.leader() == 0; }, 10000ms)) << b.out();
+  a.Kill(SIGKILL);
+  engine.set_answer(" Lyon");  // corrupt before the new leader looks at it
+  ASSERT_TRUE(WaitUntil([&] { return Count(b.out(), "\"action\":\"cordon\"") == 1; }, 10000ms)) << b.out();
+  EXPECT_EQ(Count(b.out(), "record_answer"), 0u) << b.out();
+  EXPECT_NE(b.out().find("known answer from an earlier leader"), std::string::npos) << b.out();
+  EXPECT_NE(b.out().find("\"probe\":\"mismatch\""), std::string::npos) << b.out();
 }
 
 }  // namespace

@@ -276,5 +276,53 @@ TEST(Controller, ServingEngineThatAnswersWrongIsCordonedWithinOneProbePeriod) {
   engine.Stop();
 }
 
+
+// A change of role (what the elasticity policy will ask for): the engine is drained, the
+// change_role hook runs with the role in MYRIAD_ROLE, and the engine comes back through the
+// warmup gate. In a dry run it is only logged.
+TEST(Controller, RoleChangeDrainsRunsTheHookWithTheRoleAndReadmitsThroughTheGate) {
+  for (const bool dry : {false, true}) {
+    SCOPED_TRACE(dry ? "dry run" : "live");
+    ControlConfig c;
+    c.dry_run = dry;
+    const std::filesystem::path out = myriad::testing::TestTempDir() / (dry ? "role_dry" : "role_live");
+    c.exec["change_role"] = fmt::format("env | grep ^MYRIAD_ | sort > '{}'", out.string());
+    Fixture f(c);
+    ASSERT_EQ(f.ctl->StateOf("b1"), "serving");
+    EXPECT_TRUE(absl::IsInvalidArgument(f.ctl->RequestRoleChange("b1", "verifier")));
+    EXPECT_TRUE(absl::IsNotFound(f.ctl->RequestRoleChange("b9", "decode")));
+    ASSERT_TRUE(f.ctl->RequestRoleChange("b1", "decode").ok());
+    f.Step();
+    for (int i = 0; i < 3 && f.ctl->StateOf("b1") != "serving"; ++i) f.Step();
+    EXPECT_EQ(f.Actions("b1"), (std::vector<std::string>{"record_answer:admission", "drain:change role to decode",
+                                                         "change_role:change role to decode",
+                                                         "warmup:back after restart", "readmit:warmup passed"}))
+        << f.Log();
+    EXPECT_EQ(f.Actions("b0"), std::vector<std::string>{"record_answer:admission"}) << f.Log();
+    EXPECT_FALSE(Draining(f.h, "b1"));
+    if (dry) {
+      EXPECT_FALSE(std::filesystem::exists(out)) << "a dry run runs no hook";
+      EXPECT_NE(f.Log().find("\"action\":\"change_role\",\"dry_run\":true"), std::string::npos) << f.Log();
+    } else {
+      EXPECT_EQ(ReadFile(out), fmt::format("MYRIAD_ACTION=change_role\nMYRIAD_REASON=change role to decode\n"
+                                           "MYRIAD_ROLE=decode\nMYRIAD_TARGET=b1\nMYRIAD_TARGET_URL=http://127.0.0.1:{}\n",
+                                           f.h.emus[1]->port()));
+    }
+  }
+}
+
+
+// `myriad up --control` without --control-config builds its config in code: it must get the
+// documented defaults too, the periodic known-answer probe every minute included.
+TEST(ControlConfig, ACodeBuiltConfigHasTheDocumentedDefaults) {
+  auto parsed = ParseControlConfig("", "empty.yaml", /*fleet_given=*/true);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const ControlConfig built;
+  EXPECT_EQ(parsed->policy.probe_period, kMinute);
+  EXPECT_EQ(built.policy.probe_period, kMinute);
+  EXPECT_EQ(built.policy.hang_after, parsed->policy.hang_after);
+  EXPECT_EQ(built.scrape_interval, parsed->scrape_interval);
+}
+
 }  // namespace
 }  // namespace myriad::control

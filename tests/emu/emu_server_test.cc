@@ -204,6 +204,23 @@ TEST(EmuServerTest, SlowRankAndWrongAnswerFaults) {
   EXPECT_EQ(json::parse(again->body)["choices"][0]["text"], a["choices"][0]["text"]);
 }
 
+// DP ranks are replicas of one model: at temperature 0 each answers a prompt alike, whichever
+// rank the request lands on (the known-answer probe does not pick a rank).
+TEST(EmuServerTest, EveryDpRankGivesTheSameAnswer) {
+  EmuOptions o;
+  o.dp_ranks = 4;
+  auto emu = StartEmu(o);
+  net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
+  const std::string body = json({{"prompt", "The capital of France is"}, {"max_tokens", 8}, {"temperature", 0}}).dump();
+  std::vector<std::string> answers;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto r = c.Request("POST", "/v1/completions", body, {}, {{"X-data-parallel-rank", std::to_string(rank)}});
+    ASSERT_TRUE(r.ok() && r->status == 200) << rank;
+    answers.push_back(json::parse(r->body)["choices"][0]["text"].get<std::string>());
+  }
+  EXPECT_EQ(answers, std::vector<std::string>(4, answers[0]));
+}
+
 TEST(EmuServerTest, BadRequestsGetOpenAiErrors) {
   auto emu = StartEmu();
   net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});

@@ -186,5 +186,40 @@ TEST(FleetController, NoPeriodicProbeByDefault) {
   for (int i = 1; i <= 100; ++i) EXPECT_TRUE(f.c.Observe(f.e, i * kMinute, Idle()).empty()) << i;
 }
 
+// A new leader that finds the engine's answer recorded by an earlier one probes against it at
+// the first scrape, instead of recording whatever the engine answers now: an engine that went
+// wrong before the takeover is cordoned, one that answers as recorded serves on.
+TEST(FleetController, AKnownAnswerIsProbedAtTheFirstScrapeNotRecordedAgain) {
+  FleetController c({});
+  const int wrong = c.AddEngine(), right = c.AddEngine();
+  c.AnswerKnown(wrong);
+  c.AnswerKnown(right);
+  EXPECT_EQ(c.state(wrong), EngineState::kServing);
+  EXPECT_EQ(Names(c.Observe(wrong, 0, Idle())), (std::vector<std::string>{"probe:known answer from an earlier leader"}));
+  EXPECT_TRUE(c.Observe(wrong, kSecond, Idle()).empty());  // one probe at a time
+  EXPECT_EQ(Names(c.ProbeDone(wrong, kSecond, ProbeOutcome::kMismatch)),
+            (std::vector<std::string>{"drain:answer mismatch", "cordon:answer mismatch"}));
+  EXPECT_EQ(c.state(wrong), EngineState::kCordoned);
+  EXPECT_EQ(Names(c.Observe(right, 0, Idle())), (std::vector<std::string>{"probe:known answer from an earlier leader"}));
+  EXPECT_TRUE(c.ProbeDone(right, kSecond, ProbeOutcome::kMatch).empty());
+  // Probed once: with no probe period, not again.
+  for (int i = 2; i <= 10; ++i) EXPECT_TRUE(c.Observe(right, i * kMinute, Idle()).empty()) << i;
+  EXPECT_EQ(c.state(right), EngineState::kServing);
+}
+
+
+// A serving engine that is busy without progress since the last scrape gets no periodic
+// probe: it may be hung, and the probe would wait out its timeout (holding the driver's round)
+// where the hang rule decides within hang_after.
+TEST(FleetController, NoPeriodicProbeWhileBusyWithoutProgress) {
+  FleetControllerOptions o;
+  o.probe_period = 10 * kSecond;
+  Fleet f(o);
+  EXPECT_TRUE(f.c.Observe(f.e, 9 * kSecond, Busy(5)).empty());
+  EXPECT_TRUE(f.c.Observe(f.e, 10 * kSecond, Busy(5)).empty()) << "stuck since the last scrape";
+  EXPECT_TRUE(f.c.Observe(f.e, 11 * kSecond, Busy(5)).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 12 * kSecond, Busy(6))), (std::vector<std::string>{"probe:periodic"}));
+}
+
 }  // namespace
 }  // namespace myriad::policy
