@@ -379,3 +379,44 @@ TEST(DataClientTest, UnreachableNodeIsUnavailableNotAHang) {
 
 }  // namespace
 }  // namespace myriad::kvstore
+
+namespace myriad::kvstore {
+namespace {
+
+// PutMany sends every frame before reading a reply: the objects all land, a node's refusal of
+// one (no room) is that object's status, and the connection goes on serving the rest.
+TEST_F(DataPathTest, PutManyPipelinesAndReportsEachObject) {
+  DataClient client(address());
+  std::vector<std::string> bytes;
+  std::vector<ObjectName> names;
+  for (uint64_t i = 0; i < 3; ++i) bytes.push_back(std::string(1 << 20, static_cast<char>('a' + i)));
+  for (uint64_t i = 0; i < 4; ++i) bytes.push_back(std::string(8 << 20, static_cast<char>('p' + i)));
+  bytes.push_back("the tail");
+  for (uint64_t i = 0; i < bytes.size(); ++i) names.push_back({3, 100 + i});
+  const std::vector<std::string_view> values(bytes.begin(), bytes.end());
+  std::vector<absl::Status> statuses;
+  ASSERT_TRUE(client.PutMany(names, values, &statuses).ok());
+  ASSERT_EQ(statuses.size(), names.size());
+  // 32 MiB in two 16 MiB segments: two of the 8 MiB objects fit, the others find no room.
+  size_t refused = 0, stored = 0;
+  for (const absl::Status& st : statuses) {
+    if (st.ok()) ++stored;
+    if (absl::IsResourceExhausted(st)) ++refused;
+  }
+  EXPECT_GE(refused, 1u);
+  EXPECT_EQ(stored + refused, names.size());
+  EXPECT_TRUE(statuses.back().ok()) << statuses.back();
+  std::vector<std::string> got;
+  std::vector<absl::StatusCode> codes;
+  ASSERT_TRUE(client.Get(names, &got, &codes).ok());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(codes[i] == absl::StatusCode::kOk, statuses[i].ok()) << i;
+    if (statuses[i].ok()) {
+      EXPECT_EQ(got[i], bytes[i]) << i;
+    }
+  }
+  EXPECT_EQ(server_->stats().puts, stored);
+}
+
+}  // namespace
+}  // namespace myriad::kvstore
