@@ -122,8 +122,8 @@ awaitable<absl::Status> Exchange(Conn& conn, const Header& h, std::span<const as
 awaitable<absl::Status> PipelinedPuts(Conn& conn, uint64_t first_id,
                                       std::span<const ObjectName> names,
                                       std::span<const std::string_view> values,
-                                      std::span<absl::Status> out) {
-  std::fill(out.begin(), out.end(), absl::OkStatus());  // a retried call starts over
+                                      std::span<absl::Status> out, std::span<uint8_t> answered) {
+  std::fill(answered.begin(), answered.end(), 0);  // a retried call starts over
   const uint8_t op = static_cast<uint8_t>(Op::kPut);
   auto writer = [&]() -> awaitable<absl::Status> {
     for (size_t i = 0; i < names.size(); ++i) {
@@ -154,9 +154,9 @@ awaitable<absl::Status> PipelinedPuts(Conn& conn, uint64_t first_id,
           reply.status != 0 && wire::ValidateReply(reply, op, first_id + i, 0).ok();
       if (st.ok() || refused) {
         out[i] = std::move(st);
+        answered[i] = 1;
         continue;
       }
-      for (size_t j = i; j < names.size(); ++j) out[j] = st;
       conn.Close();
       co_return st;
     }
@@ -240,12 +240,19 @@ absl::Status DataClient::PutMany(std::span<const ObjectName> names,
   }
   if (first == names.size()) return absl::OkStatus();
   const std::span<absl::Status> out = std::span(*statuses).subspan(first);
-  return impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+  std::vector<uint8_t> answered(out.size(), 0);
+  absl::Status st = impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
     const uint64_t first_id = impl_->next_id + 1;
     impl_->next_id += out.size();
     co_return co_await PipelinedPuts(conn, first_id, names.subspan(first), values.subspan(first),
-                                     out);
+                                     out, answered);
   });
+  // Never OK without the node's reply: a call that failed before or between replies (no
+  // connection, timeout) is the status of every object it did not hear about.
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!answered[i]) out[i] = st.ok() ? absl::InternalError("PutMany: no reply read") : st;
+  }
+  return st;
 }
 
 absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std::string>* values,
