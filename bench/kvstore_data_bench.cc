@@ -7,6 +7,12 @@
 //     straight from the socket, or gathered from the segment to the socket and scattered into
 //     the client's reused string. bytes_per_second is the payload rate.
 //   BM_DataPathBatchGet/8: 8 objects of 1 MiB per GET request.
+//   BM_DataPathVsLoopback: the yardstick and the data path in one run, interleaved so
+//     the machine's load moves them alike: rounds of 64 MiB each through (a) a raw loopback
+//     TCP stream of 1 MiB writes into a reader that acknowledges the 64 MiB with one byte, (b)
+//     64 PUTs of 1 MiB one at a time, (c) PutMany of 64 x 1 MiB (pipelined on one connection),
+//     (d) 64 GETs of 1 MiB one at a time, (e) 8 GETs of 8 x 1 MiB. Counters: GB/s (10^9) of
+//     each and each data-path figure's ratio to the stream's.
 //   BM_NodeLossRepair/nodes/objects/cap_MBps: a master (death after 1 s), `nodes` storage nodes
 //     in distinct fault domains, `objects` objects of 256 KiB at replica target 2, one repair
 //     agent (4 workers); the node holding the most objects is stopped. Counters: detect_s (stop
@@ -18,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -127,6 +134,133 @@ BENCHMARK(BM_DataPathPut1MiB)->UseRealTime();
 
 void BM_DataPathBatchGet(benchmark::State& state) { kvstore_bench::BatchGet<DataNode>(state); }
 BENCHMARK(BM_DataPathBatchGet)->Arg(1)->Arg(8)->UseRealTime();
+
+// A loopback TCP stream that stays open: Send(n) writes n bytes in 1 MiB writes and returns
+// once the reader has read them all (it answers one byte per n), so the time covers both ends.
+class LoopbackStream {
+ public:
+  LoopbackStream() {
+    const int listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(listener, 1) != 0 || getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    const int buf = 4 << 20;
+    writer_ = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(writer_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(writer_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    if (connect(writer_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return;
+    const int reader = accept(listener, nullptr, nullptr);
+    close(listener);
+    setsockopt(reader, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(reader, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    ok_ = reader >= 0;
+    reader_ = std::thread([reader] {
+      std::vector<char> in(kMiB);
+      uint64_t want = 0;
+      // Each round: 8 bytes announcing its length, then that many bytes, answered by one byte.
+      while (read(reader, &want, sizeof want) == sizeof want) {
+        for (uint64_t got = 0; got < want;) {
+          const ssize_t n = read(reader, in.data(), std::min<uint64_t>(in.size(), want - got));
+          if (n <= 0) return;
+          got += static_cast<uint64_t>(n);
+        }
+        const char ack = 1;
+        if (write(reader, &ack, 1) != 1) return;
+      }
+      close(reader);
+    });
+  }
+  ~LoopbackStream() {
+    if (writer_ >= 0) close(writer_);
+    if (reader_.joinable()) reader_.join();
+  }
+  bool ok() const { return ok_; }
+  bool Send(uint64_t bytes) {
+    static const std::vector<char> out(kMiB, 'x');
+    if (write(writer_, &bytes, sizeof bytes) != sizeof bytes) return false;
+    for (uint64_t sent = 0; sent < bytes;) {
+      const ssize_t n = write(writer_, out.data(), std::min<uint64_t>(out.size(), bytes - sent));
+      if (n <= 0) return false;
+      sent += static_cast<uint64_t>(n);
+    }
+    char ack = 0;
+    return read(writer_, &ack, 1) == 1;
+  }
+
+ private:
+  int writer_ = -1;
+  bool ok_ = false;
+  std::thread reader_;
+};
+
+void BM_DataPathVsLoopback(benchmark::State& state) {
+  constexpr size_t kObjects = 64, kBatch = 8;
+  constexpr double kRoundBytes = static_cast<double>(kObjects * kMiB);
+  LoopbackStream stream;
+  DataNode node;
+  DataClient client(node.address());
+  if (!stream.ok()) return state.SkipWithError("no loopback stream");
+  const std::string value(kMiB, 'v');
+  std::vector<ObjectName> names(kObjects, ObjectName{1, 42});
+  const std::vector<std::string_view> values(kObjects, value);
+  std::vector<ObjectName> batch;
+  for (size_t i = 0; i < kBatch; ++i) {
+    batch.push_back({2, i});
+    if (!client.Put(batch.back(), value).ok()) return state.SkipWithError("put failed");
+  }
+  // Each reading loop keeps its own strings, as a reader reusing its buffers would.
+  std::vector<std::string> got, got_batch;
+  std::vector<absl::StatusCode> codes;
+  std::vector<absl::Status> statuses;
+  enum { kStream, kPut, kPutMany, kGet, kGetBatch, kKinds };
+  double seconds[kKinds] = {};
+  auto timed = [&](int kind, auto&& run) {
+    const auto t = std::chrono::steady_clock::now();
+    const bool ok = run();
+    seconds[kind] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    if (!ok) state.SkipWithError("a transfer failed");
+  };
+  for (auto _ : state) {
+    timed(kStream, [&] { return stream.Send(kObjects * kMiB); });
+    timed(kPut, [&] {
+      bool ok = true;
+      for (size_t i = 0; i < kObjects; ++i) ok = client.Put(names[i], value).ok() && ok;
+      return ok;
+    });
+    timed(kPutMany, [&] {
+      bool ok = client.PutMany(names, values, &statuses).ok();
+      for (const absl::Status& st : statuses) ok = ok && st.ok();
+      return ok;
+    });
+    timed(kGet, [&] {
+      bool ok = true;
+      for (size_t i = 0; i < kObjects; ++i) {
+        ok = client.Get(std::span(&names[i], 1), &got, &codes).ok() && codes[0] == absl::StatusCode::kOk && ok;
+      }
+      return ok;
+    });
+    timed(kGetBatch, [&] {
+      bool ok = true;
+      for (size_t i = 0; i < kObjects / kBatch; ++i) ok = client.Get(batch, &got_batch, &codes).ok() && ok;
+      return ok;
+    });
+  }
+  const double rounds = static_cast<double>(state.iterations());
+  auto rate = [&](int kind) { return seconds[kind] > 0 ? rounds * kRoundBytes / seconds[kind] / 1e9 : 0.0; };
+  const double yardstick = rate(kStream);
+  state.counters["loopback_GBps"] = yardstick;
+  const char* names_of[kKinds] = {"", "put", "put_pipelined", "get", "get_batch8"};
+  for (int kind = kPut; kind < kKinds; ++kind) {
+    state.counters[std::string(names_of[kind]) + "_GBps"] = rate(kind);
+    state.counters[std::string(names_of[kind]) + "_ratio"] = yardstick > 0 ? rate(kind) / yardstick : 0.0;
+  }
+}
+BENCHMARK(BM_DataPathVsLoopback)->Iterations(8)->Unit(benchmark::kMillisecond);
 
 double Since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

@@ -10,7 +10,9 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "kvstore/api_json.h"
 #include "kvstore/master_server.h"
+#include "kvstore_core/master.h"
 #include "net/http.h"
 #include "net/http_client.h"
 
@@ -108,6 +110,19 @@ KvstoreCommand::KvstoreCommand(CLI::App& app) {
   AddAuthTokenFile(get_, &auth_token_file_);
   get_->add_option("--namespace", namespace_, "Namespace")->required();
   get_->add_option("--keys", keys_, "Block keys (decimal or 0x hex)")->delimiter(',')->required();
+
+  namespace_cmd_ = cmd_->add_subcommand(
+      "namespace", "Create or drop a namespace (one per model version and KV format)");
+  AddMasterUrl(namespace_cmd_, &url_, &timeout_s_);
+  AddAuthTokenFile(namespace_cmd_, &auth_token_file_);
+  const std::string name_rule = fmt::format(
+      "1 to {} bytes of printable ASCII, no spaces", kvstore::kMaxNamespaceNameBytes);
+  auto* create = namespace_cmd_->add_option("--create", create_ns_, "Create this namespace (" + name_rule + ")");
+  auto* drop = namespace_cmd_->add_option(
+      "--drop", drop_ns_,
+      "Drop this namespace: its objects turn invisible at once and the nodes free their bytes "
+      "once the last read lease in it has expired");
+  create->excludes(drop);
   AddStorageCommands();
 }
 
@@ -116,6 +131,7 @@ int KvstoreCommand::Run() {
   if (stat_->parsed()) return RunStat();
   if (put_->parsed()) return file_.empty() ? RunPut() : RunPutData();
   if (get_->parsed()) return out_.empty() ? RunGet() : RunGetData();
+  if (namespace_cmd_->parsed()) return RunNamespace();
   if (load_.selected()) return load_.Run();
   if (node_->parsed()) return RunNode();
   if (repair_->parsed()) return RunRepair();
@@ -202,6 +218,26 @@ int KvstoreCommand::RunGet() {
   return Report("get", client->Post("/v1/get", nlohmann::json{{"namespace", namespace_},
                                                               {"keys", keys_}}
                                                    .dump()));
+}
+
+int KvstoreCommand::RunNamespace() {
+  const bool create = namespace_cmd_->count("--create") > 0;
+  if (!create && namespace_cmd_->count("--drop") == 0) {
+    std::fprintf(stderr, "myriad kvstore namespace: give --create NAME or --drop NAME\n");
+    return 2;
+  }
+  const std::string& name = create ? create_ns_ : drop_ns_;
+  if (absl::Status st = kvstore::KvMaster::ValidateNamespaceName(name); !st.ok()) {
+    std::fprintf(stderr, "myriad kvstore namespace: %s: %s\n", create ? "--create" : "--drop",
+                 std::string(st.message()).c_str());
+    return 2;
+  }
+  auto client = Connect("namespace", url_, timeout_s_, auth_token_file_);
+  if (!client) return 2;
+  if (create) {
+    return Report("namespace", client->Post("/v1/namespaces", nlohmann::json{{"name", name}}.dump()));
+  }
+  return Report("namespace", client->Delete("/v1/namespaces/" + kvstore::api::PathSegment(name)));
 }
 
 }  // namespace myriad::cli

@@ -6,6 +6,10 @@
 //   myriad kvstore put  --master URL --namespace NS --keys K1,K2,... --size BYTES
 //                       [--replicas N] [--pinned] [--create-namespace]
 //   myriad kvstore get  --master URL --namespace NS --keys K1,K2,...
+//   myriad kvstore namespace --master URL (--create NAME | --drop NAME)
+//                       a namespace per model version: a new version writes (and its canary
+//                       reads) its own; dropping one hides it at once and its bytes go back to
+//                       the nodes once the last read lease in it expires
 // `put` is the metadata half of a put (start, then end): it reserves replicas and marks the
 // object complete; it moves no bytes, unless --file names the bytes: then they are written to
 // every replica node (kvstore/store_client.h). `get --out FILE` reads the first key's object
@@ -36,6 +40,7 @@ class KvstoreCommand {
   int RunStat();
   int RunPut();
   int RunGet();
+  int RunNamespace();
   // kvstore_node_command.cc
   void AddStorageCommands();
   int RunNode();
@@ -48,6 +53,7 @@ class KvstoreCommand {
   CLI::App* stat_;
   CLI::App* put_;
   CLI::App* get_;
+  CLI::App* namespace_cmd_;
   KvstoreHaFlags ha_;  // master: the HA group through etcd (cli/kvstore_ha.h)
   KvstoreLoad load_;
   CLI::App* node_;
@@ -59,6 +65,7 @@ class KvstoreCommand {
   // clients
   std::string url_;
   std::string namespace_;
+  std::string create_ns_, drop_ns_;  // namespace --create / --drop
   std::vector<std::string> keys_;
   uint64_t size_ = 0;
   int replicas_ = 1;

@@ -47,6 +47,10 @@ absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Post(std::string_view tar
   return Send("POST", target, body);
 }
 
+absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Delete(std::string_view target) {
+  return Send("DELETE", target, {});
+}
+
 absl::StatusOr<net::HttpResponse> LeaderFollowingHttp::Send(std::string_view method,
                                                             std::string_view target,
                                                             const std::string& body) {

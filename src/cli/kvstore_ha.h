@@ -49,6 +49,7 @@ class LeaderFollowingHttp {
                                                                      std::string auth_token = {});
   absl::StatusOr<net::HttpResponse> Get(std::string_view target);
   absl::StatusOr<net::HttpResponse> Post(std::string_view target, std::string body);
+  absl::StatusOr<net::HttpResponse> Delete(std::string_view target);
 
  private:
   absl::StatusOr<net::HttpResponse> Send(std::string_view method, std::string_view target,

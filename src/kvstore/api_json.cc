@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 
 namespace myriad::kvstore::api {
@@ -79,6 +80,18 @@ std::optional<BlockKey> ParseKey(std::string_view text) {
 }
 
 std::string FormatKey(BlockKey key) { return fmt::format("0x{:016x}", key); }
+
+std::string PathSegment(std::string_view name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
 
 std::optional<std::string> PercentDecode(std::string_view text) {
   std::string out;
@@ -254,6 +267,11 @@ bool Fields::Key(const char* name, BlockKey* out) {
 bool Fields::OptionalKey(const char* name, BlockKey* out) {
   if (Find(name, false) == nullptr) return true;
   return Key(name, out);
+}
+
+bool Fields::OptionalKeys(const char* name, size_t max, std::vector<BlockKey>* out) {
+  if (Find(name, false) == nullptr) return true;
+  return Keys(name, max, out);
 }
 
 bool Fields::Keys(const char* name, size_t max, std::vector<BlockKey>* out) {

@@ -42,6 +42,9 @@ net::HttpResponse Json(int status, const nlohmann::json& body);
 // "0x..." hex or decimal, 64 bits.
 std::optional<BlockKey> ParseKey(std::string_view text);
 std::string FormatKey(BlockKey key);
+// A namespace name as a URL path segment: everything but unreserved characters
+// percent-encoded ("/" -> "%2F").
+std::string PathSegment(std::string_view name);
 // "%2F" -> "/"; nullopt for a bad escape.
 std::optional<std::string> PercentDecode(std::string_view text);
 
@@ -61,6 +64,7 @@ class Fields {
   bool OptionalUints(const char* name, size_t max_count, uint64_t max, std::vector<uint64_t>* out);
   // A non-empty array of keys, at most `max` of them.
   bool Keys(const char* name, size_t max, std::vector<BlockKey>* out);
+  bool OptionalKeys(const char* name, size_t max, std::vector<BlockKey>* out);
   bool Key(const char* name, BlockKey* out);
   bool OptionalKey(const char* name, BlockKey* out);
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -114,6 +116,57 @@ awaitable<absl::Status> Exchange(Conn& conn, const Header& h, std::span<const as
   co_return absl::OkStatus();
 }
 
+// PutMany over TCP: a writer sends the frames back to back while a reader takes the replies,
+// so neither waits on the other; the node serves a connection's frames in order. A failure of
+// either closes the socket, which ends the other.
+awaitable<absl::Status> PipelinedPuts(Conn& conn, uint64_t first_id,
+                                      std::span<const ObjectName> names,
+                                      std::span<const std::string_view> values,
+                                      std::span<absl::Status> out, std::span<uint8_t> answered) {
+  std::fill(answered.begin(), answered.end(), 0);  // a retried call starts over
+  const uint8_t op = static_cast<uint8_t>(Op::kPut);
+  auto writer = [&]() -> awaitable<absl::Status> {
+    for (size_t i = 0; i < names.size(); ++i) {
+      Header h;
+      h.op = op;
+      h.request_id = first_id + i;
+      h.body_bytes = sizeof(wire::PutHead) + values[i].size();
+      const wire::PutHead head{names[i].ns, 0, names[i].key, values[i].size()};
+      const std::array<asio::const_buffer, 3> frame{asio::buffer(&h, sizeof h),
+                                                    asio::buffer(&head, sizeof head),
+                                                    asio::buffer(values[i].data(), values[i].size())};
+      auto [ec, n] = co_await asio::async_write(conn.socket, frame, kTuple);
+      if (ec) {
+        conn.Close();
+        co_return absl::UnavailableError(
+            fmt::format("sending put {} of {} to the storage node failed: {}", i + 1, names.size(),
+                        ec.message()));
+      }
+    }
+    co_return absl::OkStatus();
+  };
+  auto reader = [&]() -> awaitable<absl::Status> {
+    for (size_t i = 0; i < names.size(); ++i) {
+      Header reply{};
+      absl::Status st = co_await ReadReply(conn, op, first_id + i, 0, &reply);
+      // The node's refusal of this object (a valid error reply) leaves the connection usable.
+      const bool refused =
+          reply.status != 0 && wire::ValidateReply(reply, op, first_id + i, 0).ok();
+      if (st.ok() || refused) {
+        out[i] = std::move(st);
+        answered[i] = 1;
+        continue;
+      }
+      conn.Close();
+      co_return st;
+    }
+    co_return absl::OkStatus();
+  };
+  using namespace asio::experimental::awaitable_operators;
+  auto [written, read] = co_await (writer() && reader());
+  co_return !read.ok() ? read : written;
+}
+
 }  // namespace
 
 ShmChannel* DataClient::Impl::Local() {
@@ -167,6 +220,39 @@ absl::Status DataClient::Put(ObjectName name, std::string_view bytes) {
     std::string body;
     co_return co_await Exchange(conn, h, frame, wire::kMaxMessageBytes, &body);
   });
+}
+
+absl::Status DataClient::PutMany(std::span<const ObjectName> names,
+                                 std::span<const std::string_view> values,
+                                 std::vector<absl::Status>* statuses) {
+  if (names.size() != values.size()) {
+    return absl::InvalidArgumentError(fmt::format("PutMany: {} names for {} values", names.size(),
+                                                  values.size()));
+  }
+  statuses->assign(names.size(), absl::OkStatus());
+  size_t first = 0;  // the objects from here on go over TCP
+  if (ShmChannel* local = impl_->Local()) {
+    for (; first < names.size(); ++first) {
+      absl::Status st = local->Put(names[first], values[first]);
+      if (local->broken()) break;
+      (*statuses)[first] = std::move(st);
+    }
+  }
+  if (first == names.size()) return absl::OkStatus();
+  const std::span<absl::Status> out = std::span(*statuses).subspan(first);
+  std::vector<uint8_t> answered(out.size(), 0);
+  absl::Status st = impl_->Run([&](Conn& conn) -> awaitable<absl::Status> {
+    const uint64_t first_id = impl_->next_id + 1;
+    impl_->next_id += out.size();
+    co_return co_await PipelinedPuts(conn, first_id, names.subspan(first), values.subspan(first),
+                                     out, answered);
+  });
+  // Never OK without the node's reply: a call that failed before or between replies (no
+  // connection, timeout) is the status of every object it did not hear about.
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!answered[i]) out[i] = st.ok() ? absl::InternalError("PutMany: no reply read") : st;
+  }
+  return st;
 }
 
 absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std::string>* values,

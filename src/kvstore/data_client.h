@@ -50,6 +50,14 @@ class DataClient {
   DataClient& operator=(const DataClient&) = delete;
 
   absl::Status Put(ObjectName name, std::string_view bytes);
+  // Puts every (names[i], values[i]) on the one connection, pipelined: each frame is sent
+  // without waiting for the previous put's reply, and the replies are read as they come, so
+  // the socket stays busy as a stream does. One status per object in *statuses (the node's
+  // refusal, e.g. no room, is that object's); the returned status is the call's (unreachable,
+  // timeout, connection lost: the objects not acknowledged carry it too). The timeout bounds
+  // the whole call. Over shared memory: one put after another.
+  absl::Status PutMany(std::span<const ObjectName> names, std::span<const std::string_view> values,
+                       std::vector<absl::Status>* statuses);
   // One code per name: kOk with the bytes in (*values)[i], or kNotFound. The returned status
   // is the call's (node unreachable, timeout, bad reply).
   absl::Status Get(std::span<const ObjectName> names, std::vector<std::string>* values,

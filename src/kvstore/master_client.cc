@@ -47,19 +47,6 @@ std::vector<ReplicaInfo> Replicas(const json& list) {
   return out;
 }
 
-// A namespace name as a path segment: everything but unreserved characters percent-encoded.
-std::string PathSegment(std::string_view name) {
-  std::string out;
-  for (unsigned char c : name) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::Status StatusFromHttp(int http_status, std::string_view body) {
@@ -201,7 +188,7 @@ absl::Status MasterClient::CreateNamespace(std::string_view name) {
 }
 
 absl::Status MasterClient::DropNamespace(std::string_view name) {
-  return Call("DELETE", "/v1/namespaces/" + PathSegment(name), nullptr, /*idempotent=*/false).status();
+  return Call("DELETE", "/v1/namespaces/" + api::PathSegment(name), nullptr, /*idempotent=*/false).status();
 }
 
 absl::StatusOr<std::vector<ReplicaInfo>> MasterClient::PutStart(std::string_view ns, std::span<const BlockKey> keys,
@@ -241,6 +228,75 @@ absl::Status MasterClient::PutEnd(std::string_view ns, BlockKey object, uint64_t
 absl::Status MasterClient::PutRevoke(std::string_view ns, BlockKey object) {
   const json body = {{"namespace", ns}, {"object", api::FormatKey(object)}};
   return Call("POST", "/v1/put/revoke", &body).status();
+}
+
+namespace {
+
+// An item's error in a batch answer ({"error": {"status", "message"}}) as a status.
+absl::Status ItemError(const json& item) {
+  const json& e = item.contains("error") && item["error"].is_object() ? item["error"] : json::object();
+  return StatusFromHttp(e.value("status", 500), json{{"error", e}}.dump());
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<absl::StatusOr<Placement>>> MasterClient::PlacePutBatch(
+    std::string_view ns, std::span<const BatchPutSpec> puts, int replicas, bool pinned,
+    std::span<const NodeId> avoid) {
+  json keys = json::array(), blocks = json::array(), sizes = json::array(),
+       checksums = json::array();
+  bool any_checksum = false;
+  for (const BatchPutSpec& p : puts) {
+    for (BlockKey k : p.keys) keys.push_back(api::FormatKey(k));
+    blocks.push_back(p.keys.size());
+    sizes.push_back(p.size);
+    checksums.push_back(api::FormatKey(p.checksum));
+    any_checksum = any_checksum || p.checksum != 0;
+  }
+  json body = {{"namespace", ns}, {"keys", std::move(keys)}, {"blocks", std::move(blocks)},
+               {"sizes", std::move(sizes)}, {"replicas", replicas}, {"pinned", pinned}};
+  if (any_checksum) body["checksums"] = std::move(checksums);
+  if (!avoid.empty()) body["avoid"] = std::vector<NodeId>(avoid.begin(), avoid.end());
+  auto j = Call("POST", "/v1/put/batch_start", &body, /*idempotent=*/false);
+  if (!j.ok()) return j.status();
+  const json& results = (*j)["results"];
+  if (!results.is_array() || results.size() != puts.size() || !j->contains("namespace_id") ||
+      !(*j)["namespace_id"].is_number_unsigned()) {
+    return absl::InternalError(
+        "the master's put/batch_start answer does not have a namespace_id and one result per put");
+  }
+  const auto ns_id = (*j)["namespace_id"].get<NamespaceId>();
+  std::vector<absl::StatusOr<Placement>> out;
+  out.reserve(puts.size());
+  for (const json& r : results) {
+    if (r.contains("error")) {
+      out.push_back(ItemError(r));
+      continue;
+    }
+    auto object = KeyOf(r, "object");
+    if (!object.ok()) return object.status();
+    out.push_back(Placement{ns_id, *object, Replicas(r.contains("replicas") ? r["replicas"] : json())});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<absl::Status>> MasterClient::PutEndBatch(
+    std::string_view ns, std::span<const BlockKey> objects, std::span<const uint64_t> sizes) {
+  json body = {{"namespace", ns}, {"objects", KeyList(objects)}};
+  if (!sizes.empty()) body["sizes"] = std::vector<uint64_t>(sizes.begin(), sizes.end());
+  // Safe to send again with the sizes: an end that was applied finds its own work done.
+  auto j = Call("POST", "/v1/put/batch_end", &body, /*idempotent=*/!sizes.empty());
+  if (!j.ok()) return j.status();
+  const json& results = (*j)["results"];
+  if (!results.is_array() || results.size() != objects.size()) {
+    return absl::InternalError("the master's put/batch_end answer does not have one result per object");
+  }
+  std::vector<absl::Status> out;
+  out.reserve(objects.size());
+  for (const json& r : results) {
+    out.push_back(r.value("completed", false) ? absl::OkStatus() : ItemError(r));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<Lookup>> MasterClient::Get(std::string_view ns, std::span<const BlockKey> keys) {

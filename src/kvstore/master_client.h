@@ -65,6 +65,13 @@ struct Placement {
   std::vector<ReplicaInfo> replicas;
 };
 
+// One put of a batch (MasterClient::PlacePutBatch).
+struct BatchPutSpec {
+  std::span<const BlockKey> keys;  // the run, in chain order; the last key names the object
+  uint64_t size = 0;
+  uint64_t checksum = 0;  // the bytes' ObjectChecksum; 0: none
+};
+
 // A repair task with the data-path addresses of its two nodes (empty when not registered).
 struct RepairOrder {
   RepairTask task;
@@ -112,6 +119,17 @@ class MasterClient {
   // complete with that size is then OK rather than "already complete".
   absl::Status PutEnd(std::string_view ns, BlockKey object, uint64_t size = 0);
   absl::Status PutRevoke(std::string_view ns, BlockKey object);
+  // The batched forms, one request each (at most kMaxBatchPuts puts and kMaxBatchKeys keys):
+  // a placement or the master's refusal per put, in order; the returned status is the call's
+  // (unknown namespace, a bad batch, the master unreachable). Like PutStart, a batch start is
+  // sent again only when the master answered that it is not the leader.
+  absl::StatusOr<std::vector<absl::StatusOr<Placement>>> PlacePutBatch(
+      std::string_view ns, std::span<const BatchPutSpec> puts, int replicas = 1,
+      bool pinned = false, std::span<const NodeId> avoid = {});
+  // `sizes`: empty, or each object's size as PutEnd's.
+  absl::StatusOr<std::vector<absl::Status>> PutEndBatch(std::string_view ns,
+                                                        std::span<const BlockKey> objects,
+                                                        std::span<const uint64_t> sizes = {});
 
   // One result per key, in order; a found key's run is leased to the caller.
   absl::StatusOr<std::vector<Lookup>> Get(std::string_view ns, std::span<const BlockKey> keys);

@@ -23,9 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-// Per request; the body limit of the HTTP layer bounds it too.
-constexpr size_t kMaxBatchKeys = size_t{1} << 16;
-
 std::string_view OpName(MasterOp op) {
   switch (op) {
     case MasterOp::kRegisterNode: return "register_node";
@@ -45,6 +42,8 @@ std::string_view OpName(MasterOp op) {
     case MasterOp::kRepairReport: return "repair_report";
     case MasterOp::kReconcile: return "reconcile";
     case MasterOp::kListNodes: return "list_nodes";
+    case MasterOp::kPutBatchStart: return "put_batch_start";
+    case MasterOp::kPutBatchEnd: return "put_batch_end";
     case MasterOp::kUnknown:
     case MasterOp::kCount: break;
   }
@@ -168,6 +167,12 @@ net::HttpResponse MasterServer::Route(const net::HttpRequest& request, MasterOp*
   }
   if (path == "/v1/put/end") {
     return only(post, MasterOp::kPutEnd, "POST", [&] { return PutEndOrRevoke(request, true); });
+  }
+  if (path == "/v1/put/batch_start") {
+    return only(post, MasterOp::kPutBatchStart, "POST", [&] { return PutBatchStart(request); });
+  }
+  if (path == "/v1/put/batch_end") {
+    return only(post, MasterOp::kPutBatchEnd, "POST", [&] { return PutBatchEnd(request); });
   }
   if (path == "/v1/put/revoke") {
     return only(post, MasterOp::kPutRevoke, "POST",

@@ -55,6 +55,7 @@ struct MasterServerOptions {
 };
 
 // The operations the API counts in its metrics: a fixed set, so label cardinality is bounded.
+
 enum class MasterOp : int {
   kRegisterNode,
   kHeartbeat,
@@ -70,6 +71,8 @@ enum class MasterOp : int {
   kRepairReport,
   kReconcile,
   kListNodes,
+  kPutBatchStart,
+  kPutBatchEnd,
   kStats,
   kMetrics,
   kHealth,
@@ -118,6 +121,10 @@ class MasterServer {
   net::HttpResponse DropNamespace(std::string_view name);
   net::HttpResponse PutStart(const net::HttpRequest& request);
   net::HttpResponse PutEndOrRevoke(const net::HttpRequest& request, bool end);
+  // A batch of puts in one call (master_server_batch.cc): every placement under one lock, one
+  // result per put; then the ends of those written.
+  net::HttpResponse PutBatchStart(const net::HttpRequest& request);
+  net::HttpResponse PutBatchEnd(const net::HttpRequest& request);
   net::HttpResponse Get(const net::HttpRequest& request);
   net::HttpResponse Exists(const net::HttpRequest& request);
   net::HttpResponse Remove(const net::HttpRequest& request);

@@ -5,8 +5,13 @@
 //   Put: PutStart (replicas on distinct fault domains) -> write every replica (objects of
 //        256 KiB and more to all replicas at once) -> PutEnd; a failed write revokes the put
 //        (and deletes the replicas already written).
+//   BatchPut: one PlacePutBatch for the whole batch -> per node, every replica it holds written
+//        pipelined on its connection (PutMany; the nodes at once for large batches) -> one
+//        PutEndBatch for the objects fully written; an object whose write failed is revoked and
+//        put again on its own (Put's retries, avoiding the nodes that failed it).
 //   Get: the master's replica list (and a read lease) -> read from the first replica, falling
-//        back to the next on failure. Batched forms send one request per node.
+//        back to the next on failure. Batched forms send one request per node (the nodes at once
+//        when 256 KiB or more are read).
 // Checksums: Put hands the master the bytes' ObjectChecksum (kvstore/checksum.h); Get checks
 // what it read against it and treats a mismatch (bytes changed on that node) as a failed read,
 // so it returns another replica's bytes, or DataLoss when no replica's bytes match.
@@ -62,9 +67,12 @@ class StoreClient {
   static constexpr int kPutAttempts = 3;
   absl::Status Put(std::string_view ns, std::span<const BlockKey> keys, std::string_view bytes,
                    int replicas = 1, bool pinned = false);
-  // One status per item, in order.
+  // One status per item, in order. Batches above kMaxBatchPuts items (or kMaxBatchKeys keys)
+  // go as several.
   std::vector<absl::Status> BatchPut(std::string_view ns, std::span<const PutItem> items,
                                      int replicas = 1);
+  std::vector<absl::Status> BatchPut(std::string_view ns, std::span<const PutItem> items,
+                                     int replicas, bool pinned);
   // The bytes of the object (the whole run) holding `key`. NotFound when the master knows no
   // such key; DataLoss when every replica's bytes differ from the object's checksum;
   // Unavailable when no replica could be read otherwise (each failure in the message).
@@ -83,6 +91,13 @@ class StoreClient {
   absl::Status PutOnce(std::string_view ns, std::span<const BlockKey> keys, std::string_view bytes,
                        uint64_t checksum, int replicas, bool pinned,
                        std::span<const NodeId> avoid, std::vector<NodeId>* failed_nodes);
+  // Put's attempts, the first avoiding `avoid` already.
+  absl::Status PutAvoiding(std::string_view ns, std::span<const BlockKey> keys,
+                           std::string_view bytes, uint64_t checksum, int replicas, bool pinned,
+                           std::vector<NodeId> avoid);
+  // One BatchPut call to the master (items within its bounds), results into `out`.
+  void BatchPutOnce(std::string_view ns, std::span<const PutItem> items, int replicas,
+                    bool pinned, std::span<absl::Status> out);
   StoreClient(std::unique_ptr<MasterClient> master, StoreClientOptions options)
       : master_(std::move(master)), options_(options) {}
   DataClient& Node(const std::string& address);

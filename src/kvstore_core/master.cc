@@ -50,8 +50,26 @@ absl::Status KvMaster::RemoveNode(NodeId id) {
 
 // --- namespaces ---
 
+absl::Status KvMaster::ValidateNamespaceName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNamespaceNameBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("namespace name has {} bytes; it must have 1 to {}", name.size(),
+                    kMaxNamespaceNameBytes));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(fmt::format(
+          "namespace name has byte {:#04x} at offset {}; only printable ASCII without spaces "
+          "(0x21-0x7e) is allowed",
+          c, i));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<NamespaceId> KvMaster::CreateNamespace(std::string_view name) {
-  if (name.empty()) return absl::InvalidArgumentError("CreateNamespace: the name is empty");
+  if (absl::Status st = ValidateNamespaceName(name); !st.ok()) return st;
   if (FindNamespace(name).ok()) {
     return absl::AlreadyExistsError(fmt::format("namespace '{}' already exists", name));
   }
@@ -478,11 +496,19 @@ absl::Status KvMaster::BatchPutStart(NamespaceId ns, std::span<const PutRequest>
 }
 
 absl::Status KvMaster::BatchPutEnd(NamespaceId ns, std::span<const BlockKey> objects,
-                                   std::vector<absl::Status>* out) {
+                                   std::vector<absl::Status>* out,
+                                   std::span<const uint64_t> sizes) {
   out->clear();
   if (LiveNamespace(ns) == nullptr) return NamespaceError(ns);
+  if (!sizes.empty() && sizes.size() != objects.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "BatchPutEnd: {} sizes for {} objects; give one per object or none", sizes.size(),
+        objects.size()));
+  }
   out->reserve(objects.size());
-  for (BlockKey k : objects) out->push_back(PutEnd(ns, k));
+  for (size_t i = 0; i < objects.size(); ++i) {
+    out->push_back(PutEnd(ns, objects[i], sizes.empty() ? 0 : sizes[i]));
+  }
   return absl::OkStatus();
 }
 

@@ -66,6 +66,8 @@ class KvMaster {
   const NodeRegistry& nodes() const { return nodes_; }
 
   // --- namespaces ---
+  // InvalidArgument naming the bound when `name` breaks kMaxNamespaceNameBytes's rule.
+  static absl::Status ValidateNamespaceName(std::string_view name);
   absl::StatusOr<NamespaceId> CreateNamespace(std::string_view name);
   // The live namespace of that name.
   absl::StatusOr<NamespaceId> FindNamespace(std::string_view name) const;
@@ -95,8 +97,9 @@ class KvMaster {
                            std::vector<uint8_t>* out) const;
   absl::Status BatchPutStart(NamespaceId ns, std::span<const PutRequest> requests, Nanos now,
                              std::vector<absl::StatusOr<ReplicaList>>* out);
+  // `sizes` (empty, or one per object): each writer's size, as PutEnd's.
   absl::Status BatchPutEnd(NamespaceId ns, std::span<const BlockKey> objects,
-                           std::vector<absl::Status>* out);
+                           std::vector<absl::Status>* out, std::span<const uint64_t> sizes = {});
   absl::Status BatchRemove(NamespaceId ns, std::span<const BlockKey> objects, Nanos now,
                            std::vector<absl::Status>* out);
 

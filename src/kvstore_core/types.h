@@ -2,6 +2,7 @@
 // Vocabulary of the KV cache store's metadata core (the master): ids, options and the results
 // its API hands out. See kvstore_core/master.h for the model and the contract.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -27,6 +28,13 @@ inline constexpr int kShardCount = 1024;
 // below 2^51 and the cluster's capacity is summed with an overflow check.
 inline constexpr uint64_t kMaxNodeCapacityBytes = uint64_t{1} << 50;  // 1 PiB per node
 inline constexpr uint64_t kMaxObjectBytes = uint64_t{1} << 32;        // 4 GiB per object
+// Keys per request of the master's API, and puts per batched put (the HTTP body limit bounds
+// them too).
+inline constexpr size_t kMaxBatchKeys = size_t{1} << 16;
+inline constexpr size_t kMaxBatchPuts = 4096;
+// A namespace's name: 1 to this many bytes of printable ASCII without spaces (0x21-0x7e), so it
+// travels unchanged in a URL path segment (percent-encoded), a log line and a metric label.
+inline constexpr size_t kMaxNamespaceNameBytes = 255;
 
 struct KvMasterOptions {
   // A Get keeps the object from eviction and removal for this long (Mooncake's default).

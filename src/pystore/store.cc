@@ -319,20 +319,13 @@ std::vector<int> PyStore::PutMany(py::handle keys, std::vector<BlockKey> blocks,
   const bool pinned = config && config->with_hard_pin;
   std::vector<absl::Status> statuses;
   Run([&](kvstore::StoreClient& c) {
-    if (pinned) {  // BatchPut has no pin: one put each
-      for (size_t i = 0; i < blocks.size(); ++i) {
-        statuses.push_back(c.Put(ns_, std::span<const BlockKey>(&blocks[i], 1),
-                                 std::string_view(values[i].data, values[i].size), replicas, true));
-      }
-      return;
-    }
     std::vector<kvstore::PutItem> items;
     items.reserve(blocks.size());
     for (size_t i = 0; i < blocks.size(); ++i) {
       items.push_back({std::span<const BlockKey>(&blocks[i], 1),
                        std::string_view(values[i].data, values[i].size)});
     }
-    statuses = c.BatchPut(ns_, items, replicas);
+    statuses = c.BatchPut(ns_, items, replicas, pinned);
   });
   std::vector<int> codes;
   std::string errors;

@@ -104,8 +104,8 @@ TEST(KvChecksumTest, EveryReplicaCorruptedIsDataLossNeverTheWrongBytes) {
 TEST(KvChecksumTest, CliGetOfACorruptedObjectExitsOneAndWritesNothing) {
   KvCluster c;
   c.AddNode(1, "a");
-  const std::string in = myriad::testing::WriteTempFile("kv_in.bin", Bytes(3, 3000));
-  const std::string out = (myriad::testing::TestTempDir() / "kv_out.bin").string();
+  const std::string in = myriad::testing::WriteTempFile("kv_corrupt_in.bin", Bytes(3, 3000));
+  const std::string out = (myriad::testing::TestTempDir() / "kv_corrupt_out.bin").string();
   auto put = myriad::testing::RunMyriad(fmt::format(
       "kvstore put --master {} --namespace ns --keys 0x21 --file {} --create-namespace", c.url(),
       in));
