@@ -72,8 +72,8 @@ void EngineCacheModel::ServeSlots(HolderId, Holder& h, std::span<const BlockKey>
   if (h.capacity.tokens > 0) {
     blocks = blocks.first(std::min<size_t>(blocks.size(), static_cast<size_t>(h.capacity.tokens / h.block_tokens)));
   }
-  // The most similar slot (llama.cpp: common prefix over the slot's own length, strictly above
-  // the threshold), else the least recently used; a slot never used counts as the oldest.
+  // The most similar slot (common prefix over the prompt's length, strictly above the
+  // threshold), else the least recently used; a slot never used counts as the oldest.
   size_t pick = h.slots.size();
   size_t best_common = 0;
   for (size_t i = 0; i < h.slots.size(); ++i) {
@@ -83,7 +83,7 @@ void EngineCacheModel::ServeSlots(HolderId, Holder& h, std::span<const BlockKey>
     const size_t common = static_cast<size_t>(
         std::mismatch(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(n), blocks.begin()).first - held.begin());
     if (common > best_common &&
-        static_cast<double>(common) > options_.slot_similarity * static_cast<double>(held.size())) {
+        static_cast<double>(common) > options_.slot_similarity * static_cast<double>(blocks.size())) {
       best_common = common;
       pick = i;
     }

@@ -3,10 +3,11 @@
 // so that the approximate prefix index (the router's own decisions, kept as provisional entries)
 // forgets a prompt when the engine does, not only when a TTL runs out. Two kinds of cache:
 //  - slots (llama.cpp's server): each of N slots keeps the last prompt it ran, at most n_ctx
-//    tokens. A request takes the idle slot whose cached prompt shares the longest prefix with
-//    it, if that prefix is more than `slot_similarity` of the slot's prompt, else the least
-//    recently used slot (llama.cpp's server_context::get_available_slot), and the prompt there
-//    before is gone.
+//    tokens. A request takes the slot whose cached prompt shares the longest prefix with it, if
+//    that prefix is more than `slot_similarity` of the request's prompt, else the least
+//    recently used slot (llama-server's get_available_slot, tools/server/server-context.cpp;
+//    the emulator's policy/slot_cache.h follows the same rule over token ids), and the prompt
+//    there before is gone. Which slots are busy the gateway does not know: all count as idle.
 //  - paged (vLLM, SGLang): a pool of blocks evicted least recently used (by the same CLOCK as a
 //    simulated engine's cache, policy/prefix_cache.h).
 // A holder without a known capacity is not modelled: its entries live for the index's TTL.
@@ -51,9 +52,8 @@ struct EngineCacheOccupancy {
 };
 
 struct EngineCacheModelOptions {
-  // llama.cpp's --slot-prompt-similarity (0.5 in its releases of 2024, 0.1 since 2025); the
-  // higher one keeps a prompt in a slot only for a close continuation, the safer guess.
-  double slot_similarity = 0.5;
+  // llama-server's --slot-prompt-similarity (its default, common/common.h).
+  double slot_similarity = 0.1;
 };
 
 class EngineCacheModel {

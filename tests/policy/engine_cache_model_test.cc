@@ -84,10 +84,13 @@ TEST(EngineCacheModel, SharedPrefixStaysWhileAnotherSlotHoldsIt) {
   for (BlockKey k : Chain(200, 6, sys.back())) b.push_back(k);
   for (BlockKey k : Chain(300, 6, sys.back())) c.push_back(k);
   w.Serve(0, a);
-  w.Serve(0, b);
-  w.Serve(0, c);  // 2 of 8 blocks in common with each: not similar, a's slot (LRU) is taken
-  EXPECT_EQ(w.Held(0, a), 2u) << "the system prompt is still in b's and c's slots";
+  w.Serve(0, b);  // 2 of its 8 blocks (25% > 10%) in common with a's slot: b takes it over
+  EXPECT_EQ(w.Held(0, a), 2u) << "the system prompt stays: b's prompt begins with it";
   EXPECT_EQ(w.Held(0, b), 8u);
+  w.Serve(0, c);
+  EXPECT_EQ(w.Held(0, b), 2u);
+  EXPECT_EQ(w.Held(0, c), 8u);
+  EXPECT_EQ(w.model.Occupancy(0).used_slots, 1) << "llama-server's rule: one slot serves them all";
 }
 
 TEST(EngineCacheModel, SlotContextBoundsWhatAPromptLeaves) {
