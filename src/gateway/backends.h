@@ -13,6 +13,7 @@
 #include "net/http_client.h"
 #include "policy/backend_cost_model.h"
 #include "policy/backend_health.h"
+#include "policy/engine_cache_model.h"
 #include "policy/load_balancer.h"
 #include "policy/prefix_index.h"
 
@@ -60,6 +61,14 @@ struct Backend {
 
   // The health checker's kept-alive connection (its thread only: under the round's lock).
   std::unique_ptr<net::HttpClient> health_client;
+  // Asking the engine for its prefix cache's capacity (approximate routing): rounds of health
+  // checks until the next probe, the wait after the next failure (doubling to a bound) and the
+  // probes no endpoint answered. The health checker's too.
+  int cache_probe_wait = 0;
+  int cache_probe_backoff = 1;
+  uint64_t cache_probe_failures = 0;
+  // The capacity it is modelled with, as last set (the model's own copy decides).
+  policy::EngineCacheCapacity cache_capacity;
 
   bool available() const { return health.available() && !draining && !removed; }
   policy::UnitLoad Load() const;

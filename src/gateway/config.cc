@@ -60,6 +60,14 @@ absl::Status ValidateBackend(const BackendConfig& b, std::string_view where) {
   if (b.dp_ranks < 1 || b.dp_ranks > kMaxDpRanks) {
     return absl::InvalidArgumentError(fmt::format("{}: dp_ranks: {} is not in [1, {}]", where, b.dp_ranks, kMaxDpRanks));
   }
+  if (b.cache_slots < 0 || b.cache_slots > policy::kMaxEngineSlots) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: cache_slots: {} is not in [0, {}]", where, b.cache_slots, policy::kMaxEngineSlots));
+  }
+  if (b.cache_tokens < 0 || b.cache_tokens > policy::kMaxEngineCacheTokens) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: cache_tokens: {} is not in [0, {}]", where, b.cache_tokens, policy::kMaxEngineCacheTokens));
+  }
   return absl::OkStatus();
 }
 
@@ -175,7 +183,8 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       const std::string path = fmt::format("backends[{}]", i);
       const YAML::Node b = bs[i];
       MYRIAD_RETURN_IF_ERROR(r.Map(b, path, {"name", "url", "role", "model", "dp_ranks",
-                                             "kv_events", "kv_replay", "cost_class"}));
+                                             "kv_events", "kv_replay", "cost_class", "cache_slots",
+                                             "cache_tokens"}));
       BackendConfig bc;
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "name", path, &bc.name));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "url", path, &bc.url));
@@ -184,6 +193,8 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "kv_events", path, &bc.kv_events));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "kv_replay", path, &bc.kv_replay));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "cost_class", path, &bc.cost_class));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "cache_slots", path, &bc.cache_slots));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "cache_tokens", path, &bc.cache_tokens));
       MYRIAD_RETURN_IF_ERROR(ParseRole(r, b, path, &bc.role));
       if (absl::Status st = ValidateBackend(bc, path); !st.ok()) {
         return r.Error(b, path, std::string(st.message()).substr(path.size() + 2));

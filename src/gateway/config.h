@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "policy/backend_health.h"
+#include "policy/engine_cache_model.h"
 #include "policy/router.h"
 #include "policy/tenants.h"
 
@@ -32,6 +33,14 @@ struct BackendConfig {
   // learned cost model: a pool of identical engines learns as one, as a simulated pool does,
   // and its members keep tying when idle. Empty: the backend learns its own.
   std::string cost_class;
+  // Its prefix cache, for approximate routing (no kv_events): `cache_slots` > 0 is a
+  // llama.cpp-like cache of that many slots, each keeping its last prompt, of `cache_tokens`
+  // tokens each (0: unbounded); `cache_slots` 0 and `cache_tokens` > 0 is a paged pool of that
+  // many tokens evicted least recently used (vLLM, SGLang). Both 0: what the engine reports
+  // (/props, /get_server_info, vllm:cache_config_info), else the index's TTL alone. Bounds:
+  // policy::kMaxEngineSlots and policy::kMaxEngineCacheTokens.
+  int cache_slots = 0;
+  int64_t cache_tokens = 0;
 };
 
 struct TenantEntry {

@@ -347,9 +347,28 @@ absl::Status Gateway::AddBackendLocked(BackendConfig config, bool from_etcd) {
     }
     if (!b->cost_model) b->cost_model = std::make_shared<policy::BackendCostModel>(cost_);
   }
+  // Configured capacity first; an engine's own report (the health checker's probe) replaces it.
+  // With KV events the engine says what it holds and evicts: nothing to model.
+  if (b->config.kv_events.empty() && (b->config.cache_slots > 0 || b->config.cache_tokens > 0)) {
+    SetCacheCapacityLocked(
+        *b, policy::EngineCacheCapacity{
+                .kind = b->config.cache_slots > 0 ? policy::EngineCacheKind::kSlots : policy::EngineCacheKind::kPaged,
+                .slots = b->config.cache_slots,
+                .tokens = b->config.cache_tokens,
+                .source = policy::CapacitySource::kConfig});
+  }
   backends_.push_back(std::move(b));
   UpdateRecomputeRateLocked();
   return absl::OkStatus();
+}
+
+void Gateway::SetCacheCapacityLocked(Backend& b, policy::EngineCacheCapacity capacity) {
+  b.cache_capacity = capacity;
+  if (b.ranks.empty()) {
+    cache_model_.SetCapacity(b.holder, capacity);
+  } else {
+    for (const RankState& r : b.ranks) cache_model_.SetCapacity(r.holder, capacity);
+  }
 }
 
 void Gateway::UpdateRecomputeRateLocked() {
@@ -375,7 +394,10 @@ bool Gateway::RemoveBackendLocked(const std::string& name, bool only_from_etcd) 
   for (auto it = backends_.begin(); it != backends_.end(); ++it) {
     if ((*it)->config.name == name && !(*it)->removed && (!only_from_etcd || (*it)->from_etcd)) {
       (*it)->removed = true;  // requests in flight keep their shared_ptr
-      for (policy::HolderId h : (*it)->Holders()) index_.Cleared(h);
+      for (policy::HolderId h : (*it)->Holders()) {
+        index_.Cleared(h);
+        cache_model_.Forget(h);
+      }
       backends_.erase(it);
       UpdateRecomputeRateLocked();
       return true;
@@ -563,6 +585,12 @@ Route Gateway::Pick(const Exchange& ex) {
     std::tie(out.entry, out.entry_rank) = decodes[static_cast<size_t>(d.decode)];
   }
   out.cached_tokens = d.expected_cached_tokens;
+  if (d.entry >= 0 && out.entry->config.kv_events.empty()) {
+    // The engine keeps this prompt in place of what its cache has no room for; the index, which
+    // the admission just told it holds the prompt, forgets what it dropped.
+    cache_model_.Served(out.entry->HolderOf(out.entry_rank), ex.keys,
+                        ex.token_keys ? config_.kv_block_size : admission_->router().options().block_tokens);
+  }
   // Where the prefix comes from: HBM and the store tier; the rest is recomputed.
   const int64_t hbm_tokens = d.expected_cached_tokens - d.expected_store_tokens;
   ++stats_.route_tiers[d.expected_store_tokens > 0 ? 2 : hbm_tokens > 0 ? 1 : 0];

@@ -33,6 +33,7 @@
 #include "net/http_server.h"
 #include "net/prometheus.h"
 #include "policy/admission.h"
+#include "policy/engine_cache_model.h"
 #include "policy/kv_event_indexer.h"
 #include "policy/prefill_cost.h"
 #include "policy/prefix_index.h"
@@ -134,6 +135,8 @@ class Gateway : private ExchangeServices {
   bool RemoveBackendLocked(const std::string& name, bool only_from_etcd);
   // The recompute limiter's rate for the backends there are now (routing.recompute_limit).
   void UpdateRecomputeRateLocked();
+  // Models the backend's prefix cache with `capacity` (its GPU-tier holders), under mu_.
+  void SetCacheCapacityLocked(Backend& b, policy::EngineCacheCapacity capacity);
   // Starts a subscriber for these backends' KV events (null when none publishes).
   absl::StatusOr<std::unique_ptr<net::KvEventSubscriber>> SubscribeEvents(
       const std::vector<std::shared_ptr<Backend>>& backends);
@@ -151,6 +154,8 @@ class Gateway : private ExchangeServices {
   std::vector<std::shared_ptr<Backend>> backends_;
   policy::HolderId next_holder_ = 0;
   policy::PrefixIndex index_;
+  // What engines without KV events keep of the prompts sent to them (approximate routing).
+  policy::EngineCacheModel cache_model_{&index_};
   std::unique_ptr<policy::Router> router_;         // text-chunk keys (approximate)
   std::unique_ptr<policy::Router> token_router_;   // token-block keys (exact, with events)
   std::unique_ptr<policy::RecomputeLimiter> limiter_;  // null: routing.recompute_limit 0

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/engine_cache_probe.h"
 #include "gateway/gateway.h"
 #include "net/http_client.h"
 #include "net/json_text.h"
@@ -21,6 +22,25 @@ namespace {
 json CoefficientsJson(const policy::CostCoefficients& c) {
   return {{"fixed_s", c.fixed_s}, {"per_uncached_token_s", c.per_uncached_s},
           {"per_cached_token_s", c.per_cached_s}, {"per_queued_token_s", c.per_queued_s}};
+}
+
+// Rounds between probes of an engine that answered (a restart may change its cache), and the
+// longest wait after failures.
+constexpr int kCacheReprobeRounds = 60;
+constexpr int kMaxCacheProbeBackoff = 64;
+
+// Over the backend's DP ranks when it has them.
+policy::EngineCacheOccupancy OccupancyOf(const policy::EngineCacheModel& model, const Backend& b) {
+  if (b.ranks.empty()) return model.Occupancy(b.holder);
+  policy::EngineCacheOccupancy sum;
+  for (const RankState& r : b.ranks) {
+    const policy::EngineCacheOccupancy o = model.Occupancy(r.holder);
+    sum.capacity = o.capacity;
+    sum.tokens += o.tokens;
+    sum.used_slots += o.used_slots;
+    sum.evictions += o.evictions;
+  }
+  return sum;
 }
 
 }  // namespace
@@ -74,6 +94,15 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
         }
         list.back()["dp_ranks"] = std::move(ranks);
       }
+      const policy::EngineCacheOccupancy occ = OccupancyOf(cache_model_, *b);
+      list.back()["cache"] = {{"kind", policy::EngineCacheKindName(b->cache_capacity.kind)},
+                              {"slots", b->cache_capacity.slots},
+                              {"capacity_tokens", b->cache_capacity.tokens},
+                              {"source", policy::CapacitySourceName(b->cache_capacity.source)},
+                              {"used_tokens", occ.tokens},
+                              {"used_slots", occ.used_slots},
+                              {"evicted_blocks", occ.evictions},
+                              {"probe_failures", b->cache_probe_failures}};
       if (const policy::BackendCostModel* m = b->cost_model.get()) {
         json cm = CoefficientsJson(m->coefficients());
         cm["samples"] = m->samples();
@@ -164,6 +193,38 @@ net::HttpResponse Gateway::Metrics() const {
       w.Sample("myriad_gateway_backend_cost_samples_total", {{"backend", b->config.name}}, b->cost_model->samples());
     }
   }
+  // The modelled prefix caches (approximate routing): one series per backend, kind and source
+  // three values each.
+  w.Family("myriad_gateway_backend_cache_capacity_tokens",
+           "Prefix-cache capacity the approximate index models per backend (slots: per slot; 0: unknown or unbounded), "
+           "by kind (slots, paged, unknown) and source (engine, config, default).",
+           net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_cache_capacity_tokens",
+             {{"backend", b->config.name},
+              {"kind", policy::EngineCacheKindName(b->cache_capacity.kind)},
+              {"source", policy::CapacitySourceName(b->cache_capacity.source)}},
+             b->cache_capacity.tokens);
+  }
+  w.Family("myriad_gateway_backend_cache_used_tokens", "Prompt tokens the model of each backend's prefix cache holds.",
+           net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_cache_used_tokens", {{"backend", b->config.name}},
+             OccupancyOf(cache_model_, *b).tokens);
+  }
+  w.Family("myriad_gateway_backend_cache_evicted_blocks_total",
+           "Blocks the index forgot because the model of the backend's cache evicted them.", net::MetricType::kCounter);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_cache_evicted_blocks_total", {{"backend", b->config.name}},
+             OccupancyOf(cache_model_, *b).evictions);
+  }
+  w.Family("myriad_gateway_backend_cache_probe_failures_total",
+           "Probes of a backend's cache capacity (/metrics, /props, /get_server_info) that none answered.",
+           net::MetricType::kCounter);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_cache_probe_failures_total", {{"backend", b->config.name}},
+             b->cache_probe_failures);
+  }
   w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
           static_cast<double>(index_.entries()));
   const policy::KvEventIndexerStats& ks = indexer_->stats();
@@ -188,11 +249,16 @@ void Gateway::CheckHealthNow() {
   // One round at a time: the rounds share each backend's kept-alive health connection.
   std::lock_guard round(health_round_mu_);
   std::vector<std::shared_ptr<Backend>> list;
+  std::vector<bool> probe_cache;  // no KV events and no configured capacity: ask the engine
   {
     std::lock_guard l(mu_);
     list = backends_;
+    for (const auto& b : list) {
+      probe_cache.push_back(b->config.kv_events.empty() && b->config.cache_slots == 0 && b->config.cache_tokens == 0);
+    }
   }
-  for (auto& b : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto& b = list[i];
     if (!b->health_client) {
       b->health_client = std::make_unique<net::HttpClient>(
           b->address, net::HttpClientOptions{.timeout = config_.health_timeout});
@@ -201,13 +267,27 @@ void Gateway::CheckHealthNow() {
     auto health = client.Get("/health");
     const bool ok = health.ok() && health->status == 200;
     ScrapedLoad load;
+    std::string metrics;
     if (ok && config_.scrape_interval > 0) {
       auto m = client.Get("/metrics");
-      if (m.ok() && m->status == 200) load = ParseEngineMetrics(m->body);
+      if (m.ok() && m->status == 200) {
+        load = ParseEngineMetrics(m->body);
+        metrics = std::move(m->body);
+      }
+    }
+    std::optional<policy::EngineCacheCapacity> capacity;
+    bool probe_failed = false;
+    if (ok && probe_cache[i] && --b->cache_probe_wait <= 0) {
+      capacity = ProbeEngineCache(client, std::move(metrics));
+      probe_failed = !capacity;
+      b->cache_probe_wait = capacity ? kCacheReprobeRounds : b->cache_probe_backoff;
+      b->cache_probe_backoff = capacity ? 1 : std::min(2 * b->cache_probe_backoff, kMaxCacheProbeBackoff);
     }
     std::string_view change;
     {
       std::lock_guard l(mu_);
+      if (capacity && !b->removed) SetCacheCapacityLocked(*b, *capacity);
+      if (probe_failed) b->cache_probe_failures++;
       change = RecordHealth(*b, ok);
       if (load.any) {
         b->running = load.running;

@@ -44,35 +44,50 @@ class RoundRobinBalancer final : public LoadBalancer {
   size_t next_[2] = {0, 0};
 };
 
-// The smallest LeastLoadedKey (load_balancer.h); ties go to the lowest index, so the choice is
-// deterministic.
+// The smallest LeastLoadedKey (load_balancer.h). Equally loaded candidates take turns: the
+// first of them at or after the one after the last pick, else the first of them. Lowest index
+// alone sent every request of an idle or lightly loaded cluster (every load zero) to the first
+// unit. Deterministic: the turn is the balancer's own state.
 class LeastLoadedBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "least-loaded"; }
   int Pick(LoadView c, Phase phase, Rng&) override {
+    size_t& next = next_[phase == Phase::kPrefill ? 0 : 1];
+    int pick;
     if (c.ranking() != nullptr && c.ranking()->phase() == phase && c.ranking()->size() == c.size()) {
-      return c.ranking()->Best();
+      pick = c.ranking()->Best();
+      if (pick >= 0 && static_cast<size_t>(pick) < next) {
+        if (const int later = c.ranking()->FirstBestFrom(next); later >= 0) pick = later;
+      }
+    } else {
+      pick = Scan(c, phase, next);
     }
-    return Scan(c, phase);
+    if (pick >= 0) next = static_cast<size_t>(pick) + 1;
+    return pick;
   }
 
  private:
   // The scan keeps the best so far in scalars and updates them with selects, not branches:
   // which candidate wins is data-dependent and the branches mispredicted on every few units.
-  static int Scan(LoadView c, Phase phase) {
+  static int Scan(LoadView c, Phase phase, size_t from) {
     int best = -1;
     LoadKey b{0, 0};
+    const int64_t first_turn = static_cast<int64_t>(from);
     for (size_t i = 0; i < c.size(); ++i) {
       const UnitLoad& u = c[i];
       const LoadKey k = LeastLoadedKey(u, phase);
+      const bool tie = (k.first == b.first) & (k.second == b.second);
+      const bool turn = (int64_t{best} < first_turn) & (static_cast<int64_t>(i) >= first_turn);
       const bool better = u.available & ((best < 0) | (k.first < b.first) |
-                                         ((k.first == b.first) & (k.second < b.second)));
+                                         ((k.first == b.first) & (k.second < b.second)) | (tie & turn));
       b.first = better ? k.first : b.first;
       b.second = better ? k.second : b.second;
       best = better ? static_cast<int>(i) : best;
     }
     return best;
   }
+
+  size_t next_[2] = {0, 0};  // per phase: where the next turn among ties starts
 };
 
 struct Entry {

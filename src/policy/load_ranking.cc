@@ -39,4 +39,26 @@ void LoadRanking::Update(size_t candidate, const UnitLoad& load) {
   }
 }
 
+int LoadRanking::FirstBestFrom(size_t from) const {
+  const int best = Best();
+  if (best < 0 || from >= size_) return -1;
+  const LoadKey& min = keys_[static_cast<size_t>(best)];
+  auto ties = [&](int32_t w) {
+    return w != kNone && keys_[static_cast<size_t>(w)].first == min.first &&
+           keys_[static_cast<size_t>(w)].second == min.second;
+  };
+  // Up from the leaf, each right sibling covers the next indices in order; the first subtree
+  // whose winner ties holds the answer, at its leftmost tying leaf (a subtree's winner is its
+  // first minimum).
+  size_t i = leaves_ + from;
+  if (ties(win_[i])) return win_[i];
+  for (; i > 1; i /= 2) {
+    if ((i & 1) != 0 || !ties(win_[i + 1])) continue;
+    size_t n = i + 1;
+    while (n < leaves_) n = ties(win_[2 * n]) ? 2 * n : 2 * n + 1;
+    return win_[n];
+  }
+  return -1;
+}
+
 }  // namespace myriad::policy

@@ -4,8 +4,9 @@
 // candidate on every request (the simulator picks among a whole cluster's units millions of
 // times an hour, while each unit's load changes a few times per request it serves).
 //
-// It answers exactly as least-loaded's scan over the same loads: the first (lowest-index)
-// available candidate with the smallest LeastLoadedKey. The caller must Update a candidate
+// It answers exactly as least-loaded's scan over the same loads: Best() is the first
+// (lowest-index) available candidate with the smallest LeastLoadedKey, FirstBestFrom the first
+// such at or after an index. The caller must Update a candidate
 // whenever its load changes; the balancer uses the ranking instead of scanning only when the
 // LoadView it is given carries one for the phase asked.
 #include <cstddef>
@@ -25,6 +26,9 @@ class LoadRanking {
   void Update(size_t candidate, const UnitLoad& load);
   // The least-loaded available candidate, or -1 when none is available.
   int Best() const { return win_.size() > 1 && win_[1] != kNone ? win_[1] : -1; }
+  // The first candidate at index `from` or later that ties with Best(), or -1: least-loaded
+  // takes turns among equally loaded candidates from there (load_balancer.cc). O(log n).
+  int FirstBestFrom(size_t from) const;
 
  private:
   static constexpr int32_t kNone = -1;

@@ -23,11 +23,13 @@ TEST(LoadBalancer, LeastLoadedPicksFewestQueuedTokensAndSkipsUnavailable) {
   EXPECT_EQ(lb->Pick(c, Phase::kDecode, rng), 0);
 }
 
-// Least-loaded against a plain first-minimum scan on random loads with many ties, for every
-// candidate count up to 40 (the pick runs in lanes and must agree with the scan on ties too).
-TEST(LoadBalancer, LeastLoadedIsTheFirstMinimum) {
+// Least-loaded against a plain scan on random loads with many ties, for every candidate count
+// up to 40 (the pick runs in lanes and must agree with the scan on ties too): the first minimum
+// at or after the one after the previous pick of that phase, else the first minimum.
+TEST(LoadBalancer, LeastLoadedTakesTurnsAmongTheMinima) {
   auto lb = *MakeLoadBalancer("least-loaded");
   Rng rng(11);
+  size_t next[2] = {0, 0};
   for (int round = 0; round < 4000; ++round) {
     std::vector<UnitLoad> c(rng.Below(41));
     for (UnitLoad& u : c) {
@@ -37,23 +39,50 @@ TEST(LoadBalancer, LeastLoadedIsTheFirstMinimum) {
       u.kv_usage = static_cast<double>(rng.Below(3)) / 4;
       u.available = rng.Below(5) != 0;
     }
-    int want_prefill = -1, want_decode = -1;
-    for (size_t i = 0; i < c.size(); ++i) {
-      if (!c[i].available) continue;
-      const auto pk = [&](size_t j) { return std::pair(c[j].queued_prefill_tokens, c[j].running + c[j].waiting); };
-      const auto dk = [&](size_t j) { return std::pair(c[j].running + c[j].waiting, c[j].kv_usage); };
-      if (want_prefill < 0 || pk(i) < pk(static_cast<size_t>(want_prefill))) want_prefill = static_cast<int>(i);
-      if (want_decode < 0 || dk(i) < dk(static_cast<size_t>(want_decode))) want_decode = static_cast<int>(i);
-    }
+    const auto pk = [&](size_t j) { return std::pair<int64_t, double>(c[j].queued_prefill_tokens, c[j].running + c[j].waiting); };
+    const auto dk = [&](size_t j) { return std::pair<int64_t, double>(c[j].running + c[j].waiting, c[j].kv_usage); };
+    auto want = [&](auto key, size_t& from) {
+      int first = -1, turn = -1;
+      for (size_t i = 0; i < c.size(); ++i) {
+        if (!c[i].available) continue;
+        if (first < 0 || key(i) < key(static_cast<size_t>(first))) first = static_cast<int>(i);
+      }
+      for (size_t i = from; i < c.size() && first >= 0; ++i) {
+        if (c[i].available && key(i) == key(static_cast<size_t>(first))) {
+          turn = static_cast<int>(i);
+          break;
+        }
+      }
+      const int pick = turn >= 0 ? turn : first;
+      if (pick >= 0) from = static_cast<size_t>(pick) + 1;
+      return pick;
+    };
+    const int want_prefill = want(pk, next[0]);
+    const int want_decode = want(dk, next[1]);
     ASSERT_EQ(lb->Pick(c, Phase::kPrefill, rng), want_prefill) << "round " << round << ", " << c.size();
     ASSERT_EQ(lb->Pick(c, Phase::kDecode, rng), want_decode) << "round " << round << ", " << c.size();
   }
 }
 
-// A ranking kept current through random load changes gives the scan's answer after every
-// change, and least-loaded answers from it when the view carries it.
-TEST(LoadBalancer, LoadRankingAgreesWithTheScan) {
+// An idle (or evenly loaded) set of units: requests go round, not all to the first.
+TEST(LoadBalancer, LeastLoadedSpreadsAtZeroLoad) {
   auto lb = *MakeLoadBalancer("least-loaded");
+  Rng rng(1);
+  std::vector<UnitLoad> c(4);
+  c[2].available = false;
+  std::vector<int> seq;
+  for (int i = 0; i < 6; ++i) seq.push_back(lb->Pick(c, Phase::kPrefill, rng));
+  EXPECT_EQ(seq, (std::vector<int>{0, 1, 3, 0, 1, 3}));
+  c[1].queued_prefill_tokens = 5;  // a load breaks the tie
+  for (int i = 0; i < 4; ++i) EXPECT_NE(lb->Pick(c, Phase::kPrefill, rng), 1);
+}
+
+// A ranking kept current through random load changes gives the scan's first minimum after
+// every change, and least-loaded answers the same with it as by scanning (turns included).
+TEST(LoadBalancer, LoadRankingAgreesWithTheScan) {
+  auto scan_lb = *MakeLoadBalancer("least-loaded");
+  auto ranked_lb = *MakeLoadBalancer("least-loaded");
+  auto first_lb = *MakeLoadBalancer("least-loaded");
   Rng rng(5);
   for (size_t n : {0, 1, 2, 3, 7, 8, 9, 133}) {
     for (Phase phase : {Phase::kPrefill, Phase::kDecode}) {
@@ -68,11 +97,13 @@ TEST(LoadBalancer, LoadRankingAgreesWithTheScan) {
         c[i].kv_usage = static_cast<double>(rng.Below(3)) / 4;
         c[i].available = rng.Below(6) != 0;
         ranking.Update(i, c[i]);
-        const int scan = lb->Pick(c, phase, rng);
-        ASSERT_EQ(ranking.Best(), scan) << "n " << n << ", change " << change;
-        ASSERT_EQ(lb->Pick(LoadView(c).with_ranking(&ranking), phase, rng), scan);
+        // A fresh balancer's first pick is the first minimum.
+        first_lb = *MakeLoadBalancer("least-loaded");
+        ASSERT_EQ(ranking.Best(), first_lb->Pick(c, phase, rng)) << "n " << n << ", change " << change;
+        const int scan = scan_lb->Pick(c, phase, rng);
+        ASSERT_EQ(ranked_lb->Pick(LoadView(c).with_ranking(&ranking), phase, rng), scan)
+            << "n " << n << ", change " << change;
       }
-      EXPECT_EQ(ranking.Best(), lb->Pick(c, phase, rng));
     }
   }
   // A view carrying a ranking of the other phase, or of other candidates, is scanned.
@@ -80,7 +111,7 @@ TEST(LoadBalancer, LoadRankingAgreesWithTheScan) {
   c[1].queued_prefill_tokens = -1;
   LoadRanking decode(Phase::kDecode, 3);
   for (size_t i = 0; i < 3; ++i) decode.Update(i, c[i]);
-  EXPECT_EQ(lb->Pick(LoadView(c).with_ranking(&decode), Phase::kPrefill, rng), 1);
+  EXPECT_EQ(scan_lb->Pick(LoadView(c).with_ranking(&decode), Phase::kPrefill, rng), 1);
 }
 
 TEST(LoadBalancer, RoundRobinCyclesAndRandomCoversAll) {

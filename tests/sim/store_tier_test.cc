@@ -262,6 +262,8 @@ TEST(StoreTier, ClusterLoadsEvictedPrefixesBackInsteadOfRecomputing) {
 
 // The recompute limiter counts what the store supplies as cached: with a store, the same
 // limit sheds far fewer arrivals (counting only the units' HBM prefixes, it sheds 43 of 55).
+// Since least-loaded takes turns among idle units instead of filling the first one, the store
+// saves a little less of the shedding here (27 vs 44 arrivals shed): the bound is two thirds.
 TEST(StoreTier, RecomputeLimiterCountsStoreHitsAsCached) {
   const std::string faults = "faults: {rates: none, recompute_limit: 0.5}\n";
   const auto without = Simulate(ScenarioText(faults));
@@ -269,7 +271,7 @@ TEST(StoreTier, RecomputeLimiterCountsStoreHitsAsCached) {
   const int64_t shed_without = without["failures"]["recompute_limiter"]["shed"].get<int64_t>();
   const int64_t shed_with = with["store"]["recompute_limiter"]["shed"].get<int64_t>();
   EXPECT_GT(shed_without, 0);
-  EXPECT_LT(shed_with * 5, shed_without * 3) << shed_with << " vs " << shed_without;
+  EXPECT_LT(shed_with * 3, shed_without * 2) << shed_with << " vs " << shed_without;
 }
 
 TEST(StoreTier, ScenarioWithNodeLossIsDeterministic) {
