@@ -6,6 +6,13 @@
 #include <fmt/format.h>
 
 namespace myriad::policy {
+namespace {
+
+// A pool this busy is saturated: what it is short of hides in its queues, so its utilisation
+// says nothing of a unit's capacity, and it grows as a pool past its SLO does.
+constexpr double kSaturated = 0.9;
+
+}  // namespace
 
 SeasonalForecast::SeasonalForecast(Nanos period, int buckets, std::vector<double> profile, double learn_rate)
     : period_(std::max<Nanos>(period, 1)),
@@ -78,7 +85,7 @@ std::optional<ScaleAction> Autoscaler::Decide(const ScalerSignals& s, Nanos now)
   // A unit's capacity, from how busy the pool is at the rate it takes; a nearly idle pool says
   // little (fixed costs dominate) and a saturated one hides how much it is short (the excess
   // waits in queues), so neither is sampled.
-  if (s.serving > 0 && s.utilisation >= 0.1 && s.utilisation <= 0.9 && s.arrival_rate > 0) {
+  if (s.serving > 0 && s.utilisation >= 0.1 && s.utilisation <= kSaturated && s.arrival_rate > 0) {
     const double sample = s.arrival_rate / (s.serving * s.utilisation);
     unit_capacity_ = unit_capacity_ > 0 ? unit_capacity_ + 0.2 * (sample - unit_capacity_) : sample;
   }
@@ -97,12 +104,15 @@ std::optional<ScaleAction> Autoscaler::Decide(const ScalerSignals& s, Nanos now)
     why = fmt::format("forecast {:.0f}/s at +{} (+{:.0f}% headroom) at {:.1f}/s per unit", forecast,
                       FormatDuration(o_.lead_time), 100 * o_.headroom, unit_capacity_ * o_.target_utilisation);
   }
-  // The latency is the last word: a pool past its SLO grows whatever the forecast says.
-  if (s.latency_over_slo > 1 && s.serving > 0) {
+  // The latency and saturation are the last word: such a pool grows whatever the forecast says
+  // (the learned capacity assumes load linear in the rate, which a batch that slows as it grows
+  // is not).
+  if ((s.latency_over_slo > 1 || s.utilisation > kSaturated) && s.serving > 0) {
     const int pressed = s.serving + std::max(1, (s.serving + 9) / 10);
     if (pressed > desired) {
       desired = std::max(desired, pressed);
-      why = fmt::format("latency {:.2f}x the SLO", s.latency_over_slo);
+      why = s.latency_over_slo > 1 ? fmt::format("latency {:.2f}x the SLO", s.latency_over_slo)
+                                   : fmt::format("utilisation {:.2f}, saturated", s.utilisation);
     }
   }
   desired = std::clamp(desired, o_.min_units, o_.max_units);

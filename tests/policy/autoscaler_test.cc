@@ -120,6 +120,18 @@ TEST(AutoscalerTest, BoundsAndLatencyOverride) {
   EXPECT_NE(act->reason.find("latency"), std::string::npos);
 }
 
+TEST(AutoscalerTest, SaturatedPoolGrowsWhateverTheLearnedCapacitySays) {
+  Autoscaler a(Opts(), SeasonalForecast(24 * kHour, 96));
+  // Learned at half load: 10/s per unit. Then the pool fills at the same rate (a batch that
+  // slows as it grows): the capacity figure would say 12 units suffice.
+  EXPECT_FALSE(a.Decide({.arrival_rate = 66, .serving = 12, .utilisation = 0.55}, 0));
+  auto act = a.Decide({.arrival_rate = 66, .serving = 12, .utilisation = 0.97}, kTick);
+  ASSERT_TRUE(act);
+  EXPECT_EQ(act->delta, 2);
+  EXPECT_NE(act->reason.find("saturated"), std::string::npos) << act->reason;
+  EXPECT_NEAR(a.unit_capacity(), 10, 1e-9) << "a saturated pool is not sampled";
+}
+
 TEST(ScaleOutLeadTimeTest, PeersOrSharedStorage) {
   RecoveryOptions r;
   const double bytes = 4 * 170e9;  // four nodes' shards

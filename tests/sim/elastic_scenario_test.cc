@@ -11,6 +11,7 @@
 #include "policy/recovery.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
+#include "sim/synthetic_workload.h"
 
 namespace myriad::sim {
 namespace {
@@ -114,7 +115,7 @@ pools:
   - {name: decode, role: decode, count: 6, layout: {tp: 1, dp: 32, ep: 32, nodes: 4, redundant_experts: 32}, max_seqs: 128}
 workload:
   type: synthetic
-  rate: 16
+  rate: 21
   input: {mean: 6000, cv: 0.3, min: 16, max: 32768}
   output: {mean: 50, cv: 0.3, min: 1, max: 1024}
   system_prompts: {count: 20, zipf: 1.1, tokens: 1000, fraction: 0.2}
@@ -135,13 +136,42 @@ TEST(ElasticScenarioTest, PdImbalanceSwitchesDecodeUnitsToPrefill) {
   const auto& pools = r["elastic"]["pools"];
   EXPECT_GE(pools[0]["pd_ratio"]["switched_in"].get<int>(), 1) << r["elastic"].dump(2);
   EXPECT_EQ(pools[0]["pd_ratio"]["switched_in"], pools[1]["pd_ratio"]["switched_out"]);
-  // Switches are spaced by the dwell at least.
+  // The imbalance is confirmed for a minute before the first switch; switches are spaced by the
+  // dwell at least.
+  ASSERT_FALSE(r["elastic"]["actions"].empty());
+  EXPECT_GE(r["elastic"]["actions"][0]["t_s"].get<double>(), 60);
   double last = -1e9;
   for (const auto& a : r["elastic"]["actions"]) {
     const double t = a["t_s"].get<double>();
     EXPECT_GE(t - last, 120) << a.dump();
     last = t;
   }
+}
+
+TEST(ElasticScenarioTest, BurstTriplesTheRateOnItsPlateauAndLeavesTheRestAlone) {
+  SyntheticOptions o;
+  o.rate = 100;
+  o.session_fraction = 0;
+  o.duration = 40 * kMinute;
+  auto count = [](SyntheticOptions opt, Nanos from, Nanos to) {
+    auto w = MakeSyntheticWorkload(opt);
+    EXPECT_TRUE(w.ok());
+    int64_t n = 0;
+    while (auto r = (*w)->Next()) n += r->arrival >= from && r->arrival < to;
+    return n;
+  };
+  SyntheticOptions b = o;
+  b.burst_factor = 3;
+  b.burst_start = 10 * kMinute;
+  b.burst_ramp = 5 * kMinute;
+  b.burst_duration = 10 * kMinute;
+  // Before the burst the arrivals are the same ones; on the plateau there are three times as
+  // many; the ramps add half their length's worth of the extra rate each.
+  EXPECT_EQ(count(o, 0, 10 * kMinute), count(b, 0, 10 * kMinute));
+  const double plateau = static_cast<double>(count(b, 15 * kMinute, 25 * kMinute)) / count(o, 15 * kMinute, 25 * kMinute);
+  EXPECT_NEAR(plateau, 3.0, 0.1);
+  const double whole = static_cast<double>(count(b, 0, 40 * kMinute) - count(o, 0, 40 * kMinute));
+  EXPECT_NEAR(whole, 200.0 * (600 + 300), 0.03 * 200 * 900);  // (factor-1) x rate x (plateau + ramp)
 }
 
 TEST(ElasticScenarioTest, ErrorsNameTheKey) {
