@@ -36,7 +36,9 @@ SimCommand::SimCommand(CLI::App& app) {
   cmd_->add_option("--load", load_, "Multiply the offered load alone by this factor (at most to 1e10 expected requests)")
       ->check(CLI::PositiveNumber);
   cmd_->add_option("--compare", compare_,
-                   "Run each of these routing policies on the same workload and seed and print one table")
+                   "Run each of these routing policies on the same workload and seed and print one table; "
+                   "'static' and 'elastic' (a scenario with an elastic: section) compare fixed pools with the "
+                   "elasticity policies")
       ->delimiter(',');
   cmd_->add_option("--report", report_path_,
                    "Write a self-contained HTML report (charts over virtual time; with --compare, the "
@@ -169,8 +171,23 @@ int SimCommand::Run() {
   return 0;
 }
 
+namespace {
+
+// `--compare static,elastic`: the scenario's pools held at their counts (observed by the
+// elasticity driver but never resized) against the elasticity policies.
+bool IsElasticityRun(const std::string& name) { return name == "static" || name == "elastic"; }
+
+}  // namespace
+
 int SimCommand::RunCompare(const sim::Scenario& base) {
+  const bool elasticity = std::any_of(compare_.begin(), compare_.end(), IsElasticityRun);
+  if (elasticity && !base.elastic.enabled) {
+    std::fprintf(stderr, "myriad sim: --compare static,elastic: %s has no elastic: section (docs/elasticity.md)\n",
+                 scenario_path_.c_str());
+    return 2;
+  }
   for (const auto& name : compare_) {
+    if (IsElasticityRun(name)) continue;
     if (auto p = policy::ParsePolicyName(name); !p.ok()) {
       std::fprintf(stderr, "myriad sim: --compare: %s\n", std::string(p.status().message()).c_str());
       return 2;
@@ -179,11 +196,16 @@ int SimCommand::RunCompare(const sim::Scenario& base) {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   std::string table = fmt::format("{:<26} {:>8} {:>9} {:>9} {:>9} {:>8} {:>12} {:>10} {:>9}\n", "policy", "hit rate",
                                   "TTFT p50", "TTFT p99", "TPOT p99", "SLO", "goodput", "$/M tok", "rejected");
+  if (elasticity) {
+    table = fmt::format("{:<26} {:>10} {:>8} {:>9} {:>9} {:>12} {:>10} {:>9}\n", "policy", "GPU-hours", "SLO",
+                        "TTFT p99", "TPOT p99", "$/M tok SLO", "burst abs", "rejected");
+  }
   std::vector<sim::TimeSeries> series(compare_.size());
   for (size_t i = 0; i < compare_.size(); ++i) {
     const std::string& name = compare_[i];
     sim::Scenario s = base;
-    s.router.policy = name;
+    if (IsElasticityRun(name)) s.elastic.act = name == "elastic";
+    else s.router.policy = name;
     const auto t0 = std::chrono::steady_clock::now();
     auto report = sim::RunScenario(s, nullptr, nullptr, wants_series() ? &series[i] : nullptr, sample_interval_);
     if (!report.ok()) {
@@ -192,6 +214,19 @@ int SimCommand::RunCompare(const sim::Scenario& base) {
     }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto& r = *report;
+    if (elasticity) {
+      const auto& el = r.contains("elastic") ? r["elastic"] : nlohmann::ordered_json::object();
+      const std::string absorbed =
+          el.contains("burst") ? fmt::format("{:.0f}s", el["burst"]["absorbed_after_s"].get<double>()) : "-";
+      table += fmt::format("{:<26} {:>10.0f} {:>7.2f}% {:>8.2f}s {:>7.1f}ms {:>12.3f} {:>10} {:>9}\n", name,
+                           r["cost"]["gpu_hours"].get<double>(), 100 * r["requests"]["slo_attainment"].get<double>(),
+                           r["latency_s"]["ttft"]["p99"].get<double>(), 1e3 * r["latency_s"]["tpot"]["p99"].get<double>(),
+                           r["cost"]["per_million_tokens_within_slo"].get<double>(), absorbed,
+                           r["requests"]["rejected"].get<uint64_t>());
+      if (!quiet_ && !json_) std::fprintf(stderr, "%s: %.1fs wall\n", name.c_str(), wall);
+      all.push_back(std::move(*report));
+      continue;
+    }
     table += fmt::format("{:<26} {:>7.1f}% {:>8.2f}s {:>8.2f}s {:>7.1f}ms {:>7.1f}% {:>10.3g}/s {:>10.3f} {:>9}\n", name,
                          100 * r["tokens"]["prefix_hit_rate"].get<double>(),
                          r["latency_s"]["ttft"]["p50"].get<double>(), r["latency_s"]["ttft"]["p99"].get<double>(),

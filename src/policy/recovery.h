@@ -40,4 +40,10 @@ inline Nanos PeerLoadTime(double bytes, const RecoveryOptions& o) {
   return SecondsToNanos(bytes / o.peer_bytes_per_s);
 }
 
+// Scale-out of a new unit is this pipeline without the eject and stop: a node scheduled, each of
+// its `nodes` loading `bytes` of weights (from peers of its pool when one serves, else from
+// storage shared with `storage_loaders` loading nodes in all), the communicator, warm-up and the
+// readiness gate. The autoscaler plans with it; the simulator times each stage on its own.
+Nanos ScaleOutLeadTime(double bytes, int nodes, bool from_peers, int storage_loaders, const RecoveryOptions& o);
+
 }  // namespace myriad::policy

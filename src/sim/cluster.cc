@@ -64,7 +64,9 @@ absl::Status Cluster::Build() {
 
   for (size_t p = 0; p < scenario_.pools.size(); ++p) {
     const PoolConfig& pool = scenario_.pools[p];
-    auto step = perf::StepModel::Create(*gpu, *model, pool.layout, fabric, scenario_.calibration);
+    auto pool_gpu = perf::FindGpu(scenario_.PoolGpu(p));
+    if (!pool_gpu.ok()) return pool_gpu.status();
+    auto step = perf::StepModel::Create(*pool_gpu, *model, pool.layout, fabric, scenario_.calibration);
     if (!step.ok()) {
       return absl::InvalidArgumentError(
           fmt::format("pools[{}] ({}): {}", p, pool.name, std::string(step.status().message())));
@@ -120,6 +122,10 @@ absl::Status Cluster::Build() {
   fill(entry_units_, entry_cands_, entry_ranking_, policy::Phase::kPrefill);
   fill(decode_units_, decode_cands_, decode_ranking_, policy::Phase::kDecode);
   router_->UseLoadRankings(entry_ranking_.get(), decode_ranking_.get());
+  if (scenario_.elastic.enabled) {
+    elastic_ = std::make_unique<ElasticDriver>(scenario_, events_, units_, metrics_, scenario_.elastic.act);
+    elastic_->Init();
+  }
   if (scenario_.faults.enabled) {
     if (absl::Status st = BuildFailures(); !st.ok()) return st;
   }
@@ -500,6 +506,7 @@ void Cluster::Run(const ProgressFn& progress) {
   }
   if (failures_) failures_->Start(horizon);
   if (store_) store_->Start(horizon);
+  if (elastic_) elastic_->Start(horizon);
   const Nanos tick = std::max<Nanos>(horizon / 200, kSecond);
   for (Nanos until = tick;; until += tick) {
     if (sampler_) RunSampledUntil(std::min(until, horizon));
@@ -577,8 +584,18 @@ nlohmann::ordered_json Cluster::Report() const {
   const double span_s = NanosToSeconds(end_);
   const double window_s = NanosToSeconds(scenario_.duration);
   const double gpus = scenario_.hardware.gpus();
-  const double gpu_hours = gpus * span_s / 3600.0;
-  const double dollars = gpu_hours * scenario_.gpu_hour_price;
+  double gpu_hours = gpus * span_s / 3600.0;
+  double dollars = gpu_hours * scenario_.gpu_hour_price;
+  if (scenario_.PerPoolAccounting()) {
+    // Each pool's units as allocated, at the pool's own price; GPUs in no unit are not held.
+    gpu_hours = dollars = 0;
+    for (size_t p = 0; p < scenario_.pools.size(); ++p) {
+      const double h = elastic_ ? elastic_->PoolGpuHours(p, end_)
+                                : static_cast<double>(scenario_.pools[p].count) * scenario_.pools[p].layout.gpus() * span_s / 3600.0;
+      gpu_hours += h;
+      dollars += h * scenario_.PoolPrice(p);
+    }
+  }
   const double good_tokens = static_cast<double>(m.good_input_tokens + m.good_output_tokens);
 
   ordered_json rejected = ordered_json::object();
@@ -636,6 +653,7 @@ nlohmann::ordered_json Cluster::Report() const {
                      {"preemptions", pool_preempt},
                      // KV still reserved when the run ended: 0 once every request has left.
                      {"kv_tokens_in_use_at_end", kv_in_use}});
+    if (!pool.gpu.empty()) pools.back()["gpu"] = pool.gpu;
     if (pool_moe_[p]) {
       nlohmann::ordered_json dyn = nullptr;
       for (const auto& d : moe_dynamics_) {
@@ -721,6 +739,7 @@ nlohmann::ordered_json Cluster::Report() const {
     j["requests"]["corrupted"] = m.corrupted;
   }
   if (store_) j["store"] = StoreReport();
+  if (elastic_) j["elastic"] = elastic_->Report(end_);
   j["simulator"] = {{"events", events_.executed()}, {"peak_requests_in_flight", table_.capacity()}};
   return j;
 }

@@ -20,6 +20,7 @@
 #include "policy/router.h"
 #include "policy/tenants.h"
 #include "sim/cache_events.h"
+#include "sim/elastic_driver.h"
 #include "sim/event_queue.h"
 #include "sim/failures.h"
 #include "sim/metrics.h"
@@ -183,6 +184,7 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   // prefill; false (nothing done) when the store has none.
   bool LoadFromStore(uint32_t slot, int unit);
   nlohmann::ordered_json StoreReport() const;
+  std::unique_ptr<ElasticDriver> elastic_;  // only with an `elastic:` section
   // Sampling (cluster_series.cc).
   std::unique_ptr<TimeSeriesSampler> sampler_;
   ClusterGauges gauges_;  // reused

@@ -78,12 +78,20 @@ absl::Status ParseScripted(const Reader& rd, const YAML::Node& list, std::vector
   return absl::OkStatus();
 }
 
-absl::Status ParseRecovery(const Reader& rd, const YAML::Node& n, FaultConfig* c) {
-  const std::string p = "faults.recovery";
-  policy::RecoveryOptions& r = c->recovery;
-  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"eject", "stop", "spare_acquire", "comm_init", "warmup", "readiness",
-                                       "weights", "peer_gb_per_s", "storage_gb_per_s", "storage_node_gb_per_s",
-                                       "node_repair", "spare_nodes"}));
+}  // namespace
+
+absl::Status ParseRecovery(const Reader& rd, const YAML::Node& n, const std::string& p, policy::RecoveryOptions* out,
+                           int* spare_nodes) {
+  policy::RecoveryOptions& r = *out;
+  if (spare_nodes != nullptr) {
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"eject", "stop", "spare_acquire", "comm_init", "warmup", "readiness",
+                                         "weights", "peer_gb_per_s", "storage_gb_per_s", "storage_node_gb_per_s",
+                                         "node_repair", "spare_nodes"}));
+  } else {
+    // Scale-out has no failed unit to eject or stop, and no node to repair.
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"spare_acquire", "comm_init", "warmup", "readiness", "weights",
+                                         "peer_gb_per_s", "storage_gb_per_s", "storage_node_gb_per_s"}));
+  }
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "eject", p, &r.eject));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "stop", p, &r.stop));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "spare_acquire", p, &r.spare_acquire));
@@ -107,11 +115,10 @@ absl::Status ParseRecovery(const Reader& rd, const YAML::Node& n, FaultConfig* c
   r.peer_bytes_per_s = peer * 1e9;
   r.storage_bytes_per_s = storage * 1e9;
   r.storage_per_node_bytes_per_s = node * 1e9;
-  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "spare_nodes", p, &c->spare_nodes));
-  return rd.Check(n, "spare_nodes", p, c->spare_nodes >= -1, "must be at least 0", c->spare_nodes);
+  if (spare_nodes == nullptr) return absl::OkStatus();
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "spare_nodes", p, spare_nodes));
+  return rd.Check(n, "spare_nodes", p, *spare_nodes >= -1, "must be at least 0", *spare_nodes);
 }
-
-}  // namespace
 
 absl::Status ParseReplaceSettings(const Reader& rd, const YAML::Node& n, const std::string& where, std::string* mode,
                                   double* tolerance) {
@@ -197,7 +204,9 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
     MYRIAD_RETURN_IF_ERROR(rd.Check(d, "windows", q, s.options.windows >= 1, "must be at least 1", s.options.windows));
     MYRIAD_RETURN_IF_ERROR(rd.Check(d, "noise", q, s.noise >= 0 && s.noise < 1, "must be in [0, 1)", s.noise));
   }
-  if (const YAML::Node r = n["recovery"]) MYRIAD_RETURN_IF_ERROR(ParseRecovery(rd, r, c));
+  if (const YAML::Node r = n["recovery"]) {
+    MYRIAD_RETURN_IF_ERROR(ParseRecovery(rd, r, "faults.recovery", &c->recovery, &c->spare_nodes));
+  }
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "retries", p, &c->max_retries));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "retries", p, c->max_retries >= 0, "must not be negative", c->max_retries));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "recompute_limit", p, &c->recompute_limit));

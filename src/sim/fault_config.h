@@ -119,6 +119,10 @@ struct FaultConfig {
 
 // Parses the `faults:` mapping; errors name the file, line and key.
 absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* out);
+// The recovery pipeline's stage times and weight sources under `path` (faults.recovery, or
+// elastic.scale_out with spare_nodes null: no eject, stop, repair or spare pool there).
+absl::Status ParseRecovery(const Reader& rd, const YAML::Node& n, const std::string& path,
+                           policy::RecoveryOptions* out, int* spare_nodes);
 // The expert re-placement settings `rebalance_mode` (incremental or full) and
 // `rebalance_tolerance` of node `n` at `where` (a pool's moe: section, faults.elastic_ep).
 absl::Status ParseReplaceSettings(const Reader& rd, const YAML::Node& n, const std::string& where, std::string* mode,

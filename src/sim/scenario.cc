@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "core/strings.h"
+#include "perf/hardware.h"
+#include "perf/model.h"
 #include "policy/router.h"
 #include "sim/hardware_profile.h"
 #include "sim/yaml_reader.h"
@@ -80,7 +82,7 @@ absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, const std::str
 absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string& p,
                        const HardwareConfig& hw, PoolConfig* pool) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"name", "role", "count", "layout", "max_batch_tokens", "max_seqs",
-                                       "max_waiting", "moe"}));
+                                       "max_waiting", "moe", "gpu", "gpu_hour_price"}));
   if (const YAML::Node m = n["moe"]) {
     const std::string mp = p + ".moe";
     MYRIAD_RETURN_IF_ERROR(rd.Map(m, mp, {"expert_skew", "placement", "two_batch_overlap", "dp_padding",
@@ -113,6 +115,15 @@ absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string&
   else return rd.Error(n["role"], p + ".role", fmt::format("'{}' is not prefill, decode or colocated", role));
   if (pool->role == Role::kDecode) pool->max_batch_tokens = 2048;
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "count", p, &pool->count));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "gpu", p, &pool->gpu));
+  if (!pool->gpu.empty()) {
+    if (auto g = perf::FindGpu(pool->gpu); !g.ok()) return rd.Error(n["gpu"], p + ".gpu", std::string(g.status().message()));
+  }
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, "gpu_hour_price", p, &pool->gpu_hour_price));
+  if (n["gpu_hour_price"]) {
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "gpu_hour_price", p, pool->gpu_hour_price >= 0 && pool->gpu_hour_price <= 1e6,
+                                    "must be between 0 and 1e6", pool->gpu_hour_price));
+  }
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_batch_tokens", p, &pool->max_batch_tokens));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_seqs", p, &pool->max_seqs));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "max_waiting", p, &pool->max_waiting));
@@ -175,7 +186,7 @@ absl::Status ParseWorkload(const Reader& rd, const YAML::Node& n, const std::str
   if (!n.IsMap()) return rd.Error(n, p, "expected a mapping");
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "type", p, &w->type));
   if (w->type == "synthetic") {
-    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"type", "rate", "arrival", "burst_cv", "diurnal", "input", "output",
+    MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"type", "rate", "arrival", "burst_cv", "diurnal", "burst", "input", "output",
                                          "system_prompts", "sessions", "tenants"}));
     SyntheticOptions& o = w->synthetic;
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "rate", p, &o.rate));
@@ -187,6 +198,14 @@ absl::Status ParseWorkload(const Reader& rd, const YAML::Node& n, const std::str
       MYRIAD_RETURN_IF_ERROR(rd.Get(d, "amplitude", dp, &o.diurnal_amplitude));
       MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "period", dp, &o.diurnal_period));
       MYRIAD_RETURN_IF_ERROR(rd.Get(d, "phase", dp, &o.diurnal_phase));
+    }
+    if (const YAML::Node d = n["burst"]) {
+      const std::string dp = p + ".burst";
+      MYRIAD_RETURN_IF_ERROR(rd.Map(d, dp, {"factor", "start", "duration", "ramp"}));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(d, "factor", dp, &o.burst_factor));
+      MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "start", dp, &o.burst_start));
+      MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "duration", dp, &o.burst_duration));
+      MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "ramp", dp, &o.burst_ramp));
     }
     if (const YAML::Node d = n["input"]) MYRIAD_RETURN_IF_ERROR(ParseLength(rd, d, p + ".input", &o.input));
     if (const YAML::Node d = n["output"]) MYRIAD_RETURN_IF_ERROR(ParseLength(rd, d, p + ".output", &o.output));
@@ -307,7 +326,7 @@ absl::Status ParseTenants(const Reader& rd, const YAML::Node& n, std::vector<pol
 absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::string& source_dir, Scenario* s) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "duration", "drain", "hardware", "model", "pools",
                                            "workload", "router", "tenants", "slo", "gpu_hour_price", "faults",
-                                           "kv_block_tokens", "store"}));
+                                           "kv_block_tokens", "store", "elastic"}));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "name", "", &s->name));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "seed", "", &s->seed));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "duration", "", &s->duration));
@@ -362,6 +381,33 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
   if (const YAML::Node st = root["store"]) {
     const int racks = (s->hardware.nodes + s->hardware.nodes_per_rack - 1) / s->hardware.nodes_per_rack;
     MYRIAD_RETURN_IF_ERROR(ParseStore(rd, st, racks, s->duration + s->drain, &s->store));
+  }
+  if (const YAML::Node el = root["elastic"]) {
+    std::vector<std::string> names;
+    std::vector<int> counts;
+    for (const auto& pl : s->pools) {
+      names.push_back(pl.name);
+      counts.push_back(pl.count);
+    }
+    MYRIAD_RETURN_IF_ERROR(ParseElastic(rd, el, names, counts, &s->elastic));
+    // Elastic units come and go through routability, which the failure model drives too.
+    if (root["faults"]) return rd.Error(el, "elastic", "cannot be combined with a faults: section yet");
+    const PdRatioConfig& pd = s->elastic.pd_ratio;
+    if (pd.enabled) {
+      const auto pi = static_cast<size_t>(pd.prefill_index), di = static_cast<size_t>(pd.decode_index);
+      const PoolConfig &pp = s->pools[pi], &dp = s->pools[di];
+      if (pp.role != Role::kPrefill || dp.role != Role::kDecode) {
+        return rd.Error(el["pd_ratio"], "elastic.pd_ratio", "needs a prefill pool and a decode pool");
+      }
+      // A switched unit keeps its weights: the two pools must hold the same cards in the same shape.
+      if (s->PoolGpu(pi) != s->PoolGpu(di) || pp.layout.gpus() != dp.layout.gpus() || pp.layout.nodes != dp.layout.nodes) {
+        return rd.Error(el["pd_ratio"], "elastic.pd_ratio",
+                        fmt::format("pools '{}' ({} x {} GPUs on {} nodes) and '{}' ({} x {} on {}) must have the same "
+                                    "GPU type and unit shape for a unit to switch roles",
+                                    pp.name, s->PoolGpu(pi), pp.layout.gpus(), pp.layout.nodes, dp.name, s->PoolGpu(di),
+                                    dp.layout.gpus(), dp.layout.nodes));
+      }
+    }
   }
   if (const YAML::Node slo = root["slo"]) {
     MYRIAD_RETURN_IF_ERROR(rd.Map(slo, "slo", {"ttft", "tpot"}));
@@ -496,6 +542,19 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
     }
     p.count = count;
   }
+  // The elasticity bounds shrink with their pools, and stay inside them.
+  auto scale_units = [&](int n, int count) { return std::clamp(static_cast<int>(std::floor(n * factor + 1e-9)), 1, std::max(count, 1)); };
+  for (AutoscaleConfig& a : s.elastic.autoscale) {
+    const int count = s.pools[static_cast<size_t>(a.pool_index)].count;
+    a.min = scale_units(a.min, count);
+    a.initial = std::max(a.min, scale_units(a.initial, count));
+  }
+  if (PdRatioConfig& pd = s.elastic.pd_ratio; pd.enabled) {
+    const int pc = s.pools[static_cast<size_t>(pd.prefill_index)].count, dc = s.pools[static_cast<size_t>(pd.decode_index)].count;
+    pd.options.min_units = std::min(pd.options.min_units, std::min(pc, dc));
+    pd.prefill_initial = std::max(pd.options.min_units, scale_units(pd.prefill_initial, pc));
+    pd.decode_initial = std::max(pd.options.min_units, scale_units(pd.decode_initial, dc));
+  }
   s.workload.synthetic.rate *= factor;
   // A trace keeps its own shape: more or fewer disjoint copies of it, and only when there is
   // a single copy, a faster or slower replay.
@@ -515,6 +574,14 @@ absl::Status ScaleLoad(Scenario& s, double factor) {
   s.workload.synthetic.rate *= factor;
   s.workload.replay.rate_scale *= factor;
   return CheckScaledWorkload(s);
+}
+
+bool Scenario::PerPoolAccounting() const {
+  if (elastic.enabled) return true;
+  for (const auto& p : pools) {
+    if (!p.gpu.empty() || p.gpu_hour_price >= 0) return true;
+  }
+  return false;
 }
 
 std::string_view RoleName(Role r) {

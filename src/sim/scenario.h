@@ -10,6 +10,7 @@
 #include "core/time.h"
 #include "perf/step_model.h"
 #include "policy/tenants.h"
+#include "sim/elastic_config.h"
 #include "sim/fault_config.h"
 #include "sim/store_config.h"
 #include "sim/synthetic_workload.h"
@@ -67,6 +68,9 @@ struct PoolConfig {
   int max_seqs = 128;           // running sequences per DP rank
   int max_waiting = 0;          // queued requests per unit before new ones are rejected; 0: no cap
   MoeConfig moe;
+  // The pool's own card and its price (empty / negative: hardware.gpu and gpu_hour_price).
+  std::string gpu;
+  double gpu_hour_price = -1;
 };
 
 struct WorkloadConfig {
@@ -116,6 +120,12 @@ struct Scenario {
   perf::Calibration calibration;
   FaultConfig faults;  // enabled only when the scenario has a `faults:` section
   StoreConfig store;   // enabled only when the scenario has a `store:` section
+  ElasticConfig elastic;  // enabled only when the scenario has an `elastic:` section
+  const std::string& PoolGpu(size_t p) const { return pools[p].gpu.empty() ? hardware.gpu : pools[p].gpu; }
+  double PoolPrice(size_t p) const { return pools[p].gpu_hour_price >= 0 ? pools[p].gpu_hour_price : gpu_hour_price; }
+  // GPU-hours are counted per pool from each unit's allocation (elasticity, or pools with their
+  // own card or price) rather than as the whole cluster for the whole run.
+  bool PerPoolAccounting() const;
 };
 
 // Errors name the file, the line and the key: "default.yaml:12: pools[0].layout.tp: ...".

@@ -96,6 +96,9 @@ std::optional<FieldError> CheckLength(const LengthDist& d, const std::string& pa
 
 }  // namespace
 
+// The burst's times stay far inside the nanosecond clock (the scenario's own bound).
+constexpr Nanos kMaxBurstTime = 10'000 * kHour;
+
 std::optional<FieldError> CheckSyntheticOptions(const SyntheticOptions& o) {
   auto bad = [](const char* field, std::string what) { return FieldError{field, std::move(what)}; };
   auto in01 = [](double x) { return x >= 0 && x <= 1; };
@@ -166,11 +169,22 @@ std::optional<FieldError> CheckSyntheticOptions(const SyntheticOptions& o) {
     }
     if (!(sum > 0)) return bad("workload.tenants.weights", "must not all be 0");
   }
+  if (!(o.burst_factor >= 1 && o.burst_factor <= 100)) {
+    return bad("workload.burst.factor", fmt::format("must be in [1, 100], got {}", o.burst_factor));
+  }
+  for (const auto& [key, v] : {std::pair{"workload.burst.start", o.burst_start},
+                               std::pair{"workload.burst.duration", o.burst_duration},
+                               std::pair{"workload.burst.ramp", o.burst_ramp}}) {
+    if (v < 0 || v > kMaxBurstTime) {
+      return bad(key, fmt::format("must be between 0s and {}, got {}", FormatDuration(kMaxBurstTime), FormatDuration(v)));
+    }
+  }
   if (o.duration > 0) {
     // Counted before anything is allocated: the peak rate over the whole duration, with the
     // follow-up turns that sessions add.
     const double turns = 1 + o.session_fraction * (o.turns_mean - 1);
-    const double expected = o.rate * (1 + o.diurnal_amplitude) * NanosToSeconds(o.duration) * turns;
+    const double burst = (o.burst_factor - 1) * o.rate * NanosToSeconds(o.burst_duration + o.burst_ramp);
+    const double expected = (o.rate * (1 + o.diurnal_amplitude) * NanosToSeconds(o.duration) + burst) * turns;
     if (!(expected <= kMaxSimulatedRequests)) {
       return bad("workload.rate",
                  fmt::format("{:.6g}/s for {} is about {:.3g} requests, more than the simulator's maximum of {:.0e}", o.rate,
@@ -227,11 +241,19 @@ class SyntheticWorkload final : public Workload {
       swing_ = o_.diurnal_amplitude / omega_;
     }
     AdvanceFresh();
+    if (o_.burst_factor > 1 && o_.burst_duration + o_.burst_ramp > 0) {
+      burst_done_ = false;
+      AdvanceBurst();
+    }
   }
 
   std::optional<Request> Next() override {
+    // The burst's arrivals are new arrivals too, merged by time (the wave's first on a tie).
+    const bool burst_next = !burst_done_ && (fresh_done_ || next_burst_ < next_fresh_);
+    const bool all_fresh_done = fresh_done_ && burst_done_;
+    const Nanos fresh_at = burst_next ? next_burst_ : next_fresh_;
     const bool turn_first =
-        !turn_heap_.empty() && (fresh_done_ || turn_heap_.front().arrival <= next_fresh_);
+        !turn_heap_.empty() && (all_fresh_done || turn_heap_.front().arrival <= fresh_at);
     if (turn_first) {
       std::pop_heap(turn_heap_.begin(), turn_heap_.end(), LaterTurn{});
       Turn turn = turns_.Take(turn_heap_.back().slot);
@@ -241,7 +263,12 @@ class SyntheticWorkload final : public Workload {
       ScheduleNextTurn(std::move(turn.segments), req);
       return req;
     }
-    if (fresh_done_) return std::nullopt;
+    if (all_fresh_done) return std::nullopt;
+    if (burst_next) {
+      const Nanos at = next_burst_;
+      AdvanceBurst();
+      return Fresh(at);
+    }
     const Nanos at = next_fresh_;
     AdvanceFresh();
     return Fresh(at);
@@ -306,6 +333,29 @@ class SyntheticWorkload final : public Workload {
     last_fresh_s_ = t;
     next_fresh_ = SecondsToNanos(t);
     if (o_.duration > 0 && next_fresh_ >= o_.duration) fresh_done_ = true;
+  }
+
+  // The burst's extra intensity is a trapezoid of height A = (factor - 1) x rate: its integral
+  // E(t) is piecewise quadratic, inverted in closed form at each unit-rate arrival.
+  void AdvanceBurst() {
+    burst_clock_ += burst_rng_.Exponential(1.0);
+    const double a = (o_.burst_factor - 1) * o_.rate;
+    const double s = NanosToSeconds(o_.burst_start), r = NanosToSeconds(o_.burst_ramp),
+                 d = NanosToSeconds(o_.burst_duration);
+    const double up = a * r / 2, plateau = up + a * d, total = plateau + a * r / 2;
+    double t;
+    if (burst_clock_ >= total) {
+      burst_done_ = true;
+      return;
+    } else if (burst_clock_ < up) {
+      t = s + std::sqrt(2 * r * burst_clock_ / a);
+    } else if (burst_clock_ < plateau) {
+      t = s + r + (burst_clock_ - up) / a;
+    } else {
+      t = s + r + d + r - std::sqrt(std::max(0.0, r * r - 2 * r * (burst_clock_ - plateau) / a));
+    }
+    next_burst_ = SecondsToNanos(t);
+    if (o_.duration > 0 && next_burst_ >= o_.duration) burst_done_ = true;
   }
 
   uint32_t PickTenant() {
@@ -383,6 +433,10 @@ class SyntheticWorkload final : public Workload {
   double last_fresh_s_ = 0;
   Nanos next_fresh_ = 0;
   bool fresh_done_ = false;
+  Rng burst_rng_{Rng(o_.seed).Fork(7)};
+  double burst_clock_ = 0;  // the burst stream's unit-rate clock
+  Nanos next_burst_ = 0;
+  bool burst_done_ = true;
   Slab<Turn> turns_;                 // the waiting turns
   std::vector<TurnRef> turn_heap_;   // min-heap by (arrival, seq) of the waiting turns
   uint64_t next_turn_seq_ = 0;

@@ -35,6 +35,13 @@ struct SyntheticOptions {
   double diurnal_amplitude = 0.0;  // 0..1
   Nanos diurnal_period = 24 * kHour;
   double diurnal_phase = 0.0;  // fraction of a period
+  // A burst on top of the wave (an extra stream of new arrivals, Poisson): from burst_start the
+  // rate rises linearly over burst_ramp by (burst_factor - 1) x rate, holds for burst_duration,
+  // and falls back over burst_ramp. Where the wave is at its mean, factor 3 triples the rate.
+  double burst_factor = 1;  // 1..100; 1: none
+  Nanos burst_start = 0;
+  Nanos burst_duration = 0;
+  Nanos burst_ramp = 0;
 
   // Whole prompt of a new arrival, system prompt included (a prompt drawn shorter than its
   // system prompt is lengthened to the system prompt plus input.min).

@@ -1,0 +1,139 @@
+#include "sim/elastic_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/fault_config.h"
+
+namespace myriad::sim {
+namespace {
+
+absl::Status FindPool(const YamlReader& rd, const YAML::Node& n, const char* key, const std::string& p,
+                      const std::vector<std::string>& names, std::string* name, int* index) {
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, key, p, name));
+  const auto it = std::find(names.begin(), names.end(), *name);
+  if (it == names.end()) {
+    return rd.Error(n[key] ? n[key] : n, p + "." + key, fmt::format("'{}' names no pool", *name));
+  }
+  *index = static_cast<int>(it - names.begin());
+  return absl::OkStatus();
+}
+
+absl::Status ParseUnits(const YamlReader& rd, const YAML::Node& n, const char* key, const std::string& p, int lo,
+                        int count, int* out) {
+  if (*out < 0) *out = count;
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, key, p, out));
+  return rd.Check(n, key, p, *out >= lo && *out <= count,
+                  fmt::format("must be between {} and the pool's count, {}", lo, count), *out);
+}
+
+absl::Status ParseFraction(const YamlReader& rd, const YAML::Node& n, const char* key, const std::string& p,
+                           double lo, double hi, double* out) {
+  MYRIAD_RETURN_IF_ERROR(rd.Get(n, key, p, out));
+  return rd.Check(n, key, p, *out >= lo && *out <= hi && std::isfinite(*out), fmt::format("must be in [{}, {}]", lo, hi),
+                  *out);
+}
+
+absl::Status ParseDwell(const YamlReader& rd, const YAML::Node& n, const char* key, const std::string& p, Nanos* out) {
+  MYRIAD_RETURN_IF_ERROR(rd.Duration(n, key, p, out));
+  return rd.Check(n, key, p, *out >= 0 && *out <= 24 * kHour, "must be between 0s and 24h", FormatDuration(*out));
+}
+
+}  // namespace
+
+absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::vector<std::string>& pool_names,
+                          const std::vector<int>& pool_counts, ElasticConfig* c) {
+  const std::string p = "elastic";
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"interval", "forecast", "scale_out", "autoscale", "pd_ratio"}));
+  c->enabled = true;
+  MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "interval", p, &c->interval));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(n, "interval", p, c->interval >= kMinElasticInterval && c->interval <= kHour,
+                                  "must be between 1s and 1h", FormatDuration(c->interval)));
+  if (const YAML::Node f = n["forecast"]) {
+    const std::string fp = p + ".forecast";
+    MYRIAD_RETURN_IF_ERROR(rd.Map(f, fp, {"period", "buckets", "profile"}));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(f, "period", fp, &c->forecast_period));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(f, "period", fp, c->forecast_period >= kMinute && c->forecast_period <= 7 * 24 * kHour,
+                                    "must be between 1m and 168h", FormatDuration(c->forecast_period)));
+    MYRIAD_RETURN_IF_ERROR(rd.Get(f, "buckets", fp, &c->forecast_buckets));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(f, "buckets", fp, c->forecast_buckets >= 1 && c->forecast_buckets <= kMaxForecastBuckets,
+                                    fmt::format("must be between 1 and {}", kMaxForecastBuckets), c->forecast_buckets));
+    if (const YAML::Node pr = f["profile"]) {
+      const std::string pp = fp + ".profile";
+      if (!pr.IsSequence() || pr.size() == 0 || pr.size() > kMaxForecastBuckets) {
+        return rd.Error(pr, pp, fmt::format("expected a list of 1 to {} relative rates", kMaxForecastBuckets));
+      }
+      for (size_t i = 0; i < pr.size(); ++i) {
+        double v = 0;
+        const std::string vp = fmt::format("{}[{}]", pp, i);
+        MYRIAD_RETURN_IF_ERROR(rd.Read(pr[i], vp, &v));
+        if (!(v > 0)) return rd.Error(pr[i], vp, fmt::format("must be positive, got {}", v));
+        c->forecast_profile.push_back(v);
+      }
+    }
+  }
+  if (const YAML::Node so = n["scale_out"]) {
+    MYRIAD_RETURN_IF_ERROR(ParseRecovery(rd, so, p + ".scale_out", &c->scale_out, nullptr));
+  }
+  if (const YAML::Node a = n["autoscale"]) {
+    if (!a.IsSequence()) return rd.Error(a, p + ".autoscale", "expected a list of pools");
+    for (size_t i = 0; i < a.size(); ++i) {
+      const YAML::Node e = a[i];
+      const std::string ap = fmt::format("{}.autoscale[{}]", p, i);
+      MYRIAD_RETURN_IF_ERROR(rd.Map(e, ap, {"pool", "min", "initial", "target_utilisation", "headroom",
+                                            "scale_in_dwell", "scale_in_margin", "scale_in_step"}));
+      AutoscaleConfig s;
+      MYRIAD_RETURN_IF_ERROR(FindPool(rd, e, "pool", ap, pool_names, &s.pool, &s.pool_index));
+      for (const auto& other : c->autoscale) {
+        if (other.pool_index == s.pool_index) return rd.Error(e["pool"], ap + ".pool", fmt::format("'{}' is listed twice", s.pool));
+      }
+      const int count = pool_counts[static_cast<size_t>(s.pool_index)];
+      MYRIAD_RETURN_IF_ERROR(rd.Check(e, "pool", ap, count >= 1, "names a pool of no units", s.pool));
+      s.min = std::min(1, count);
+      MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, e, "min", ap, 1, count, &s.min));
+      MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, e, "initial", ap, s.min, count, &s.initial));
+      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "target_utilisation", ap, 0.05, 1, &s.target_utilisation));
+      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "headroom", ap, 0, 10, &s.headroom));
+      MYRIAD_RETURN_IF_ERROR(ParseDwell(rd, e, "scale_in_dwell", ap, &s.scale_in_dwell));
+      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "scale_in_margin", ap, 0, 0.9, &s.scale_in_margin));
+      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "scale_in_step", ap, 0.01, 1, &s.scale_in_step));
+      c->autoscale.push_back(std::move(s));
+    }
+  }
+  if (const YAML::Node d = n["pd_ratio"]) {
+    const std::string dp = p + ".pd_ratio";
+    PdRatioConfig& r = c->pd_ratio;
+    MYRIAD_RETURN_IF_ERROR(rd.Map(d, dp, {"prefill", "decode", "prefill_initial", "decode_initial", "high", "low",
+                                          "queue_high", "confirm", "dwell", "min_units"}));
+    r.enabled = true;
+    MYRIAD_RETURN_IF_ERROR(FindPool(rd, d, "prefill", dp, pool_names, &r.prefill, &r.prefill_index));
+    MYRIAD_RETURN_IF_ERROR(FindPool(rd, d, "decode", dp, pool_names, &r.decode, &r.decode_index));
+    for (const auto& a : c->autoscale) {
+      if (a.pool_index == r.prefill_index || a.pool_index == r.decode_index) {
+        // Two controllers resizing one pool would undo each other's moves.
+        return rd.Error(d, dp, fmt::format("pool '{}' is autoscaled too; pd_ratio moves units between pools of a "
+                                           "fixed total",
+                                           a.pool));
+      }
+    }
+    policy::PdRatioOptions& o = r.options;
+    MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, d, "high", dp, 0.01, 100, &o.high));
+    MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, d, "low", dp, 0, 100, &o.low));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "low", dp, o.low < o.high, "must be below high", o.low));
+    MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, d, "queue_high", dp, 0, 1e6, &o.queue_high));
+    MYRIAD_RETURN_IF_ERROR(ParseDwell(rd, d, "confirm", dp, &o.confirm));
+    MYRIAD_RETURN_IF_ERROR(ParseDwell(rd, d, "dwell", dp, &o.dwell));
+    const int pc = pool_counts[static_cast<size_t>(r.prefill_index)], dc = pool_counts[static_cast<size_t>(r.decode_index)];
+    MYRIAD_RETURN_IF_ERROR(rd.Get(d, "min_units", dp, &o.min_units));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "min_units", dp, o.min_units >= 1 && o.min_units <= std::min(pc, dc),
+                                    fmt::format("must be between 1 and the smaller pool's count, {}", std::min(pc, dc)),
+                                    o.min_units));
+    MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, d, "prefill_initial", dp, o.min_units, pc, &r.prefill_initial));
+    MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, d, "decode_initial", dp, o.min_units, dc, &r.decode_initial));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace myriad::sim

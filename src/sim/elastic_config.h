@@ -1,0 +1,59 @@
+#pragma once
+// The scenario's `elastic:` section: predictive autoscaling per pool and prefill/decode role
+// switches (policy/autoscaler.h, policy/pd_ratio.h), with the scale-out pipeline's stage times
+// (policy/recovery.h). A pool's `count` is the most units it may have (all built, and all
+// allocated when elasticity is off); the section says how many start allocated and the floor.
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "absl/status/status.h"
+#include "core/time.h"
+#include "policy/pd_ratio.h"
+#include "policy/recovery.h"
+#include "sim/yaml_reader.h"
+
+namespace myriad::sim {
+
+// Bounds of the section (documented in docs/elasticity.md).
+inline constexpr Nanos kMinElasticInterval = kSecond;
+inline constexpr int kMaxForecastBuckets = 10'000;
+
+struct AutoscaleConfig {
+  std::string pool;
+  int pool_index = -1;
+  int min = 1;
+  int initial = -1;  // -1: the pool's count
+  double target_utilisation = 0.7;
+  double headroom = 0.2;
+  Nanos scale_in_dwell = 5 * kMinute;
+  double scale_in_margin = 0.15;
+  double scale_in_step = 0.25;
+};
+
+struct PdRatioConfig {
+  bool enabled = false;
+  std::string prefill, decode;
+  int prefill_index = -1, decode_index = -1;
+  int prefill_initial = -1, decode_initial = -1;  // -1: the pool's count
+  policy::PdRatioOptions options;
+};
+
+struct ElasticConfig {
+  bool enabled = false;
+  bool act = true;  // false: observe only, every unit allocated (the static baseline of --compare)
+  Nanos interval = 15 * kSecond;  // the controller's cadence
+  Nanos forecast_period = 24 * kHour;
+  int forecast_buckets = 96;
+  std::vector<double> forecast_profile;
+  policy::RecoveryOptions scale_out;
+  std::vector<AutoscaleConfig> autoscale;
+  PdRatioConfig pd_ratio;
+};
+
+// `pool_names` and `pool_counts` are the scenario's pools, in order.
+absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::vector<std::string>& pool_names,
+                          const std::vector<int>& pool_counts, ElasticConfig* c);
+
+}  // namespace myriad::sim
