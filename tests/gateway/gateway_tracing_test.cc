@@ -78,6 +78,8 @@ struct FakeEngine {
   FakeEngine() {
     server = std::make_unique<net::HttpServer>(net::HttpServerOptions{.threads = 2}, [this](const net::HttpRequest& req) {
       if (req.path() == "/health") return net::HttpResponse{200, "text/plain", "ok\n", {}};
+      // The gateway's cache-capacity probe (GET /props, /metrics, ...) carries no trace.
+      if (req.method != "POST") return net::HttpResponse{404, "text/plain", "not found\n", {}};
       {
         std::lock_guard l(mu);
         const std::string* tp = net::FindHeader(req.headers, "traceparent");
