@@ -36,38 +36,9 @@ for v in ENGINES SLOTS REPEAT REQUESTS; do
     echo "approx_routing: $v must be an integer in [1, 1000], got '${!v}'" >&2; exit 2; }
 done
 
-tmp="$(mktemp -d /tmp/approx_routing.XXXXXX)"
-pids=()
-stop_all() {
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-cleanup() {
-  stop_all
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_port() {
-  local i
-  for i in $(seq 1 150); do
-    if ! port_free "$1"; then return 0; fi
-    sleep 0.1
-  done
-  echo "approx_routing: nothing listens on 127.0.0.1:$1 after 15 s; logs in $tmp:" >&2
-  tail -n 5 "$tmp"/*.log >&2 || true
-  exit 1
-}
-start() {
-  local name="$1"
-  shift
-  timeout -s TERM "$LIFETIME" "$@" >"$tmp/$name.log" 2>&1 &
-  pids+=("$!")
-}
+BENCH_NAME=approx_routing
+# shellcheck source=bench_procs.sh
+source "$(dirname "$0")/bench_procs.sh"
 
 front_port=$BASE_PORT
 emu_port0=$((BASE_PORT + 10))
@@ -128,7 +99,7 @@ start_engines() {
         --kv-events "tcp://127.0.0.1:$((events_port0 + i))"
     fi
   done
-  for i in $(seq 0 $((ENGINES - 1))); do wait_port $((emu_port0 + i)); done
+  for i in $(seq 0 $((ENGINES - 1))); do wait_port $((emu_port0 + i)) 15; done
 }
 
 # gateway_config FILE POLICY EVENTS(0|1)
@@ -204,7 +175,7 @@ run() {
     gateway_config "$tmp/gw.yaml" "$router" "$events"
     start gw "$bin" gateway --config "$tmp/gw.yaml"
   fi
-  wait_port "$front_port"
+  wait_port "$front_port" 15
   [[ "$events" == 1 ]] && sleep 1  # the gateway's event subscriptions connect
   timeout 900 "$bin" loadgen --url "http://127.0.0.1:$front_port" --trace "$trace" --time-scale "$SPEED" \
     -c 256 --log "$tmp/run.log" --json "${extra[@]}" >"$tmp/run.json" || true

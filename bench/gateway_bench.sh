@@ -47,39 +47,9 @@ if ! command -v nginx >/dev/null 2>&1; then
 fi
 nginx_bin="$(command -v nginx)"
 
-tmp="$(mktemp -d /tmp/gateway_bench.XXXXXX)"
-pids=()
-stop_all() {
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-cleanup() {
-  stop_all
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_port() {
-  local i
-  for i in $(seq 1 100); do
-    if ! port_free "$1"; then return 0; fi
-    sleep 0.1
-  done
-  echo "gateway_bench: nothing listens on 127.0.0.1:$1 after 10 s; logs in $tmp:" >&2
-  tail -n 5 "$tmp"/*.log >&2 || true
-  exit 1
-}
-# start NAME CMD...: runs CMD in the background, bounded by LIFETIME, logging to $tmp/NAME.log.
-start() {
-  local name="$1"
-  shift
-  timeout -s TERM "$LIFETIME" "$@" >"$tmp/$name.log" 2>&1 &
-  pids+=("$!")
-}
+BENCH_NAME=gateway_bench
+# shellcheck source=bench_procs.sh
+source "$(dirname "$0")/bench_procs.sh"
 
 direct_port=$BASE_PORT
 nginx_port=$((BASE_PORT + 1))
