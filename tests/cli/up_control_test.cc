@@ -18,6 +18,7 @@
 
 #include "../test_util/child_process.h"
 #include "../test_util/temp_dir.h"
+#include "../test_util/wait_for.h"
 #include "net/http_client.h"
 
 namespace {
@@ -25,21 +26,8 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+using myriad::test::ReadFile;
+using myriad::test::WaitFor;
 
 // The action lines (JSON) the controller printed for `target`.
 std::vector<json> Lines(const std::string& out, const std::string& target) {

@@ -17,6 +17,7 @@
 
 #include "../test_util/child_process.h"
 #include "../test_util/temp_dir.h"
+#include "../test_util/wait_for.h"
 #include "net/http_client.h"
 #include "run_myriad.h"
 
@@ -27,21 +28,8 @@ using json = nlohmann::json;
 using myriad::net::HostPort;
 using myriad::net::HttpClient;
 
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+using myriad::test::ReadFile;
+using myriad::test::WaitFor;
 
 json GetJson(HttpClient& c, const std::string& path) {
   auto r = c.Get(path);
