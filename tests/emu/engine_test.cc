@@ -200,9 +200,11 @@ TEST(EngineTest, ACachedPrefixSavesComputeNotRoomAsInASimulatedUnit) {
 namespace myriad::emu {
 namespace {
 
-// The emulator's own CPU time between steps does not stretch the model's step times: with 2 ms
-// of extra work before every step (the observer stands for planning, events and callbacks), a
-// request takes the sum of its steps' model times, not that plus 2 ms a step.
+// The emulator's own CPU time between steps does not stretch the model's step times: with 5 ms
+// of extra work before every step (the observer stands for planning, events and callbacks; a
+// step's model time here is about 9.5 ms), a request takes the sum of its steps' model times,
+// not that plus 5 ms a step. The bounds are wide on purpose (CI runs this beside other tests on
+// two cores): without the timeline the request takes 200 ms more, the bound allows 100 ms.
 TEST(EngineTest, StepsKeepTheModelsTimesWhateverTheEmulatorSpendsBetweenThem) {
   EngineOptions o;
   o.speed = 1;
@@ -214,7 +216,7 @@ TEST(EngineTest, StepsKeepTheModelsTimesWhateverTheEmulatorSpendsBetweenThem) {
   std::chrono::nanoseconds model{0};
   (*engine)->set_step_observer([&](const perf::BatchShape& s) {
     model += std::chrono::nanoseconds((*engine)->step_model().StepTime(s));
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   });
   GenRequest g;
   for (int t = 0; t < 64; ++t) g.prompt.push_back(static_cast<uint32_t>(1000 + t));
@@ -229,8 +231,8 @@ TEST(EngineTest, StepsKeepTheModelsTimesWhateverTheEmulatorSpendsBetweenThem) {
   std::unique_lock l(mu);
   ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(20), [&] { return done; }));
   const auto took = std::chrono::steady_clock::now() - start;
-  // 40 steps: without the timeline the overhead alone adds 80 ms.
-  EXPECT_LT(took, model + std::chrono::milliseconds(30))
+  // 40 steps: without the timeline the overhead alone adds 200 ms.
+  EXPECT_LT(took, model + std::chrono::milliseconds(100))
       << "took " << std::chrono::duration<double, std::milli>(took).count() << " ms, model "
       << std::chrono::duration<double, std::milli>(model).count() << " ms";
   EXPECT_GE(took, model - std::chrono::milliseconds(6));
