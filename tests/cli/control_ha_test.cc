@@ -23,19 +23,15 @@
 #include "../test_util/temp_dir.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "../test_util/wait_for.h"
 
 namespace {
+
+using myriad::test::ReadFile;
 
 using namespace std::chrono_literals;
 using myriad::test::EtcdProcess;
 using myriad::test::WaitUntil;
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // An engine as the controller sees it: vLLM's metrics while up, 503 while down, and the
 // known answer.
@@ -155,7 +151,6 @@ TEST(ControlHaCli, NewLeaderTakesOverWithin5sAndDoesNotRepeatARecordedAction) {
   std::this_thread::sleep_for(300ms);  // a few more rounds: nothing else runs
   EXPECT_EQ(ReadFile(hooks), "drain e0\nrestart e0\nreadmit e0\n") << "A:\n" << a.out() << "B:\n" << b.out();
 }
-
 
 // The known answers live in etcd: the leader stores the answer it recorded at admission, and a
 // new leader probes against it instead of recording the answer of an engine that went wrong

@@ -26,33 +26,21 @@
 #include "../test_util/temp_dir.h"
 #include "net/http_client.h"
 #include "run_myriad.h"
+#include "../test_util/wait_for.h"
 
 namespace {
 
+using myriad::test::ReadFile;
+using myriad::test::WaitFor;
+
 using namespace std::chrono_literals;
 using json = nlohmann::json;
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The controller's t_s: the monotonic clock, shared by every process on the machine.
 double MonotonicSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
 }
 
 // The first action line of `action` on `target`, or null.

@@ -13,9 +13,12 @@
 #include "../gateway/gateway_test_util.h"
 #include "../test_util/promtool.h"
 #include "../test_util/temp_dir.h"
+#include "../test_util/wait_for.h"
 
 namespace myriad::control {
 namespace {
+
+using myriad::test::ReadFile;
 
 using gateway::gwtest::Harness;
 using json = nlohmann::json;
@@ -27,13 +30,6 @@ gateway::GatewayConfig WithAdmin() {
   gateway::GatewayConfig c;
   c.admin_token = kToken;
   return c;
-}
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 bool Draining(Harness& h, const std::string& name) {
@@ -276,7 +272,6 @@ TEST(Controller, ServingEngineThatAnswersWrongIsCordonedWithinOneProbePeriod) {
   engine.Stop();
 }
 
-
 // A change of role (what the elasticity policy will ask for): the engine is drained, the
 // change_role hook runs with the role in MYRIAD_ROLE, and the engine comes back through the
 // warmup gate. In a dry run it is only logged.
@@ -310,7 +305,6 @@ TEST(Controller, RoleChangeDrainsRunsTheHookWithTheRoleAndReadmitsThroughTheGate
     }
   }
 }
-
 
 // `myriad up --control` without --control-config builds its config in code: it must get the
 // documented defaults too, the periodic known-answer probe every minute included.

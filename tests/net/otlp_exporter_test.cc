@@ -9,9 +9,12 @@
 #include <thread>
 
 #include "net/http_server.h"
+#include "../test_util/wait_for.h"
 
 namespace myriad::net {
 namespace {
+
+using myriad::test::WaitFor;
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
@@ -37,15 +40,6 @@ OtlpExporterOptions Options(uint16_t port) {
   o.endpoint = "http://127.0.0.1:" + std::to_string(port);
   o.flush_interval = 10 * kMillisecond;
   return o;
-}
-
-template <typename F>
-bool WaitFor(F done) {
-  for (int i = 0; i < 500; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
 }
 
 TEST(OtlpExporterTest, EncodesTheJsonMappingIdsInHexIntegersAsStrings) {

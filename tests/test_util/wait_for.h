@@ -10,8 +10,9 @@
 
 namespace myriad::test {
 
-// True once `done` holds, polled every 20 ms; false when `limit` passes first.
-inline bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+// True once `done` holds, polled every 20 ms; false when `limit` (5 s unless given) passes first.
+inline bool WaitFor(const std::function<bool()>& done,
+                    std::chrono::milliseconds limit = std::chrono::seconds(5)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) return false;

@@ -16,9 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_template.h"
+#include "../test_util/wait_for.h"
 
 namespace myriad::tokenizer {
 namespace {
+
+using myriad::test::ReadFile;
 
 using ojson = nlohmann::ordered_json;
 
@@ -44,13 +47,6 @@ bool CommandSucceeds(const std::string& command) { return std::system((command +
       GTEST_SKIP() << "missing " << what << "; run scripts/setup.sh";                        \
     }                                                                                       \
   } while (0)
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
