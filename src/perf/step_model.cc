@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "perf/step_work.h"
 
 namespace myriad::perf {
 
@@ -40,7 +41,7 @@ absl::StatusOr<StepModel> StepModel::Create(const GpuSpec& gpu, const ModelSpec&
   per_gpu += model.dense_layers * model.DenseFfnParams() * wb / layout.tp;
   per_gpu += model.EmbeddingParams() * 2.0 / layout.tp;  // embeddings and LM head stay BF16
   if (model.is_moe()) {
-    const double slots = std::ceil(static_cast<double>(model.experts + layout.redundant_experts) / layout.ep);
+    const double slots = ExpertSlotsPerGpu(model, layout);
     per_gpu += model.moe_layers() * (slots + model.shared_experts) * model.ExpertParams() * wb;
   }
   m.weight_bytes_per_gpu_ = per_gpu;
@@ -59,22 +60,20 @@ absl::StatusOr<StepModel> StepModel::Create(const GpuSpec& gpu, const ModelSpec&
 void StepModel::Precompute() {
   const double tp = layout_.tp;
   const double wb = model_.weight_bytes;
-  const double gemm_peak = (wb <= 1.0 ? gpu_.fp8_tflops : gpu_.bf16_tflops) * 1e12;
+  const double gemm_peak = GemmPeakFlops(gpu_, model_);
   const double bf16_peak = gpu_.bf16_tflops * 1e12;
   c_.gemm_rate = gemm_peak * cal_.gemm_efficiency;
   c_.head_rate = bf16_peak * cal_.gemm_efficiency;
   c_.attention_rate = bf16_peak * cal_.attention_efficiency;
   c_.hbm_rate = gpu_.hbm_bytes_per_s() * cal_.hbm_efficiency;
-  c_.dense_params = model_.layers * model_.AttentionParamsPerLayer() +
-                    model_.dense_layers * model_.DenseFfnParams() +
-                    model_.moe_layers() * model_.shared_experts * model_.ExpertParams();
+  c_.dense_params = DenseParams(model_);
   c_.dense_mem_s = c_.dense_params * wb / tp / c_.hbm_rate;
   c_.head_params = model_.vocab * static_cast<double>(model_.hidden);
   c_.head_mem_s = c_.head_params * 2.0 / tp / c_.hbm_rate;
   c_.core_flops_per_pos = model_.layers * model_.AttentionCoreFlopsPerLayer(1.0);
   c_.kv_bytes_per_token = model_.KvBytesPerToken();
   c_.expert_params = model_.ExpertParams();
-  const double slots = std::ceil(static_cast<double>(model_.experts + layout_.redundant_experts) / layout_.ep);
+  const double slots = ExpertSlotsPerGpu(model_, layout_);
   c_.expert_mem_s = slots * c_.expert_params * wb / c_.hbm_rate;
   c_.copies[0] = CountAllToAllCopies(false);
   c_.copies[1] = CountAllToAllCopies(true);

@@ -583,6 +583,14 @@ nlohmann::ordered_json Cluster::Report() const {
   const RequestMetrics& m = metrics_;
   const double span_s = NanosToSeconds(end_);
   const double window_s = NanosToSeconds(scenario_.duration);
+  // Rates and utilisations are over the measured span: from the first arrival to the last
+  // completion, or to the end of the run when requests were still in flight then (the units
+  // worked until it). Not the arrival window: completions in the drain would inflate them.
+  const auto cut = m.rejected.find("unfinished_at_end");
+  const Nanos measured_from = std::max<Nanos>(m.first_arrival, 0);
+  const Nanos measured_to = cut != m.rejected.end() && cut->second > 0 ? end_
+                            : std::max(m.last_completion, measured_from);
+  const double measured_s = NanosToSeconds(measured_to - measured_from);
   const double gpus = scenario_.hardware.gpus();
   double gpu_hours = gpus * span_s / 3600.0;
   double dollars = gpu_hours * scenario_.gpu_hour_price;
@@ -609,14 +617,26 @@ nlohmann::ordered_json Cluster::Report() const {
   ordered_json pools = ordered_json::array();
   for (size_t p = 0; p < scenario_.pools.size(); ++p) {
     const PoolConfig& pool = scenario_.pools[p];
-    Distribution util;
+    Distribution stepping;
     double batch_sum = 0, steps = 0;
     int64_t pool_preempt = 0, kv_in_use = 0;
+    // Capacity used against capacity held, over the measured span: seats, KV, FLOPs, bytes.
+    double seq_s = 0, seat_s = 0, kv_s = 0, kv_cap_s = 0, flops = 0, peak_flops = 0, bytes = 0, peak_bytes = 0;
     for (const auto& u : units_) {
       if (u->config().pool != static_cast<int>(p)) continue;
       kv_in_use += u->kv_used();
       const UnitStats& st = u->stats();
-      util.Add(Ratio(NanosToSeconds(st.busy), span_s));
+      const perf::StepModel& model = u->model();
+      const double gpu_s = model.layout().gpus() * measured_s;
+      stepping.Add(Ratio(NanosToSeconds(st.busy), measured_s));
+      seq_s += st.seq_seconds;
+      seat_s += static_cast<double>(u->config().max_seqs_per_rank) * model.layout().dp * measured_s;
+      kv_s += u->KvTokenSeconds(end_);
+      kv_cap_s += static_cast<double>(model.KvCapacityTokens()) * measured_s;
+      flops += st.flops;
+      peak_flops += u->work_model().peak_flops_per_gpu() * gpu_s;
+      bytes += st.hbm_bytes;
+      peak_bytes += u->work_model().peak_hbm_bytes_per_gpu() * gpu_s;
       batch_sum += st.batch_seq_sum;
       steps += static_cast<double>(st.steps);
       prefilled += st.prefill_tokens;
@@ -641,13 +661,17 @@ nlohmann::ordered_json Cluster::Report() const {
         rank_n += 1;
       }
     }
-    const Summary us = util.Summarize();
+    const Summary us = stepping.Summarize();
     pools.push_back({{"name", pool.name},
                      {"role", RoleName(pool.role)},
                      {"units", pool.count},
                      {"gpus_per_unit", pool.layout.gpus()},
                      {"kv_capacity_tokens_per_unit", pool_models_[p]->KvCapacityTokens()},
-                     {"busy_fraction", {{"mean", us.mean}, {"min", us.min}, {"max", us.max}}},
+                     {"stepping_fraction", {{"mean", us.mean}, {"min", us.min}, {"max", us.max}}},
+                     {"batch_occupancy", Ratio(seq_s, seat_s)},
+                     {"kv_in_use_fraction", Ratio(kv_s, kv_cap_s)},
+                     {"model_flops_utilisation", Ratio(flops, peak_flops)},
+                     {"hbm_bandwidth_utilisation", Ratio(bytes, peak_bytes)},
                      {"mean_decode_batch_per_gpu", Ratio(batch_sum, steps * pool.layout.gpus())},
                      {"steps", steps},
                      {"preemptions", pool_preempt},
@@ -686,6 +710,9 @@ nlohmann::ordered_json Cluster::Report() const {
                    {"router", policy_name_},
                    {"duration_s", window_s},
                    {"end_s", span_s},
+                   {"measured_from_s", NanosToSeconds(measured_from)},
+                   {"measured_to_s", NanosToSeconds(measured_to)},
+                   {"measured_span_s", measured_s},
                    {"slo", {{"ttft_s", NanosToSeconds(scenario_.slo.ttft)},
                             {"tpot_s", NanosToSeconds(scenario_.slo.tpot)}}}};
   j["requests"] = {{"arrived", m.arrived},
@@ -710,11 +737,11 @@ nlohmann::ordered_json Cluster::Report() const {
                  {"recomputed_after_preemption", recomputed},
                  {"decoded", decoded},
                  {"preemptions", preemptions}};
-  j["throughput"] = {{"input_tokens_per_s", Ratio(static_cast<double>(m.input_tokens), window_s)},
-                     {"output_tokens_per_s", Ratio(static_cast<double>(m.output_tokens), window_s)},
-                     {"requests_per_s", Ratio(static_cast<double>(m.completed), window_s)},
-                     {"goodput_tokens_per_s", Ratio(good_tokens, window_s)},
-                     {"goodput_output_tokens_per_s", Ratio(static_cast<double>(m.good_output_tokens), window_s)}};
+  j["throughput"] = {{"input_tokens_per_s", Ratio(static_cast<double>(m.input_tokens), measured_s)},
+                     {"output_tokens_per_s", Ratio(static_cast<double>(m.output_tokens), measured_s)},
+                     {"requests_per_s", Ratio(static_cast<double>(m.completed), measured_s)},
+                     {"goodput_tokens_per_s", Ratio(good_tokens, measured_s)},
+                     {"goodput_output_tokens_per_s", Ratio(static_cast<double>(m.good_output_tokens), measured_s)}};
   j["cost"] = {{"gpu_hour_price", scenario_.gpu_hour_price},
                {"gpu_hours", gpu_hours},
                {"dollars", dollars},

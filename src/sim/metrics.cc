@@ -9,6 +9,7 @@ void RequestMetrics::EnableTimeline(Nanos bucket, Nanos horizon) {
 
 void RequestMetrics::OnArrival(Nanos now, const Request& r) {
   ++arrived;
+  if (first_arrival < 0) first_arrival = now;
   if (sampler_) sampler_->OnArrival();
   if (timeline_bucket > 0) ++At(now).arrived;
   ++Tenant(r.tenant).arrived;
@@ -40,6 +41,7 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
                          .tenant = s.req.tenant});
   }
   ++completed;
+  last_completion = now;
   in_system.Add(now, -1);
   const Request& r = s.req;
   input_tokens += r.input_tokens;

@@ -62,6 +62,7 @@ class RequestMetrics {
   int64_t rejected_input_tokens = 0, rejected_output_tokens = 0;
   int64_t unfinished_output_tokens = 0;  // produced by requests cut off at the end
   int64_t preempted_requests = 0;
+  Nanos first_arrival = -1, last_completion = -1;  // -1: none yet
   Distribution ttft_s, tpot_s, e2e_s;
   TimeWeighted in_system;
 

@@ -100,8 +100,8 @@ std::string FormatSummary(const nlohmann::ordered_json& r) {
                      sc["name"].get<std::string>(), sc["seed"].get<uint64_t>(), sc["gpus"].get<int>(),
                      sc["gpu"].get<std::string>(), sc["gpus_in_units"].get<int>(), sc["model"].get<std::string>(),
                      sc["router"].get<std::string>());
-  out += fmt::format("simulated {:.0f}s of arrivals, ended at {:.0f}s\n\n", sc["duration_s"].get<double>(),
-                     sc["end_s"].get<double>());
+  out += fmt::format("simulated {:.0f}s of arrivals, ended at {:.0f}s; rates over the measured span, {:.1f}s\n\n",
+                     sc["duration_s"].get<double>(), sc["end_s"].get<double>(), sc["measured_span_s"].get<double>());
   out += fmt::format("requests   arrived {}  completed {}  rejected {}  within SLO {} ({:.1f}%)\n",
                      Count(rq["arrived"].get<double>()), Count(rq["completed"].get<double>()),
                      Count(rq["rejected"].get<double>()), Count(rq["within_slo"].get<double>()),
@@ -130,14 +130,16 @@ std::string FormatSummary(const nlohmann::ordered_json& r) {
                      c["dollars"].get<double>(), c["gpu_hours"].get<double>(),
                      c["per_million_tokens_within_slo"].get<double>(),
                      c["per_million_output_tokens_within_slo"].get<double>());
-  out += fmt::format("\n{:<12} {:<10} {:>6} {:>10} {:>22} {:>14}\n", "pool", "role", "units", "GPUs/unit",
-                     "busy mean (min-max)", "batch/GPU");
+  // Stepping is time with a step in flight, not capacity used: the next four columns are that.
+  out += fmt::format("\n{:<12} {:<10} {:>6} {:>10} {:>9} {:>10} {:>8} {:>6} {:>7} {:>10}\n", "pool", "role", "units",
+                     "GPUs/unit", "stepping", "batch occ", "KV used", "MFU", "HBM BW", "batch/GPU");
   for (const auto& p : r["pools"]) {
-    const auto& b = p["busy_fraction"];
-    out += fmt::format("{:<12} {:<10} {:>6} {:>10} {:>10.1f}% ({:.0f}-{:.0f}%) {:>14.1f}\n",
+    out += fmt::format("{:<12} {:<10} {:>6} {:>10} {:>8.1f}% {:>9.1f}% {:>7.1f}% {:>5.1f}% {:>6.1f}% {:>10.1f}\n",
                        p["name"].get<std::string>(), p["role"].get<std::string>(), p["units"].get<int>(),
-                       p["gpus_per_unit"].get<int>(), 100 * b["mean"].get<double>(), 100 * b["min"].get<double>(),
-                       100 * b["max"].get<double>(), p["mean_decode_batch_per_gpu"].get<double>());
+                       p["gpus_per_unit"].get<int>(), 100 * p["stepping_fraction"]["mean"].get<double>(),
+                       100 * p["batch_occupancy"].get<double>(), 100 * p["kv_in_use_fraction"].get<double>(),
+                       100 * p["model_flops_utilisation"].get<double>(), 100 * p["hbm_bandwidth_utilisation"].get<double>(),
+                       p["mean_decode_batch_per_gpu"].get<double>());
   }
   const auto& ro = r["router"];
   out += fmt::format("\nrouter {}: {} hot-spot spreads, {} KV copies ({:.1f} GB), {} prefilled on decode units\n",

@@ -219,13 +219,16 @@ class SyntheticWorkload final : public Workload {
         gamma_(o_.arrival == "gamma"),
         system_zipf_(static_cast<uint64_t>(std::max(o_.system_prompts, 0)), o_.system_prompt_zipf) {
     Rng sys_rng = Rng(o_.seed).Fork(6);
-    if (o_.system_prompt_fraction > 0) {
-      // Leave room for at least input.min tokens of user message under input.max.
-      const double cap = std::max(1, o_.input.max - o_.input.min);
+    // Leave room for at least input.min tokens of user message under input.max. A fixed
+    // length (input.min = input.max) leaves none: the system prompt is then a prefix of the
+    // prompt and one token is the user's, so no prompt is ever longer than input.max.
+    user_floor_ = o_.input.max > o_.input.min ? o_.input.min : 1;
+    const int32_t cap = o_.input.max - user_floor_;
+    if (o_.system_prompt_fraction > 0 && cap >= 1) {
       system_lengths_.resize(static_cast<size_t>(o_.tenants) * o_.system_prompts);
       for (int32_t& len : system_lengths_) {
         len = static_cast<int32_t>(std::clamp(
-            std::round(sys_rng.Uniform(0.5, 1.5) * o_.system_prompt_tokens), 1.0, cap));
+            std::round(sys_rng.Uniform(0.5, 1.5) * o_.system_prompt_tokens), 1.0, static_cast<double>(cap)));
       }
     }
     if (!o_.tenant_weights.empty()) {
@@ -372,11 +375,11 @@ class SyntheticWorkload final : public Workload {
     const int32_t output = output_.Draw(length_rng_);
     std::array<Segment, 2> segments{};
     size_t n = 0;
-    if (o_.system_prompt_fraction > 0 && prompt_rng_.Bernoulli(o_.system_prompt_fraction)) {
+    if (!system_lengths_.empty() && prompt_rng_.Bernoulli(o_.system_prompt_fraction)) {
       const uint64_t rank = system_zipf_(prompt_rng_);
       const size_t index = static_cast<size_t>(tenant) * o_.system_prompts + rank;
       const int32_t system_len = system_lengths_[index];
-      total = std::max(total, system_len + o_.input.min);
+      total = std::max(total, system_len + user_floor_);
       segments[n++] = {1 + index, system_len};
     }
     segments[n] = {next_segment_++, total - (n ? segments[0].tokens : 0)};
@@ -425,7 +428,8 @@ class SyntheticWorkload final : public Workload {
   const double continue_p_;
   const bool gamma_;
   const ZipfSampler system_zipf_;        // of a system prompt's rank
-  std::vector<int32_t> system_lengths_;  // [tenant * system_prompts + rank]
+  std::vector<int32_t> system_lengths_;  // [tenant * system_prompts + rank]; empty: none
+  int32_t user_floor_ = 1;               // tokens of user message after a system prompt
   std::vector<double> tenant_cdf_;
   double omega_ = 0, theta0_ = 0, swing_ = 0;  // diurnal curve; swing_ = 0 when flat
   double cos_theta0_ = 1;

@@ -10,6 +10,7 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
            UnitHost& host)
     : cfg_(cfg),
       model_(model),
+      work_(model),
       events_(events),
       table_(table),
       host_(host),
@@ -118,6 +119,7 @@ void Unit::EnqueueDecode(uint32_t slot) {
 }
 
 void Unit::ReleaseKv(int64_t tokens) {
+  AccrueKv();
   kv_used_ -= tokens;
   Kick();
 }
@@ -268,6 +270,7 @@ void Unit::Halt() {
 }
 
 int64_t Unit::Evacuate(std::vector<uint32_t>* out) {
+  AccrueKv();
   int64_t lost = 0;
   for (const PrefillItem& item : prefill_) {
     ReqState& r = table_[item.slot];
@@ -356,6 +359,7 @@ void Unit::StartStepIfIdle() {
     }
     return;
   }
+  AccrueKv();
   AdmitDecodes();
   EnsureGrowthRoom();
   // Lazy deletions accumulate in the LIFO list; compact it now and then.
@@ -376,6 +380,7 @@ void Unit::StartStepIfIdle() {
   if (step_log_ != nullptr) step_log_->push_back(step.shape());
   busy_ = true;
   step_decode_seqs_ = running_;
+  step_work_ = work_.Work(step.shape());
   Nanos duration = std::max<Nanos>(TimeStep(step.shape()), 1);
   if (slowdown_ != 1.0) duration = static_cast<Nanos>(static_cast<double>(duration) * slowdown_);
   step_duration_ = duration;
@@ -398,6 +403,10 @@ void Unit::OnStepDone() {
   busy_ = false;
   stats_.busy += duration;
   ++stats_.steps;
+  stats_.seq_seconds += static_cast<double>(step_decode_seqs_) * NanosToSeconds(duration);
+  stats_.flops += step_work_.flops;
+  stats_.hbm_bytes += step_work_.hbm_bytes;
+  AccrueKv();
   const Nanos now = events_.now();
 
   if (step_decode_seqs_ > 0) {

@@ -12,6 +12,7 @@
 
 #include "perf/moe_step.h"
 #include "perf/step_model.h"
+#include "perf/step_work.h"
 #include "policy/batch_planner.h"
 #include "policy/load_balancer.h"
 #include "policy/load_ranking.h"
@@ -62,6 +63,13 @@ struct UnitStats {
   int64_t decode_tokens = 0;
   int64_t preemptions = 0;
   double batch_seq_sum = 0;      // sum over steps of decode batch size
+  // Capacity used, integrated over time (utilisation in the report): running sequences x
+  // step time, KV tokens held x time (up to the last change: Unit::KvTokenSeconds is current),
+  // and the model's FLOPs and HBM bytes of the steps completed (perf::StepWorkModel).
+  double seq_seconds = 0;
+  double kv_token_seconds = 0;
+  double flops = 0;
+  double hbm_bytes = 0;
   std::vector<double> rank_busy_s;  // per DP rank, its own compute (per-rank model only)
   std::vector<double> rank_live_s;  // per DP rank, the unit's step time while the rank was live
   Nanos paused = 0;                 // stopped for weight movement
@@ -134,10 +142,15 @@ class Unit {
   }
   int64_t kv_capacity() const { return planner_.limits().kv_capacity; }
   int64_t kv_used() const { return kv_used_; }
+  // KV tokens held x seconds from the start of the run to `now` (not before the last change).
+  double KvTokenSeconds(Nanos now) const {
+    return stats_.kv_token_seconds + static_cast<double>(kv_used_) * NanosToSeconds(now - kv_since_);
+  }
   bool idle() const { return !busy_ && prefill_.empty() && decode_wait_.empty() && running_ == 0; }
   const UnitConfig& config() const { return cfg_; }
   const UnitStats& stats() const { return stats_; }
   const perf::StepModel& model() const { return model_; }
+  const perf::StepWorkModel& work_model() const { return work_; }
   size_t cached_blocks() const { return cache_.size(); }
   // Output tokens the request has produced so far, counting decode steps on this unit.
   int32_t Generated(const ReqState& r) const {
@@ -157,6 +170,11 @@ class Unit {
   };
 
   void Kick();
+  // Integrates the KV held up to now; called before anything that may change kv_used_.
+  void AccrueKv() {
+    stats_.kv_token_seconds = KvTokenSeconds(events_.now());
+    kv_since_ = events_.now();
+  }
   void StartStepIfIdle();
   void OnStepDone();
   bool AdmitPrefill(PrefillItem& item);
@@ -178,6 +196,7 @@ class Unit {
 
   UnitConfig cfg_;
   const perf::StepModel& model_;
+  const perf::StepWorkModel work_;
   EventQueue& events_;
   RequestTable& table_;
   UnitHost& host_;
@@ -192,6 +211,7 @@ class Unit {
   Nanos paused_until_ = 0;
   bool wake_scheduled_ = false;
   int64_t kv_used_ = 0;
+  Nanos kv_since_ = 0;  // when kv_token_seconds was last brought up to date
   policy::PrefixCache cache_;
 
   std::deque<PrefillItem> prefill_;
@@ -208,6 +228,7 @@ class Unit {
   std::vector<std::pair<uint32_t, uint32_t>> admission_order_;  // (slot, epoch), LIFO victims
   std::vector<std::pair<uint32_t, uint32_t>> awaiting_first_;   // joined with no token yet
   int64_t step_decode_seqs_ = 0;
+  perf::StepWork step_work_;  // of the step in flight
   // Per-rank decode state, kept only with a per-rank model.
   const perf::MoeStepModel* moe_ = nullptr;  // the model steps use (cfg_.moe unless degraded)
   std::vector<int> live_ranks_;              // the DP ranks that take batches, in order

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "perf/step_model.h"
+#include "perf/step_work.h"
 #include "perf/transfer.h"
 
 namespace myriad::perf {
@@ -108,6 +109,50 @@ TEST(StepModel, DeepEpLowLatencyByEpSize) {
     EXPECT_NEAR(d * 1e6, dispatch_us[i], tol * dispatch_us[i]) << "EP" << ep;
     EXPECT_NEAR(c * 1e6, combine_us[i], tol * combine_us[i]) << "EP" << ep;
   }
+}
+
+}  // namespace
+}  // namespace myriad::perf
+
+namespace myriad::perf {
+namespace {
+
+TEST(StepWork, CountsFlopsAndBytesByHand) {
+  // Llama-3.1-70B on TP4 (H100): 80 layers, hidden 8192, 64 heads and 8 KV heads of 128, FFN
+  // 28672, vocabulary 128256, BF16. A step of 16 decode sequences at 1000 tokens of context.
+  const StepModel m = StepModel::Create(*FindGpu("H100"), *FindModel("Llama-3.1-70B"),
+                                        {.tp = 4, .dp = 1, .ep = 1, .nodes = 1}, Fabric{}).value();
+  const double dense = 80 * (8192.0 * 128 * (2 * 64 + 2 * 8)) + 80 * (3.0 * 8192 * 28672);  // 68.45e9
+  const double head = 128256.0 * 8192;
+  const double core_per_position = 80 * (2.0 * 64 * 128 * 2);
+  const double kv_bytes_per_token = 2.0 * 8 * 128 * 80 * 2;
+  const StepWorkModel work(m);
+  const StepWork w = work.Work({.decode_seqs = 16, .decode_context = 16000});
+  EXPECT_NEAR(w.flops, 2 * 16 * dense + 2 * 16 * head + 16000 * core_per_position, 1e-12 * w.flops);
+  // Each of the 4 GPUs reads its quarter of the weights once; the KV is read once.
+  EXPECT_NEAR(w.hbm_bytes, (dense + head) * 2 + 16000 * kv_bytes_per_token, 1e-9 * w.hbm_bytes);
+  EXPECT_DOUBLE_EQ(work.peak_flops_per_gpu(), 989e12);  // BF16 weights: the BF16 peak
+  EXPECT_DOUBLE_EQ(work.peak_hbm_bytes_per_gpu(), 3.35e12);
+  EXPECT_EQ(work.Work({}).flops, 0);
+
+  // A MoE model adds its routed experts: top_k per token in FLOPs, every held slot in bytes.
+  const StepModel ds = StepModel::Create(*FindGpu("H200"), *FindModel("DeepSeek-V3"),
+                                         {.tp = 1, .dp = 32, .ep = 32, .nodes = 4, .redundant_experts = 32}, Fabric{})
+                           .value();
+  const StepWorkModel ds_work(ds);
+  const ModelSpec& s = ds.model();
+  const double ds_dense = s.layers * s.AttentionParamsPerLayer() + s.dense_layers * s.DenseFfnParams() +
+                          s.moe_layers() * s.shared_experts * s.ExpertParams();
+  const BatchShape b{.prefill_tokens = 32 * 1000, .prefill_attended = 32 * 1000 * 1001 / 2.0, .prefill_seqs = 32};
+  const double ds_head = s.vocab * static_cast<double>(s.hidden);
+  const double core = s.layers * s.AttentionCoreFlopsPerLayer(1.0);
+  EXPECT_NEAR(ds_work.Work(b).flops, 2 * 32000 * ds_dense + 2 * 32 * ds_head + b.prefill_attended * core +
+                                         s.moe_layers() * 2.0 * 32000 * s.top_k * s.ExpertParams(),
+              1e-12 * ds_work.Work(b).flops);
+  const double slots = (256 + 32) / 32;  // experts and redundant copies per GPU
+  const double per_gpu = ds_dense * 1 + ds_head * 2 + s.moe_layers() * slots * s.ExpertParams() * 1;  // FP8 weights
+  EXPECT_NEAR(ds_work.Work(b).hbm_bytes, 32 * per_gpu + 32000 * s.KvBytesPerToken(), 1e-9 * ds_work.Work(b).hbm_bytes);
+  EXPECT_DOUBLE_EQ(ds_work.peak_flops_per_gpu(), 1979e12);  // FP8 weights: the FP8 peak
 }
 
 }  // namespace

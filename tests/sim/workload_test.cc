@@ -366,6 +366,26 @@ TEST(SyntheticWorkload, LengthsWithinBoundsAndMeansMatch) {
   }
 }
 
+TEST(SyntheticWorkload, FixedLengthPromptsStayFixedWithSystemPrompts) {
+  // input.min = input.max leaves no room for input.min tokens of user message after a system
+  // prompt: it used to give a 1-token system prompt plus 32 (33 tokens, past input.max).
+  SyntheticOptions o = Plain();
+  o.system_prompt_fraction = 0.5;
+  o.block_tokens = 16;
+  o.input = {.mean = 32, .cv = 0, .min = 32, .max = 32};
+  std::set<BlockKey> first_blocks;
+  size_t shared = 0;  // prompts whose first block another has: a system prompt's
+  for (const Request& r : Generate(o, 1000)) {
+    ASSERT_EQ(r.input_tokens, 32);
+    ASSERT_EQ(r.blocks.size(), 2u);
+    shared += !first_blocks.insert(r.blocks[0]).second;
+  }
+  EXPECT_GT(shared, 100u);
+  // A 1-token prompt has no room for a system prompt at all.
+  o.input = {.mean = 1, .cv = 0, .min = 1, .max = 1};
+  for (const Request& r : Generate(o, 100)) ASSERT_EQ(r.input_tokens, 1);
+}
+
 TEST(SyntheticWorkload, SessionTurnsExtendThePreviousTurn) {
   SyntheticOptions o = Plain();
   o.session_fraction = 1.0;
