@@ -60,6 +60,7 @@ TEST(ElasticSleepTest, ScaleInSleepsAndScaleOutWakesTheSleepersFirst) {
   bool said = false;
   for (const auto& a : host["elastic"]["actions"]) said |= a["action"].get<std::string>().find("to sleep") != std::string::npos;
   EXPECT_TRUE(said);
+  EXPECT_EQ(Simulate(*s).dump(), host.dump()) << "same seed, same bytes";
   // Sleeping on the GPUs holds them: the same decisions cost at least as many GPU-hours as with
   // the weights in host memory, by the hours the sleepers spent asleep (4 nodes x 8 GPUs each).
   s->elastic.sleep.mode = policy::SleepMode::kGpu;
