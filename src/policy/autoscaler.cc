@@ -69,6 +69,13 @@ int SeasonalForecast::learned_buckets() const {
   return static_cast<int>(std::count_if(learned_.begin(), learned_.end(), [](double v) { return v > 0; }));
 }
 
+double DecodeLatencyOverSlo(const DecodeWindow& w, Nanos tpot_slo, Nanos ttft_slo) {
+  const double step = w.steps > 0 ? w.busy_s / w.steps / NanosToSeconds(tpot_slo) : 0;
+  double wait = 0;
+  if (w.waiting > 0) wait = w.admitted > 0 ? w.waiting * w.window_s / w.admitted : w.window_s;
+  return std::max(step, wait / NanosToSeconds(ttft_slo));
+}
+
 Autoscaler::Autoscaler(ScalerOptions o, SeasonalForecast forecast) : o_(o), forecast_(std::move(forecast)) {}
 
 std::optional<ScaleAction> Autoscaler::Decide(const ScalerSignals& s, Nanos now) {

@@ -68,6 +68,22 @@ struct ScalerSignals {
   double latency_over_slo = 0; // the pool's latency percentile / its SLO
 };
 
+// The decode pool's latency signal, from what its engines export: the worse of the mean step
+// time over the TPOT SLO and the wait for a decode slot over the TTFT SLO (a disaggregated
+// request's first token comes from its first decode step, so that wait is part of its TTFT,
+// and a full pool can hold thousands of sequences at a step time well under the TPOT SLO). The
+// wait is Little's law: the sequences waiting at the end of the window over the rate sequences
+// took slots during it; a queue no sequence left for the whole window has waited at least the
+// window.
+struct DecodeWindow {
+  double busy_s = 0;    // step time in the window, summed over the pool's serving units
+  double steps = 0;     // steps in the window, summed likewise
+  double waiting = 0;   // sequences waiting for a slot at the end of the window
+  double admitted = 0;  // sequences that took a slot during the window
+  double window_s = 0;
+};
+double DecodeLatencyOverSlo(const DecodeWindow& w, Nanos tpot_slo, Nanos ttft_slo);
+
 struct ScaleAction {
   int delta = 0;        // > 0: add units; < 0: drain and remove units
   Nanos ready_by = 0;   // when added units are expected to serve

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/time.h"
+#include "policy/weight_plan.h"
 
 namespace myriad::policy {
 
@@ -40,10 +41,17 @@ inline Nanos PeerLoadTime(double bytes, const RecoveryOptions& o) {
   return SecondsToNanos(bytes / o.peer_bytes_per_s);
 }
 
-// Scale-out of a new unit is this pipeline without the eject and stop: a node scheduled, each of
-// its `nodes` loading `bytes` of weights (from peers of its pool when one serves, else from
-// storage shared with `storage_loaders` loading nodes in all), the communicator, warm-up and the
-// readiness gate. The autoscaler plans with it; the simulator times each stage on its own.
+// The fabric the weights travel over: storage and peer rates from these options, with the
+// nodes' NICs and the spine's oversubscription where the caller knows them (0: no NIC cap).
+WeightFabric FabricOf(const RecoveryOptions& o, double nic_bytes_per_s = 0, double oversubscription = 1);
+
+// Scale-out of a new unit is this pipeline without the eject and stop: a node scheduled, the
+// weights loaded as PlanWeightLoad plans `load` (the unit is one of `load.units` loading
+// together), the communicator, warm-up and the readiness gate; the unit's time is the plan's
+// makespan. The autoscaler plans with it; the simulator times each stage on its own.
+Nanos ScaleOutLeadTime(const WeightLoad& load, const WeightFabric& f, const RecoveryOptions& o);
+// One unit of `nodes` nodes and `bytes`: from a peer of its pool when `from_peers` (or from
+// storage when that is faster), else from storage shared with `storage_loaders` loading nodes.
 Nanos ScaleOutLeadTime(double bytes, int nodes, bool from_peers, int storage_loaders, const RecoveryOptions& o);
 
 }  // namespace myriad::policy

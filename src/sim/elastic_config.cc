@@ -46,7 +46,7 @@ absl::Status ParseDwell(const YamlReader& rd, const YAML::Node& n, const char* k
 absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::vector<std::string>& pool_names,
                           const std::vector<int>& pool_counts, ElasticConfig* c) {
   const std::string p = "elastic";
-  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"interval", "forecast", "scale_out", "autoscale", "pd_ratio"}));
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"interval", "forecast", "scale_out", "sleep", "autoscale", "pd_ratio"}));
   c->enabled = true;
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "interval", p, &c->interval));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "interval", p, c->interval >= kMinElasticInterval && c->interval <= kHour,
@@ -76,6 +76,23 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
   }
   if (const YAML::Node so = n["scale_out"]) {
     MYRIAD_RETURN_IF_ERROR(ParseRecovery(rd, so, p + ".scale_out", &c->scale_out, nullptr));
+  }
+  c->sleep.warmup = c->scale_out.warmup;
+  c->sleep.readiness = c->scale_out.readiness;
+  if (const YAML::Node sl = n["sleep"]) {
+    const std::string sp = p + ".sleep";
+    MYRIAD_RETURN_IF_ERROR(rd.Map(sl, sp, {"mode", "max_units", "pcie_gb_per_s"}));
+    std::string mode = "off";
+    MYRIAD_RETURN_IF_ERROR(rd.Get(sl, "mode", sp, &mode));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(sl, "mode", sp, mode == "off" || mode == "host" || mode == "gpu",
+                                    "must be off, host or gpu", mode));
+    c->sleep.mode = mode == "host" ? policy::SleepMode::kHost : mode == "gpu" ? policy::SleepMode::kGpu : policy::SleepMode::kOff;
+    MYRIAD_RETURN_IF_ERROR(rd.Get(sl, "max_units", sp, &c->sleep.max_sleeping));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(sl, "max_units", sp, c->sleep.max_sleeping >= 0 && c->sleep.max_sleeping <= kMaxSleepingUnits,
+                                    fmt::format("must be between 0 and {}", kMaxSleepingUnits), c->sleep.max_sleeping));
+    double pcie = c->sleep.pcie_bytes_per_s / 1e9;
+    MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, sl, "pcie_gb_per_s", sp, 0.1, 1000, &pcie));
+    c->sleep.pcie_bytes_per_s = pcie * 1e9;
   }
   if (const YAML::Node a = n["autoscale"]) {
     if (!a.IsSequence()) return rd.Error(a, p + ".autoscale", "expected a list of pools");

@@ -12,6 +12,7 @@
 #include "core/time.h"
 #include "policy/pd_ratio.h"
 #include "policy/recovery.h"
+#include "policy/unit_sleep.h"
 #include "sim/yaml_reader.h"
 
 namespace myriad::sim {
@@ -19,6 +20,7 @@ namespace myriad::sim {
 // Bounds of the section (documented in docs/elasticity.md).
 inline constexpr Nanos kMinElasticInterval = kSecond;
 inline constexpr int kMaxForecastBuckets = 10'000;
+inline constexpr int kMaxSleepingUnits = 1'000'000;
 
 struct AutoscaleConfig {
   std::string pool;
@@ -48,6 +50,7 @@ struct ElasticConfig {
   int forecast_buckets = 96;
   std::vector<double> forecast_profile;
   policy::RecoveryOptions scale_out;
+  policy::SleepOptions sleep;  // its warm-up and readiness are scale_out's
   std::vector<AutoscaleConfig> autoscale;
   PdRatioConfig pd_ratio;
 };

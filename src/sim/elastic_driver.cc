@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "perf/transfer.h"
 #include "policy/recovery.h"
 
 namespace myriad::sim {
@@ -27,6 +28,9 @@ ElasticDriver::ElasticDriver(const Scenario& s, EventQueue& events, const std::v
       act_(act),
       rec_(units.size()),
       pools_(s.pools.size()),
+      fabric_(policy::FabricOf(s.elastic.scale_out,
+                               s.hardware.nic_gbps / 8 * 1e9 * perf::TransferModel{}.nic_efficiency * s.hardware.gpus_per_node,
+                               s.hardware.spine_oversubscription)),
       storage_(events, s.elastic.scale_out.storage_bytes_per_s) {
   for (size_t u = 0; u < units.size(); ++u) pools_[static_cast<size_t>(units[u]->config().pool)].units.push_back(static_cast<int>(u));
   const ElasticConfig& e = s.elastic;
@@ -36,8 +40,11 @@ ElasticDriver::ElasticDriver(const Scenario& s, EventQueue& events, const std::v
     if (pr.units.empty()) continue;
     const Unit& unit = *units[static_cast<size_t>(pr.units.front())];
     // Planned with a serving peer to load from, as a pool above its floor always has.
-    pr.lead = policy::ScaleOutLeadTime(unit.model().WeightBytesPerGpu() * pool.layout.gpus(), pool.layout.nodes, e.scale_out.weights_from_peers,
-                                       pool.layout.nodes, e.scale_out);
+    pr.lead = policy::ScaleOutLeadTime({.unit_bytes = unit.model().WeightBytesPerGpu() * pool.layout.gpus(),
+                                        .nodes_per_unit = pool.layout.nodes,
+                                        .loaded_units = e.scale_out.weights_from_peers ? 1 : 0,
+                                        .peers_allowed = e.scale_out.weights_from_peers},
+                                       fabric_, e.scale_out);
     pr.scaler = std::make_unique<policy::Autoscaler>(
         policy::ScalerOptions{.min_units = a.min,
                               .max_units = pool.count,
@@ -91,7 +98,7 @@ int ElasticDriver::Count(size_t p, State st) const {
 policy::PoolSignals ElasticDriver::Sample(size_t p, Nanos dt) {
   const PoolConfig& pool = s_.pools[p];
   policy::PoolSignals sig;
-  double util = 0, waiting = 0, queued_tokens = 0, busy_s = 0, prefilled = 0, steps = 0;
+  double util = 0, waiting = 0, queued_tokens = 0, busy_s = 0, prefilled = 0, steps = 0, admitted = 0;
   for (int u : pools_[p].units) {
     UnitRec& r = rec_[static_cast<size_t>(u)];
     const Unit& unit = *units_[static_cast<size_t>(u)];
@@ -102,7 +109,10 @@ policy::PoolSignals ElasticDriver::Sample(size_t p, Nanos dt) {
     r.last_busy = st.busy;
     r.last_steps = st.steps;
     r.last_prefilled = st.prefill_tokens + st.recompute_tokens;
+    const double da = static_cast<double>(st.decode_admitted - r.last_admitted);
+    r.last_admitted = st.decode_admitted;
     if (r.state != State::kServing) continue;
+    admitted += da;
     ++sig.units;
     const policy::UnitLoad l = unit.Load();
     busy_s += db;
@@ -121,8 +131,9 @@ policy::PoolSignals ElasticDriver::Sample(size_t p, Nanos dt) {
   sig.utilisation = util / sig.units;
   sig.queue_per_unit = waiting / sig.units;
   if (pool.role == Role::kDecode) {
-    // The mean step time is the time per output token a sequence sees.
-    sig.latency_over_slo = steps > 0 ? busy_s / steps / NanosToSeconds(s_.slo.tpot) : 0;
+    sig.latency_over_slo = policy::DecodeLatencyOverSlo(
+        {.busy_s = busy_s, .steps = steps, .waiting = waiting, .admitted = admitted, .window_s = NanosToSeconds(dt)},
+        s_.slo.tpot, s_.slo.ttft);
   } else {
     // The queued prompt tokens at the rate the pool computed them: the wait a new prompt faces.
     const double per_unit_rate = busy_s > 0 ? prefilled / busy_s : 0;
@@ -144,6 +155,11 @@ void ElasticDriver::Tick() {
     const Unit& unit = *units_[u];
     if (r.state != State::kDraining || !unit.idle() || unit.kv_used() > 0) continue;
     const size_t from = static_cast<size_t>(unit.config().pool);
+    if (r.sleep_after) {
+      Sleep(static_cast<int>(u));
+      ++pools_[from].sleeps;
+      continue;
+    }
     Free(static_cast<int>(u));
     if (r.switch_to >= 0) {
       const auto to = static_cast<size_t>(r.switch_to);
@@ -223,45 +239,91 @@ void ElasticDriver::Free(int u) {
 
 void ElasticDriver::ScaleOut(size_t p, int n, const std::string& reason) {
   PoolRec& pr = pools_[p];
-  const bool peer = s_.elastic.scale_out.weights_from_peers && Count(p, State::kServing) > 0;
+  const int loaded = Count(p, State::kServing);
   int started = 0;
+  // Units still draining are the fastest capacity there is: they take traffic again at once.
   for (int u : pr.units) {
     if (started == n) break;
     UnitRec& r = rec_[static_cast<size_t>(u)];
-    if (r.state == State::kDraining && r.switch_to < 0) {
-      // A unit still draining is the fastest capacity there is: it takes traffic again at once.
-      r.state = State::kServing;
-      units_[static_cast<size_t>(u)]->set_routable(true);
-      ++started;
-      continue;
-    }
+    if (r.state != State::kDraining || r.switch_to >= 0) continue;
+    r.state = State::kServing;
+    r.sleep_after = false;
+    units_[static_cast<size_t>(u)]->set_routable(true);
+    ++started;
+  }
+  // Then sleepers: their weights are kept.
+  int wake = policy::UnitsToWake(n - started, Count(p, State::kSleeping));
+  for (int u : pr.units) {
+    if (wake == 0) break;
+    if (rec_[static_cast<size_t>(u)].state != State::kSleeping) continue;
+    Wake(u);
+    --wake;
+    ++started;
+    ++pr.wakes;
+  }
+  std::vector<int> fresh;
+  for (int u : pr.units) {
+    if (started == n) break;
+    UnitRec& r = rec_[static_cast<size_t>(u)];
     if (r.state != State::kOff) continue;
     Allocate(u);
     r.state = State::kStarting;
-    BringUp(u, peer);
+    fresh.push_back(u);
     ++started;
   }
   if (started == 0) return;
+  if (!fresh.empty()) BringUp(p, std::move(fresh), loaded);
   pr.scale_outs += started;
   Record(p, fmt::format("add {} (ready in {})", started, FormatDuration(pr.lead)), reason);
 }
 
-void ElasticDriver::BringUp(int u, bool from_peer) {
+void ElasticDriver::BringUp(size_t p, std::vector<int> units, int loaded) {
   const policy::RecoveryOptions& r = s_.elastic.scale_out;
-  const Unit& unit = *units_[static_cast<size_t>(u)];
-  const PoolConfig& pool = s_.pools[static_cast<size_t>(unit.config().pool)];
-  const double bytes = unit.model().WeightBytesPerGpu() * pool.layout.gpus();
-  const int nodes = pool.layout.nodes;
-  const Nanos after_load = r.comm_init + r.warmup + r.readiness;
-  events_.After(r.spare_acquire, [this, u, bytes, nodes, from_peer, after_load] {
+  const Unit& unit = *units_[static_cast<size_t>(units.front())];
+  const PoolConfig& pool = s_.pools[p];
+  const policy::WeightLoad load{.unit_bytes = unit.model().WeightBytesPerGpu() * pool.layout.gpus(),
+                                .nodes_per_unit = pool.layout.nodes,
+                                .units = static_cast<int>(units.size()),
+                                .loaded_units = loaded,
+                                .peers_allowed = r.weights_from_peers};
+  events_.After(r.spare_acquire, [this, load, units = std::move(units)] {
     const policy::RecoveryOptions& ro = s_.elastic.scale_out;
-    if (from_peer) {
-      events_.After(policy::PeerLoadTime(bytes / nodes, ro) + after_load, [this, u] { Serve(u); });
-      return;
+    const Nanos after_load = ro.comm_init + ro.warmup + ro.readiness;
+    const policy::WeightPlan plan = policy::PlanWeightLoad(load, fabric_);
+    ++plans_[static_cast<int>(plan.kind)];
+    if (load.units > largest_load_) {
+      largest_load_ = load.units;
+      largest_load_time_ = plan.makespan;
+      largest_load_storage_time_ = plan.storage_makespan;
     }
-    storage_.Start(bytes, nodes, nodes * ro.storage_per_node_bytes_per_s,
-                   [this, u, after_load] { events_.After(after_load, [this, u] { Serve(u); }); });
+    for (size_t i = 0; i < units.size(); ++i) {
+      const int u = units[i];
+      if (plan.kind != policy::WeightPlanKind::kStorage) {
+        events_.After(plan.ready[i] + after_load, [this, u] { Serve(u); });
+        continue;
+      }
+      // Storage is shared with every other load in flight, as the failure model shares it.
+      storage_.Start(load.unit_bytes, load.nodes_per_unit, load.nodes_per_unit * ro.storage_per_node_bytes_per_s,
+                     [this, u, after_load] { events_.After(after_load, [this, u] { Serve(u); }); });
+    }
   });
+}
+
+void ElasticDriver::Sleep(int u) {
+  UnitRec& r = rec_[static_cast<size_t>(u)];
+  r.sleep_after = false;
+  if (!policy::SleepHoldsGpus(s_.elastic.sleep)) Free(u);
+  r.state = State::kSleeping;
+  r.asleep_since = events_.now();
+}
+
+void ElasticDriver::Wake(int u) {
+  UnitRec& r = rec_[static_cast<size_t>(u)];
+  r.slept += events_.now() - r.asleep_since;
+  Allocate(u);
+  r.state = State::kStarting;
+  events_.After(policy::WakeTime(units_[static_cast<size_t>(u)]->model().WeightBytesPerGpu(), s_.elastic.sleep),
+                [this, u] { Serve(u); });
 }
 
 void ElasticDriver::Serve(int u) {
@@ -287,16 +349,21 @@ int ElasticDriver::LeastLoaded(size_t p) const {
 }
 
 void ElasticDriver::ScaleIn(size_t p, int n, const std::string& reason) {
+  int asleep = Count(p, State::kSleeping);
+  for (int u : pools_[p].units) asleep += rec_[static_cast<size_t>(u)].sleep_after;
+  const int to_sleep = policy::UnitsToSleep(n, asleep, s_.elastic.sleep);
   int drained = 0;
   for (; drained < n; ++drained) {
     const int u = LeastLoaded(p);
     if (u < 0) break;
     rec_[static_cast<size_t>(u)].state = State::kDraining;
+    rec_[static_cast<size_t>(u)].sleep_after = drained < to_sleep;
     units_[static_cast<size_t>(u)]->set_routable(false);
   }
   if (drained == 0) return;
   pools_[p].scale_ins += drained;
-  Record(p, fmt::format("drain {}", drained), reason);
+  Record(p, to_sleep > 0 ? fmt::format("drain {} ({} to sleep)", drained, std::min(drained, to_sleep)) : fmt::format("drain {}", drained),
+         reason);
 }
 
 void ElasticDriver::Record(size_t p, std::string what, std::string reason) {
@@ -339,6 +406,14 @@ nlohmann::ordered_json ElasticDriver::Report(Nanos end) const {
                          {"learned_unit_capacity_per_s", pr.scaler->unit_capacity()},
                          {"forecast_buckets_learned", pr.scaler->forecast().learned_buckets()}};
     }
+    if (s_.elastic.sleep.mode != policy::SleepMode::kOff) {
+      Nanos slept = 0;
+      for (int u : pr.units) {
+        const UnitRec& r = rec_[static_cast<size_t>(u)];
+        slept += r.slept + (r.state == State::kSleeping ? std::max<Nanos>(0, end - r.asleep_since) : 0);
+      }
+      j["sleep"] = {{"sleeps", pr.sleeps}, {"wakes", pr.wakes}, {"sleeping_unit_hours", NanosToSeconds(slept) / 3600}};
+    }
     if (pd_ && (static_cast<int>(p) == s_.elastic.pd_ratio.prefill_index ||
                 static_cast<int>(p) == s_.elastic.pd_ratio.decode_index)) {
       j["pd_ratio"] = {{"side", SideOf(s_.elastic.pd_ratio, p) == policy::PdSide::kPrefill ? "prefill" : "decode"},
@@ -358,6 +433,10 @@ nlohmann::ordered_json ElasticDriver::Report(Nanos end) const {
     j["burst"] = {{"start_s", NanosToSeconds(w.burst_start)},
                   {"absorbed_after_s", burst_over_slo_ < 0 ? 0.0 : NanosToSeconds(burst_over_slo_ + s_.elastic.interval - w.burst_start)}};
   }
+  j["weights"] = {{"plans", {{"storage", plans_[0]}, {"chain", plans_[1]}, {"tree", plans_[2]}}},
+                  {"largest_load_units", largest_load_},
+                  {"largest_load_s", NanosToSeconds(largest_load_time_)},
+                  {"largest_load_from_storage_s", NanosToSeconds(largest_load_storage_time_)}};
   j["pools"] = std::move(pools);
   j["actions_total"] = actions_total_;
   j["actions"] = std::move(actions);

@@ -18,6 +18,8 @@
 
 #include "policy/autoscaler.h"
 #include "policy/pd_ratio.h"
+#include "policy/unit_sleep.h"
+#include "policy/weight_plan.h"
 #include "sim/event_queue.h"
 #include "sim/metrics.h"
 #include "sim/scenario.h"
@@ -44,21 +46,25 @@ class ElasticDriver {
   nlohmann::ordered_json Report(Nanos end) const;
 
  private:
-  enum class State { kOff, kStarting, kServing, kDraining };
+  enum class State { kOff, kStarting, kServing, kDraining, kSleeping };
   struct UnitRec {
     State state = State::kServing;
     Nanos alloc_since = 0;  // -1: not allocated
     Nanos allocated = 0;    // closed allocation intervals, summed
     int switch_to = -1;     // draining for a role switch into this pool
+    bool sleep_after = false;  // draining to sleep, not to be released
+    Nanos asleep_since = 0;
+    Nanos slept = 0;        // closed sleeping intervals, summed
     Nanos last_busy = 0;
     uint64_t last_steps = 0;
     int64_t last_prefilled = 0;
+    int64_t last_admitted = 0;
   };
   struct PoolRec {
     std::vector<int> units;
     std::unique_ptr<policy::Autoscaler> scaler;  // null: not autoscaled
     Nanos lead = 0;
-    int64_t scale_outs = 0, scale_ins = 0, switched_in = 0, switched_out = 0;
+    int64_t scale_outs = 0, scale_ins = 0, switched_in = 0, switched_out = 0, sleeps = 0, wakes = 0;
     int peak = 0, low = 0;
     double unit_seconds = 0;  // serving units integrated over time
     policy::PoolSignals last;
@@ -75,9 +81,14 @@ class ElasticDriver {
   void Free(int u);
   void ScaleOut(size_t p, int n, const std::string& reason);
   void ScaleIn(size_t p, int n, const std::string& reason);
-  // Brings a started shell to serving after the scale-out pipeline.
-  void BringUp(int u, bool from_peer);
+  // Brings shells started together to serving after the scale-out pipeline, their weights
+  // loaded as one plan (policy::PlanWeightLoad) from the pool's `loaded` serving units.
+  void BringUp(size_t p, std::vector<int> units, int loaded);
   void Serve(int u);
+  // A drained unit keeps its weights and drops its KV; its GPUs are released unless it sleeps
+  // on them (policy/unit_sleep.h).
+  void Sleep(int u);
+  void Wake(int u);
   // The serving unit of pool p with the least work (the last one on ties): cheapest to drain.
   int LeastLoaded(size_t p) const;
   void Record(size_t p, std::string what, std::string reason);
@@ -91,7 +102,12 @@ class ElasticDriver {
   std::vector<UnitRec> rec_;
   std::vector<PoolRec> pools_;
   std::unique_ptr<policy::PdRatioController> pd_;
+  policy::WeightFabric fabric_;
   SharedBandwidth storage_;
+  // Weight loads by plan kind, and the largest batch loaded at once with its two times.
+  int64_t plans_[3] = {0, 0, 0};
+  int largest_load_ = 0;
+  Nanos largest_load_time_ = 0, largest_load_storage_time_ = 0;
   uint64_t last_arrived_ = 0;
   Nanos last_tick_ = 0;
   Nanos horizon_ = 0;

@@ -170,6 +170,7 @@ void Unit::AdmitDecodes() {
       r.kv_held = true;
     }
     decode_wait_.pop_front();
+    ++stats_.decode_admitted;
     JoinDecode(slot);
   }
   ShrinkCache();

@@ -73,6 +73,7 @@ struct UnitStats {
   std::vector<double> rank_busy_s;  // per DP rank, its own compute (per-rank model only)
   std::vector<double> rank_live_s;  // per DP rank, the unit's step time while the rank was live
   Nanos paused = 0;                 // stopped for weight movement
+  int64_t decode_admitted = 0;      // sequences that left the wait for a decode slot
 };
 
 class Unit {

@@ -136,7 +136,12 @@ TEST(ScaleOutLeadTimeTest, PeersOrSharedStorage) {
   RecoveryOptions r;
   const double bytes = 4 * 170e9;  // four nodes' shards
   const Nanos fixed = r.spare_acquire + r.comm_init + r.warmup + r.readiness;
+  // A unit alone with a peer: the planner takes storage's 5 GB/s per node over a peer's 4.3 GB/s
+  // (policy/weight_plan.h); a peer is faster once several load at once (WeightPlanTest.*).
+  EXPECT_EQ(ScaleOutLeadTime(bytes, 4, true, 0, r), fixed + SecondsToNanos(170e9 / 5e9));
+  r.storage_per_node_bytes_per_s = 4e9;
   EXPECT_EQ(ScaleOutLeadTime(bytes, 4, true, 0, r), fixed + PeerLoadTime(170e9, r));
+  r.storage_per_node_bytes_per_s = RecoveryOptions{}.storage_per_node_bytes_per_s;
   // Storage: 20 GB/s shared by 8 loading nodes is 2.5 GB/s each, under the 5 GB/s cap.
   EXPECT_EQ(ScaleOutLeadTime(bytes, 4, false, 8, r), fixed + SecondsToNanos(170e9 / 2.5e9));
 }

@@ -65,6 +65,15 @@ TEST(ElasticScenarioTest, LoadStepScalesOutWithTheLeadTimeAndBackInByDrain) {
   ASSERT_TRUE(step.ok());
   const Nanos lead = policy::ScaleOutLeadTime(step->WeightBytesPerGpu() * 32, 4, true, 4, s->elastic.scale_out);
   EXPECT_NEAR(prefill["autoscaled"]["lead_time_s"].get<double>(), NanosToSeconds(lead), 1e-6);
+  // Units added together load as one plan (policy::PlanWeightLoad): two at once by a chain from
+  // serving peers, faster than both pulling from storage; one alone takes storage's faster
+  // per-node rate.
+  const auto& weights = el["weights"];
+  ASSERT_TRUE(weights.is_object()) << el.dump(2);
+  EXPECT_GE(weights["plans"]["chain"].get<int>(), 1) << weights.dump();
+  EXPECT_GE(weights["plans"]["storage"].get<int>(), 1) << weights.dump();
+  EXPECT_GE(weights["largest_load_units"].get<int>(), 2);
+  EXPECT_LT(weights["largest_load_s"].get<double>(), weights["largest_load_from_storage_s"].get<double>());
   double first_add = -1, first_drain_after = -1;
   for (const auto& a : el["actions"]) {
     const double t = a["t_s"].get<double>();
