@@ -192,6 +192,18 @@ TEST(GatewayCacheModel, ConfiguredCapacityIsBoundedAndNamedInErrors) {
                                 "gw.yaml");
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.status().message().find("cache_tokens"), std::string::npos) << neg.status();
+  // health.slots_interval: 0 (off) or 100 ms-1 h.
+  const std::string backend = "backends:\n  - {name: a, url: 'http://127.0.0.1:1', model: m}\n";
+  auto off = ParseGatewayConfig(backend + "health: {slots_interval: 0s}\n", "gw.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->slots_interval, 0);
+  for (const char* v : {"10ms", "2h"}) {
+    auto out = ParseGatewayConfig(backend + "health: {slots_interval: " + v + "}\n", "gw.yaml");
+    ASSERT_FALSE(out.ok()) << v;
+    EXPECT_NE(out.status().message().find("gw.yaml:3"), std::string::npos) << out.status();
+    EXPECT_NE(out.status().message().find("slots_interval"), std::string::npos) << out.status();
+    EXPECT_NE(out.status().message().find("[100ms, 1h]"), std::string::npos) << out.status();
+  }
 }
 
 // Issue 25: a llama-server (here the emulator's profile) that clients also use directly, behind
