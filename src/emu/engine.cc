@@ -449,7 +449,8 @@ bool Engine::TakeSlot(Req& r) {
     stats_.prefix_queries += static_cast<uint64_t>(prompt);
     stats_.prefix_hits += static_cast<uint64_t>(hit);
   }
-  slot_stats_[static_cast<size_t>(r.slot)] = EngineStats::Slot{true, r.id, prompt, prompt - hit, hit, 0};
+  slot_stats_[static_cast<size_t>(r.slot)] =
+      EngineStats::Slot{true, r.id, prompt, prompt - hit, hit, 0, static_cast<int64_t>(r.in.max_tokens)};
   return true;
 }
 

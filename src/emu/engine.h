@@ -41,7 +41,9 @@ namespace myriad::emu {
 // step times from CPU-like per-token costs instead of the GPU step model.
 struct SlotProfile {
   int slots = 2;             // llama-server's --parallel
-  double similarity = 0.5;   // its --slot-prompt-similarity; 0: least recently used only
+  // Its --slot-prompt-similarity (0.1 since 2025, common/common.h; 0.5 before), the gateway's
+  // assumption too (policy::EngineCacheModelOptions); 0: least recently used only.
+  double similarity = 0.1;
   int64_t n_ctx = 4096;      // context per slot
   double prompt_token_ms = 0.75;    // a prompt token computed (about 1.5 s for 2,000)
   double cached_token_ms = 0.0125;  // a prompt token found in the slot (about 25 ms for 2,000)
@@ -118,6 +120,7 @@ struct EngineStats {
     uint64_t task = 0;           // the last request it took (0: none yet)
     int64_t tokens = 0;          // tokens its cache holds
     int64_t prompt_processed = 0, prompt_cached = 0, decoded = 0;  // of that request
+    int64_t max_tokens = -1;     // that request's limit (llama-server's n_predict; -1: none)
   };
   std::vector<Slot> slots;
   uint64_t preemptions = 0;  // running sequences sent back to waiting when KV ran out

@@ -56,9 +56,12 @@ json Slots(const EngineStats& s, const SlotProfile& p) {
       j["n_prompt_tokens"] = slot.tokens;
       j["n_prompt_tokens_processed"] = slot.prompt_processed;
       j["n_prompt_tokens_cache"] = slot.prompt_cached;
+      // llama-server's metrics-only params (what /slots shows unless LLAMA_SERVER_SLOTS_DEBUG is
+      // set, so never the prompt's text): of them, the one the emulator has.
+      j["params"] = {{"n_predict", slot.max_tokens}};
       j["next_token"] = json::array({json{{"has_next_token", slot.processing},
                                           {"has_new_line", false},
-                                          {"n_remain", -1},
+                                          {"n_remain", slot.max_tokens < 0 ? -1 : slot.max_tokens - slot.decoded},
                                           {"n_decoded", slot.decoded}}});
     }
     out.push_back(std::move(j));

@@ -20,8 +20,10 @@ namespace myriad::emu::llama {
 nlohmann::json Timings(const Usage& u);
 // GET /props: total_slots, default_generation_settings.n_ctx, model_path, ...
 nlohmann::json Props(std::string_view model, const SlotProfile& p, int64_t default_max_tokens);
-// GET /slots: per slot id, n_ctx, is_processing and, once it served a request, id_task and
-// its prompt counts.
+// GET /slots as llama-server since 2025 answers it by default (server_slot::to_json with
+// only_metrics): per slot id, n_ctx, speculative, is_processing and, once it took a task,
+// id_task, n_prompt_tokens (what its cache holds), n_prompt_tokens_processed and _cache,
+// params and next_token (an array of one); never the prompt's text.
 nlohmann::json Slots(const EngineStats& s, const SlotProfile& p);
 // GET /metrics: llama-server's llamacpp: families (what the emulator can count), plus the
 // emulator's own prompt-cache counters, which llama-server does not have.

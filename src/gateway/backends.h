@@ -67,6 +67,13 @@ struct Backend {
   int cache_probe_wait = 0;
   int cache_probe_backoff = 1;
   uint64_t cache_probe_failures = 0;
+  // Its slots as the engine reports them (llama-server's GET /slots; health.slots_interval):
+  // when next to ask, the wait after a refusal (501 under --no-slots, 404 from an engine
+  // without it; doubling to a bound), and the slots whose modelled content the reports dropped.
+  // The health checker's too.
+  Nanos slots_due = 0;
+  Nanos slots_backoff = 0;
+  uint64_t slots_corrected = 0;
   // The capacity it is modelled with, as last set (the model's own copy decides).
   policy::EngineCacheCapacity cache_capacity;
 

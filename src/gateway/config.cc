@@ -315,13 +315,18 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
 
   if (const YAML::Node h = root["health"]) {
     MYRIAD_RETURN_IF_ERROR(r.Map(h, "health", {"interval", "timeout", "eject_after_errors",
-                                               "readmit_after_successes", "scrape_interval"}));
+                                               "readmit_after_successes", "scrape_interval", "slots_interval"}));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "interval", "health", &c.health_interval));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "timeout", "health", &c.health_timeout));
     policy::BackendHealthOptions& bh = c.backend_health;
     MYRIAD_RETURN_IF_ERROR(r.Get(h, "eject_after_errors", "health", &bh.eject_after_errors));
     MYRIAD_RETURN_IF_ERROR(r.Get(h, "readmit_after_successes", "health", &bh.readmit_after_passing_checks));
     MYRIAD_RETURN_IF_ERROR(r.Duration(h, "scrape_interval", "health", &c.scrape_interval));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(h, "slots_interval", "health", &c.slots_interval));
+    MYRIAD_RETURN_IF_ERROR(r.Check(h, "slots_interval", "health",
+                                   c.slots_interval == 0 ||
+                                       (c.slots_interval >= 100 * kMillisecond && c.slots_interval <= 3600 * kSecond),
+                                   "must be 0 (off) or in [100ms, 1h]", FormatDuration(c.slots_interval)));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "interval", "health", c.health_interval > 0, "must be > 0",
                                    FormatDuration(c.health_interval)));
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "eject_after_errors", "health",

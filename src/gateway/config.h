@@ -148,6 +148,10 @@ struct GatewayConfig {
   // the same state machine and defaults as the simulator's units.
   policy::BackendHealthOptions backend_health;
   Nanos scrape_interval = 1 * kSecond;  // engine /metrics; 0: off
+  // llama-server's GET /slots, asked at most this often (and once per health round) of each
+  // backend the approximate index models as a slot cache, to correct the model with what the
+  // engine really holds (policy::EngineCacheModel::ObserveSlots); 0: off. 100 ms-1 h.
+  Nanos slots_interval = 1 * kSecond;
 
   std::string access_log = "-";  // "-": stderr; "": off; else a file path
 

@@ -49,6 +49,35 @@ std::optional<policy::EngineCacheCapacity> ParseLlamaCppProps(std::string_view b
   return c;
 }
 
+std::optional<std::vector<policy::SlotObservation>> ParseLlamaCppSlots(std::string_view body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array() || j.size() > static_cast<size_t>(policy::kMaxEngineSlots)) return std::nullopt;
+  std::vector<policy::SlotObservation> out;
+  for (const json& s : j) {
+    if (!s.is_object() || !s.contains("id") || !s["id"].is_number_integer()) continue;
+    const int64_t id = s["id"].get<int64_t>();
+    if (id < 0 || id >= policy::kMaxEngineSlots) continue;
+    policy::SlotObservation o;
+    o.id = static_cast<int>(id);
+    if (auto p = s.find("is_processing"); p != s.end() && p->is_boolean()) {
+      o.processing = p->get<bool>();
+    } else if (auto st = s.find("state"); st != s.end() && st->is_number_integer()) {
+      o.processing = st->get<int64_t>() != 0;
+    } else {
+      continue;
+    }
+    if (auto t = s.find("id_task"); t != s.end() && t->is_number_integer() && t->get<int64_t>() >= 0) {
+      o.task = t->get<int64_t>();
+    }
+    if (auto n = s.find("n_prompt_tokens"); n != s.end() && n->is_number_integer()) {
+      const int64_t v = n->get<int64_t>();
+      if (v >= 0 && v <= policy::kMaxEngineCacheTokens) o.tokens = v;
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
 std::optional<policy::EngineCacheCapacity> ParseSglangServerInfo(std::string_view body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return std::nullopt;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "net/http_client.h"
 
@@ -24,6 +25,13 @@ std::optional<policy::EngineCacheCapacity> ParseSglangServerInfo(std::string_vie
 // profiled its memory); a paged pool. With DP ranks each engine's line carries the same
 // configuration: the first is taken.
 std::optional<policy::EngineCacheCapacity> ParseVllmCacheConfig(std::string_view exposition);
+
+// llama.cpp's GET /slots, a JSON array of server_slot::to_json (tools/server/server-context.cpp):
+// `id`, `is_processing` (`state`, non-zero when busy, in 2024's servers), `id_task` once the
+// slot took a task (-1 before in older servers) and, since 2025, `n_prompt_tokens`. Entries that
+// do not parse are skipped; a body that is not an array of at most policy::kMaxEngineSlots
+// entries is nothing.
+std::optional<std::vector<policy::SlotObservation>> ParseLlamaCppSlots(std::string_view body);
 
 // Asks the engine behind `client` in turn: vLLM's cache_config_info in `metrics` (its /metrics
 // body; fetched when empty), llama.cpp's /props, SGLang's /get_server_info. Nothing when none

@@ -102,7 +102,8 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
                               {"used_tokens", occ.tokens},
                               {"used_slots", occ.used_slots},
                               {"evicted_blocks", occ.evictions},
-                              {"probe_failures", b->cache_probe_failures}};
+                              {"probe_failures", b->cache_probe_failures},
+                              {"slots_corrected", b->slots_corrected}};
       if (const policy::BackendCostModel* m = b->cost_model.get()) {
         json cm = CoefficientsJson(m->coefficients());
         cm["samples"] = m->samples();
@@ -225,6 +226,13 @@ net::HttpResponse Gateway::Metrics() const {
     w.Sample("myriad_gateway_backend_cache_probe_failures_total", {{"backend", b->config.name}},
              b->cache_probe_failures);
   }
+  w.Family("myriad_gateway_backend_cache_slots_corrected_total",
+           "Slots whose modelled prompt the engine's GET /slots showed gone (used behind the gateway's back, "
+           "or emptied).",
+           net::MetricType::kCounter);
+  for (const auto& b : backends_) {
+    w.Sample("myriad_gateway_backend_cache_slots_corrected_total", {{"backend", b->config.name}}, b->slots_corrected);
+  }
   w.Gauge("myriad_gateway_prefix_index_entries", "Entries in the prefix index.",
           static_cast<double>(index_.entries()));
   const policy::KvEventIndexerStats& ks = indexer_->stats();
@@ -250,11 +258,15 @@ void Gateway::CheckHealthNow() {
   std::lock_guard round(health_round_mu_);
   std::vector<std::shared_ptr<Backend>> list;
   std::vector<bool> probe_cache;  // no KV events and no configured capacity: ask the engine
+  std::vector<bool> poll_slots;   // modelled as a slot cache and due: ask for its slots
+  const Nanos now = NowNanos();
   {
     std::lock_guard l(mu_);
     list = backends_;
     for (const auto& b : list) {
       probe_cache.push_back(b->config.kv_events.empty() && b->config.cache_slots == 0 && b->config.cache_tokens == 0);
+      poll_slots.push_back(config_.slots_interval > 0 && b->config.kv_events.empty() && b->ranks.empty() &&
+                           b->cache_capacity.kind == policy::EngineCacheKind::kSlots && now >= b->slots_due);
     }
   }
   for (size_t i = 0; i < list.size(); ++i) {
@@ -283,10 +295,21 @@ void Gateway::CheckHealthNow() {
       b->cache_probe_wait = capacity ? kCacheReprobeRounds : b->cache_probe_backoff;
       b->cache_probe_backoff = capacity ? 1 : std::min(2 * b->cache_probe_backoff, kMaxCacheProbeBackoff);
     }
+    std::optional<std::vector<policy::SlotObservation>> slots;
+    if (ok && poll_slots[i]) {
+      // A refusal (501 under --no-slots, 404 where there is no such endpoint) or a body that does
+      // not parse backs off, doubling up to 64 intervals; an answer resets the wait.
+      auto res = client.Get("/slots");
+      if (res.ok() && res->status == 200) slots = ParseLlamaCppSlots(res->body);
+      b->slots_backoff = slots ? 0 : std::min(std::max(2 * b->slots_backoff, config_.slots_interval),
+                                              64 * config_.slots_interval);
+      b->slots_due = now + (slots ? config_.slots_interval : b->slots_backoff);
+    }
     std::string_view change;
     {
       std::lock_guard l(mu_);
       if (capacity && !b->removed) SetCacheCapacityLocked(*b, *capacity);
+      if (slots && !b->removed) b->slots_corrected += static_cast<uint64_t>(cache_model_.ObserveSlots(b->holder, *slots));
       if (probe_failed) b->cache_probe_failures++;
       change = RecordHealth(*b, ok);
       if (load.any) {

@@ -44,69 +44,118 @@ void EngineCacheModel::SetCapacity(HolderId holder, EngineCacheCapacity capacity
   }
   Holder& h = holders_[holder];
   h.capacity = capacity;
-  if (capacity.kind == EngineCacheKind::kSlots) h.slots.resize(static_cast<size_t>(capacity.slots));
+  if (capacity.kind == EngineCacheKind::kSlots) {
+    h.slots.emplace(capacity.slots, options_.slot_similarity);
+    h.seen.resize(static_cast<size_t>(capacity.slots));
+  }
 }
 
 void EngineCacheModel::Forget(HolderId holder) { holders_.erase(holder); }
 
-void EngineCacheModel::Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens) {
+int EngineCacheModel::Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens) {
   auto it = holders_.find(holder);
-  if (it == holders_.end()) return;
+  if (it == holders_.end()) return -1;
   Holder& h = it->second;
   h.block_tokens = std::max<int64_t>(1, block_tokens);
   ++clock_;
   evicted_.clear();
+  int slot = -1;
   switch (h.capacity.kind) {
-    case EngineCacheKind::kSlots: ServeSlots(holder, h, blocks); break;
+    case EngineCacheKind::kSlots: slot = ServeSlots(h, blocks); break;
     case EngineCacheKind::kPaged: ServePaged(holder, h, blocks); break;
-    case EngineCacheKind::kUnknown: return;
+    case EngineCacheKind::kUnknown: return -1;
   }
-  if (evicted_.empty()) return;
-  h.evictions += evicted_.size();
-  index_->Removed(holder, evicted_);
+  if (!evicted_.empty()) {
+    h.evictions += evicted_.size();
+    index_->Removed(holder, evicted_);
+  }
+  return slot;
 }
 
-void EngineCacheModel::ServeSlots(HolderId, Holder& h, std::span<const BlockKey> blocks) {
+int EngineCacheModel::ServeSlots(Holder& h, std::span<const BlockKey> blocks) {
   // A prompt longer than a slot's context does not stay whole; its head is what a later prompt
   // can reuse.
   if (h.capacity.tokens > 0) {
     blocks = blocks.first(std::min<size_t>(blocks.size(), static_cast<size_t>(h.capacity.tokens / h.block_tokens)));
   }
-  // The most similar slot (common prefix over the prompt's length, strictly above the
-  // threshold), else the least recently used; a slot never used counts as the oldest.
-  size_t pick = h.slots.size();
-  size_t best_common = 0;
-  for (size_t i = 0; i < h.slots.size(); ++i) {
-    const std::vector<BlockKey>& held = h.slots[i].blocks;
-    if (held.empty()) continue;
-    const size_t n = std::min(held.size(), blocks.size());
-    const size_t common = static_cast<size_t>(
-        std::mismatch(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(n), blocks.begin()).first - held.begin());
-    if (common > best_common &&
-        static_cast<double>(common) > options_.slot_similarity * static_cast<double>(blocks.size())) {
-      best_common = common;
-      pick = i;
+  EngineSlotCache& slots = *h.slots;
+  std::optional<int> pick = slots.Pick(blocks);
+  if (!pick) {
+    // Every slot was busy when last observed: the engine defers the request to whichever frees
+    // first, which the gateway cannot know; by then the observation is stale, so decide as if
+    // all were idle (the next observation corrects it).
+    for (int i = 0; i < slots.size(); ++i) slots.SetProcessing(i, false);
+    pick = slots.Pick(blocks);
+  }
+  const int slot = *pick;  // >= 1 slot, all idle now
+  const std::vector<BlockKey> before = slots.tokens(slot);
+  slots.Start(slot, blocks);
+  // The gateway does not see the request end: the slot is modelled idle at once, released now.
+  slots.Release(slot, std::vector<BlockKey>(blocks.begin(), blocks.end()), static_cast<int64_t>(clock_));
+  ++h.seen[static_cast<size_t>(slot)].served;
+  Evict(h, before);
+  return slot;
+}
+
+void EngineCacheModel::Evict(const Holder& h, const std::vector<BlockKey>& before) {
+  if (before.empty()) return;
+  // Chain keys name whole prefixes, so a block another slot (or the slot's new content) holds
+  // stays.
+  absl::flat_hash_set<BlockKey> kept;
+  for (int i = 0; i < h.slots->size(); ++i) kept.insert(h.slots->tokens(i).begin(), h.slots->tokens(i).end());
+  for (BlockKey k : before) {
+    if (!kept.contains(k)) evicted_.push_back(k);
+  }
+}
+
+void EngineCacheModel::DropSlot(Holder& h, int slot, int64_t now) {
+  const std::vector<BlockKey> before = h.slots->tokens(slot);
+  const bool processing = h.slots->processing(slot);
+  h.slots->Release(slot, {}, now);
+  h.slots->SetProcessing(slot, processing);
+  Evict(h, before);
+}
+
+int EngineCacheModel::ObserveSlots(HolderId holder, std::span<const SlotObservation> observed) {
+  auto it = holders_.find(holder);
+  if (it == holders_.end() || it->second.capacity.kind != EngineCacheKind::kSlots) return 0;
+  Holder& h = it->second;
+  evicted_.clear();
+  int dropped = 0;
+  // Slots used behind the gateway's back, in the engine's task order: llama-server numbers
+  // tasks in arrival order, so a higher id_task was released later.
+  std::vector<std::pair<int64_t, int>> foreign;
+  for (const SlotObservation& o : observed) {
+    if (o.id < 0 || o.id >= h.slots->size()) continue;
+    SlotSeen& seen = h.seen[static_cast<size_t>(o.id)];
+    h.slots->SetProcessing(o.id, o.processing);
+    const bool empty = !o.task || (o.tokens && *o.tokens == 0);
+    const bool took_task = o.task && o.task != seen.task;
+    if (empty && seen.served == seen.served_at_task) {
+      // The engine holds nothing there (never used, or cleared) and nothing the gateway sent
+      // can be on its way to it.
+      if (!h.slots->tokens(o.id).empty()) {
+        DropSlot(h, o.id, -1);
+        ++dropped;
+      }
+    } else if (took_task && seen.served == seen.served_at_task) {
+      foreign.emplace_back(*o.task, o.id);
+    }
+    if (took_task) {
+      seen.task = o.task;
+      seen.served_at_task = seen.served;
     }
   }
-  if (pick == h.slots.size()) {
-    pick = 0;
-    for (size_t i = 1; i < h.slots.size(); ++i) {
-      if (h.slots[i].last_used < h.slots[pick].last_used) pick = i;
-    }
+  std::sort(foreign.begin(), foreign.end());
+  for (const auto& [task, slot] : foreign) {
+    DropSlot(h, slot, static_cast<int64_t>(++clock_));
+    ++dropped;
   }
-  Slot& slot = h.slots[pick];
-  if (!slot.blocks.empty()) {
-    // Chain keys name whole prefixes, so a block another slot (or the new prompt) holds stays.
-    absl::flat_hash_set<BlockKey> kept(blocks.begin(), blocks.end());
-    for (size_t i = 0; i < h.slots.size(); ++i) {
-      if (i != pick) kept.insert(h.slots[i].blocks.begin(), h.slots[i].blocks.end());
-    }
-    for (BlockKey k : slot.blocks) {
-      if (!kept.contains(k)) evicted_.push_back(k);
-    }
+  if (!evicted_.empty()) {
+    h.evictions += evicted_.size();
+    index_->Removed(holder, evicted_);
   }
-  slot.blocks.assign(blocks.begin(), blocks.end());
-  slot.last_used = clock_;
+  return dropped;
 }
 
 void EngineCacheModel::ServePaged(HolderId, Holder& h, std::span<const BlockKey> blocks) {
@@ -122,10 +171,11 @@ EngineCacheOccupancy EngineCacheModel::Occupancy(HolderId holder) const {
   out.capacity = h.capacity;
   out.evictions = h.evictions;
   if (h.capacity.kind == EngineCacheKind::kSlots) {
-    for (const Slot& s : h.slots) {
-      if (s.blocks.empty()) continue;
+    for (int i = 0; i < h.slots->size(); ++i) {
+      const size_t blocks = h.slots->tokens(i).size();
+      if (blocks == 0) continue;
       ++out.used_slots;
-      out.tokens += static_cast<int64_t>(s.blocks.size()) * h.block_tokens;
+      out.tokens += static_cast<int64_t>(blocks) * h.block_tokens;
     }
   } else {
     out.tokens = static_cast<int64_t>(h.paged.size()) * h.block_tokens;

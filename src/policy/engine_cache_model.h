@@ -3,17 +3,18 @@
 // so that the approximate prefix index (the router's own decisions, kept as provisional entries)
 // forgets a prompt when the engine does, not only when a TTL runs out. Two kinds of cache:
 //  - slots (llama.cpp's server): each of N slots keeps the last prompt it ran, at most n_ctx
-//    tokens. A request takes the slot whose cached prompt shares the longest prefix with it, if
-//    that prefix is more than `slot_similarity` of the request's prompt, else the least
-//    recently used slot (llama-server's get_available_slot, tools/server/server-context.cpp;
-//    the emulator's policy/slot_cache.h follows the same rule over token ids), and the prompt
-//    there before is gone. Which slots are busy the gateway does not know: all count as idle.
+//    tokens. A request takes the slot llama-server's get_available_slot would give it, by the
+//    one rule the emulator's llama-server profile runs too (policy/slot_cache.h: the longest
+//    prefix above `slot_similarity` of the prompt, else the least recently used), and the
+//    prompt there before is gone. Which slots are busy, and what the engine served that the
+//    gateway did not send, only its GET /slots says: ObserveSlots merges that in.
 //  - paged (vLLM, SGLang): a pool of blocks evicted least recently used (by the same CLOCK as a
 //    simulated engine's cache, policy/prefix_cache.h).
 // A holder without a known capacity is not modelled: its entries live for the index's TTL.
 // Blocks the model evicts are removed from the index for that holder. Pure: no I/O, no clock;
 // the capacities come from the caller (the engine's own report, or configuration).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "core/block_hash.h"
 #include "policy/prefix_cache.h"
 #include "policy/prefix_index.h"
+#include "policy/slot_cache.h"
 
 namespace myriad::policy {
 
@@ -51,6 +53,16 @@ struct EngineCacheOccupancy {
   uint64_t evictions = 0;  // blocks the model dropped from the index since the capacity was set
 };
 
+// One slot as llama-server's GET /slots reports it (server_slot::to_json): `id`,
+// `is_processing`, `id_task` (the last task it took; absent until it took one) and, in
+// versions that have it, `n_prompt_tokens` (what its cache holds).
+struct SlotObservation {
+  int id = 0;
+  bool processing = false;
+  std::optional<int64_t> task;
+  std::optional<int64_t> tokens;
+};
+
 struct EngineCacheModelOptions {
   // llama-server's --slot-prompt-similarity (its default, common/common.h).
   double slot_similarity = 0.1;
@@ -70,23 +82,42 @@ class EngineCacheModel {
   // A request whose prompt has these blocks (a chain from position 0, `block_tokens` tokens
   // each) was sent to `holder`: the engine now holds them, and what it evicted for them leaves
   // the index. Nothing happens for a holder of unknown capacity.
-  void Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens);
+  // Returns the slot the model put it in (slot caches), else -1.
+  int Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens);
+
+  // The engine's own account of its slots (llama-server's GET /slots), merged in: a slot the
+  // engine reports empty is empty; a slot that took a task since the last observation while
+  // the gateway sent it none was used behind the gateway's back, so what the model believed
+  // it held is gone (its content is unknown: it matches nothing, and counts as just used);
+  // busy slots are not picked until the next observation. A slot the gateway did send to
+  // keeps the model's content (its id_task may not have changed yet: the request can still be
+  // queued). Returns how many slots' content was dropped. Nothing for a holder that is not a
+  // slot cache; ids outside its slots are ignored.
+  int ObserveSlots(HolderId holder, std::span<const SlotObservation> slots);
 
   EngineCacheOccupancy Occupancy(HolderId holder) const;
 
  private:
-  struct Slot {
-    std::vector<BlockKey> blocks;
-    uint64_t last_used = 0;  // the model's own request counter: LRU order
+  // What the model knows of a slot beyond its content: requests it sent there (a running
+  // count) and, at the last observation, the engine's id_task and that count.
+  struct SlotSeen {
+    uint64_t served = 0;
+    uint64_t served_at_task = 0;
+    std::optional<int64_t> task;
   };
   struct Holder {
     EngineCacheCapacity capacity;
-    std::vector<Slot> slots;  // kSlots
+    std::optional<EngineSlotCache> slots;  // kSlots; LRU time is the model's request counter
+    std::vector<SlotSeen> seen;            // kSlots, per slot
     PrefixCache paged;        // kPaged
     int64_t block_tokens = 1;  // of the last request: converts blocks to tokens
     uint64_t evictions = 0;
   };
-  void ServeSlots(HolderId id, Holder& h, std::span<const BlockKey> blocks);
+  int ServeSlots(Holder& h, std::span<const BlockKey> blocks);
+  // Empties `slot`'s modelled content (into evicted_), released at `now` (-1: never used).
+  void DropSlot(Holder& h, int slot, int64_t now);
+  // Adds to evicted_ the blocks of `before` that no slot holds now.
+  void Evict(const Holder& h, const std::vector<BlockKey>& before);
   void ServePaged(HolderId id, Holder& h, std::span<const BlockKey> blocks);
 
   PrefixIndex* index_;

@@ -14,6 +14,7 @@
 
 #include "emu/emu_server.h"
 #include "net/http_client.h"
+#include "policy/engine_cache_model.h"
 
 namespace myriad::emu {
 namespace {
@@ -22,7 +23,7 @@ using json = nlohmann::json;
 
 std::unique_ptr<EmuServer> StartLlama() {
   EmuOptions o;
-  o.engine.slots = SlotProfile{};  // 2 slots, similarity 0.5, 4096 tokens each
+  o.engine.slots = SlotProfile{};  // 2 slots, similarity 0.1, 4096 tokens each
   o.engine.max_batched_tokens = 2048;
   o.engine.speed = 20;  // a 400-token prompt's 300 emulated ms take 15 real ones
   auto s = EmuServer::Create(o);
@@ -64,6 +65,9 @@ TEST(EmuLlamaTest, SlotsKeepTheLastPromptsAndTheLeastRecentlyUsedIsEvicted) {
     EXPECT_EQ(slot["n_ctx"], 4096);
     EXPECT_EQ(slot["is_processing"], false);
     EXPECT_EQ(slot["n_prompt_tokens"], 403) << "the prompt and its 3 output tokens: " << s;
+    EXPECT_EQ(slot["params"]["n_predict"], 3) << s;
+    EXPECT_EQ(slot["next_token"][0]["n_remain"], 0) << "3 of 3 decoded: " << s;
+    EXPECT_FALSE(slot.contains("prompt")) << "llama-server shows the text only under LLAMA_SERVER_SLOTS_DEBUG";
   }
 
   // A repeat of the second prompt finds its slot: all but the last token are cached.
@@ -193,6 +197,50 @@ TEST(EmuLlamaTest, PublishesNoKvEvents) {
   auto s = EmuServer::Create(o);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("KV events"), std::string::npos) << s.status();
+}
+
+// One slot rule (policy/slot_cache.h): the emulator over token ids and the gateway's model of it
+// over block keys (policy::EngineCacheModel) choose the same slot, request after request: new
+// prompts, continuations, a partial share above and one below the similarity, a repeat. Each
+// prompt is a run of 16-word segments, one stand-in token per word, so a segment is one block.
+TEST(EmuLlamaTest, GatewaysModelPicksTheEmulatorsSlot) {
+  EmuOptions o;
+  o.engine.slots = SlotProfile{};
+  o.engine.slots->slots = 3;  // llama-server's default similarity, 0.1
+  o.engine.max_batched_tokens = 2048;
+  o.engine.speed = 20;
+  auto s = EmuServer::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::unique_ptr<EmuServer> emu = *std::move(s);
+  ASSERT_TRUE(emu->Start().ok());
+  net::HttpClient c(net::HostPort{"127.0.0.1", emu->port()});
+
+  policy::PrefixIndex index(policy::PrefixIndexOptions{});
+  policy::EngineCacheModel model(&index);  // the same default
+  model.SetCapacity(0, {.kind = policy::EngineCacheKind::kSlots, .slots = 3, .tokens = 4096});
+
+  const std::vector<std::vector<int>> prompts = {
+      {1, 2, 3, 4},          {10, 11, 12, 13}, {1, 2, 3, 4, 5, 6},     {20, 21, 22, 23},
+      {10, 11, 30, 31, 32},  // 2 of 5 (40%) shared with the second prompt: its slot
+      {40, 41, 42, 43},      {1, 2, 3, 4, 5, 6, 7},
+      {20, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69},  // 1 of 11 (9%): below the similarity
+      {50},                  {40, 41, 42, 43},       {10, 11, 30, 31, 32, 33}, {70, 71}};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::string text;
+    std::vector<BlockKey> blocks;
+    BlockKey parent = kRootBlockKey;
+    for (int seg : prompts[i]) {
+      for (int w = 0; w < 16; ++w) text += " s" + std::to_string(seg) + "_" + std::to_string(w);
+      blocks.push_back(parent = HashContentBlock(parent, static_cast<BlockKey>(seg)));
+    }
+    auto res = c.Post("/completion", json({{"prompt", text}, {"n_predict", 2}}).dump());
+    ASSERT_TRUE(res.ok()) << res.status();
+    ASSERT_EQ(res->status, 200) << res->body;
+    const json n = json::parse(res->body);
+    ASSERT_EQ(n["tokens_evaluated"], static_cast<int>(16 * prompts[i].size())) << "one token per word";
+    EXPECT_EQ(model.Served(0, blocks, 16), n["id_slot"].get<int>()) << "request " << i;
+  }
+  emu->Stop();
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ class FakeLlamaServer {
             json({{"total_slots", slots_}, {"default_generation_settings", {{"n_ctx", 4096}}}}).dump(), {}});
       }
       if (path == "/v1/completions") return r->Respond(net::HttpResponse{200, "application/json", std::string(kCompletion), {}});
+      if (path == "/slots") slots_asked_++;
       r->Respond(net::HttpResponse{404, "text/plain", "File Not Found", {}});
     });
     EXPECT_TRUE(server_->Start().ok());
@@ -46,10 +47,12 @@ class FakeLlamaServer {
   ~FakeLlamaServer() { server_->Stop(); }
   uint16_t port() const { return server_->port(); }
   int props() const { return props_; }
+  int slots() const { return slots_asked_; }
 
  private:
   int slots_;
   std::atomic<int> props_{0};
+  std::atomic<int> slots_asked_{0};
   std::unique_ptr<net::HttpServer> server_;
 };
 
@@ -57,14 +60,14 @@ struct Gw {
   std::unique_ptr<Gateway> gw;
   LogLines log;
   size_t sent = 0;
-  Gw(std::vector<BackendConfig> backends, GatewayConfig c = {}) {
+  Gw(std::vector<BackendConfig> backends, GatewayConfig c = {}, std::shared_ptr<Clock> clock = nullptr) {
     c.listen = "127.0.0.1:0";
     c.access_log = "";
     c.admin_token = "admin";
     c.health_interval = 3600 * kSecond;  // rounds run when the test asks (CheckHealthNow)
     c.scrape_interval = 0;
     c.backends = std::move(backends);
-    auto g = Gateway::Create(c);
+    auto g = Gateway::Create(c, std::move(clock));
     EXPECT_TRUE(g.ok()) << g.status();
     gw = *std::move(g);
     log.Attach(*gw);
@@ -189,6 +192,120 @@ TEST(GatewayCacheModel, ConfiguredCapacityIsBoundedAndNamedInErrors) {
                                 "gw.yaml");
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.status().message().find("cache_tokens"), std::string::npos) << neg.status();
+  // health.slots_interval: 0 (off) or 100 ms-1 h.
+  const std::string backend = "backends:\n  - {name: a, url: 'http://127.0.0.1:1', model: m}\n";
+  auto off = ParseGatewayConfig(backend + "health: {slots_interval: 0s}\n", "gw.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->slots_interval, 0);
+  for (const char* v : {"10ms", "2h"}) {
+    auto out = ParseGatewayConfig(backend + "health: {slots_interval: " + v + "}\n", "gw.yaml");
+    ASSERT_FALSE(out.ok()) << v;
+    EXPECT_NE(out.status().message().find("gw.yaml:3"), std::string::npos) << out.status();
+    EXPECT_NE(out.status().message().find("slots_interval"), std::string::npos) << out.status();
+    EXPECT_NE(out.status().message().find("[100ms, 1h]"), std::string::npos) << out.status();
+  }
+}
+
+// Issue 25: a llama-server (here the emulator's profile) that clients also use directly, behind
+// the gateway's back. Its GET /slots tells the gateway which slots took tasks the gateway did not
+// send: the model forgets what it believed those slots held, so the index stops promising a
+// cached prefix the engine no longer has.
+TEST(GatewayCacheModel, SlotsReportCorrectsTheModelAfterTheEngineWasUsedDirectly) {
+  emu::EmuOptions o;
+  o.engine.slots = emu::SlotProfile{};  // 2 slots, llama-server's similarity 0.1
+  o.engine.speed = 50;
+  auto s = emu::EmuServer::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::unique_ptr<emu::EmuServer> engine = *std::move(s);
+  ASSERT_TRUE(engine->Start().ok());
+  GatewayConfig c;
+  c.slots_interval = 1;  // every health round the test runs
+  Gw g({Llama("llama0", engine->port())}, c);
+  g.gw->CheckHealthNow();  // the capacity, from /props
+  EXPECT_EQ(g.Admin("/admin/backends")["backends"][0]["cache"]["kind"], "slots");
+
+  const std::string a = Words(120, 1);
+  EXPECT_EQ(g.Cached(a + Words(4, 900)), 0);
+  EXPECT_GT(g.Cached(a + Words(4, 901)), 0) << "the engine's slot holds a's first turn";
+  // The report after the gateway's own requests (a poll during the user's think time): the
+  // engine agrees, nothing to correct. (A slot the gateway sent to since the last report is
+  // trusted: had another client also used it in that interval, the model would learn it only
+  // when that slot next changes.)
+  g.gw->CheckHealthNow();
+  EXPECT_EQ(g.Admin("/admin/backends")["backends"][0]["cache"]["slots_corrected"], 0);
+  EXPECT_GT(g.Cached(a + Words(4, 902)), 0) << "a's slot kept";
+  g.gw->CheckHealthNow();
+
+  // Two other clients' prompts, straight to the engine: both slots are taken over.
+  net::HttpClient direct(net::HostPort{"127.0.0.1", engine->port()});
+  for (int seed : {2, 3}) {
+    auto r = direct.Post("/v1/completions", Completion(Words(120, seed)));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+  }
+  g.gw->CheckHealthNow();
+  const json cache = g.Admin("/admin/backends")["backends"][0]["cache"];
+  EXPECT_GE(cache["slots_corrected"].get<int>(), 1) << cache;
+  EXPECT_EQ(cache["used_slots"], 0) << "both slots hold what the gateway did not send: " << cache;
+  EXPECT_EQ(g.Cached(a + Words(4, 903)), 0) << "the index still believed the engine held a";
+  const std::string metrics = g.Admin("/metrics").get<std::string>();
+  EXPECT_NE(metrics.find(R"(myriad_gateway_backend_cache_slots_corrected_total{backend="llama0"} )"), std::string::npos);
+  engine->Stop();
+}
+
+// An engine that refuses /slots (llama-server --no-slots answers 501, an engine without it 404) is
+// asked again after a wait that doubles, and its model keeps working from the gateway's own
+// decisions.
+TEST(GatewayCacheModel, RefusedSlotsReportBacksOff) {
+  FakeLlamaServer engine(2);
+  auto clock = std::make_shared<ManualClock>();
+  GatewayConfig c;
+  c.slots_interval = kSecond;
+  Gw g({Llama("llama0", engine.port())}, c, clock);
+  g.gw->CheckHealthNow();  // the capacity
+  for (int i = 0; i < 40; ++i) {  // 10 s in rounds of 250 ms
+    g.gw->CheckHealthNow();
+    clock->Advance(250 * kMillisecond);
+  }
+  EXPECT_GE(engine.slots(), 3) << "asked at 0, 1, 3 and 7 s";
+  EXPECT_LE(engine.slots(), 5) << "every second would be 10";
+  const std::string a = Words(120, 1);
+  EXPECT_EQ(g.Cached(a + Words(4, 900)), 0);
+  EXPECT_GT(g.Cached(a + Words(4, 901)), 0);
+}
+
+TEST(EngineCacheProbe, ReadsLlamaServersSlotsAcrossVersions) {
+  // 2025+: n_prompt_tokens; an idle never-used slot has no id_task.
+  const auto now = ParseLlamaCppSlots(
+      R"([{"id":0,"n_ctx":4096,"speculative":false,"is_processing":false},)"
+      R"({"id":1,"n_ctx":4096,"speculative":false,"is_processing":true,"id_task":7,"n_prompt_tokens":812,)"
+      R"("n_prompt_tokens_processed":800,"n_prompt_tokens_cache":12,"params":{},"next_token":[{"n_decoded":3}]}])");
+  ASSERT_TRUE(now.has_value());
+  ASSERT_EQ(now->size(), 2u);
+  EXPECT_FALSE((*now)[0].task.has_value());
+  EXPECT_FALSE((*now)[0].processing);
+  EXPECT_EQ((*now)[1].task, 7);
+  EXPECT_TRUE((*now)[1].processing);
+  EXPECT_EQ((*now)[1].tokens, 812);
+  // 2024: `state` for busy, id_task -1 before the first task, no token count.
+  const auto old = ParseLlamaCppSlots(R"([{"id":0,"id_task":-1,"state":0,"prompt":""},{"id":1,"id_task":3,"state":1}])");
+  ASSERT_TRUE(old.has_value());
+  ASSERT_EQ(old->size(), 2u);
+  EXPECT_FALSE((*old)[0].task.has_value());
+  EXPECT_TRUE((*old)[1].processing);
+  EXPECT_FALSE((*old)[1].tokens.has_value());
+  // Input like any other: bad entries are skipped, a non-array or oversized body is nothing.
+  const auto bad = ParseLlamaCppSlots(R"([{"id":"0","is_processing":false},{"id":-1,"is_processing":false},)"
+                                      R"({"id":2},{"id":3,"is_processing":false,"n_prompt_tokens":-5}])");
+  ASSERT_TRUE(bad.has_value());
+  ASSERT_EQ(bad->size(), 1u);
+  EXPECT_FALSE((*bad)[0].tokens.has_value());
+  EXPECT_FALSE(ParseLlamaCppSlots(R"({"error":{"code":501}})").has_value());
+  EXPECT_FALSE(ParseLlamaCppSlots("not json").has_value());
+  std::string many = "[";
+  for (int i = 0; i <= policy::kMaxEngineSlots; ++i) many += R"({"id":0,"is_processing":false},)";
+  many.back() = ']';
+  EXPECT_FALSE(ParseLlamaCppSlots(many).has_value());
 }
 
 TEST(EngineCacheProbe, ReadsEachEnginesOwnReport) {
