@@ -24,7 +24,7 @@ duration: 1m
 drain: 1m
 model: Llama-3.1-8B
 hardware: {gpus_per_node: 8, nodes_per_rack: 2}
-workload: {type: synthetic, rate: 12, input: {mean: 800, max: 4096}, output: {mean: 150, max: 1024},
+workload: {type: synthetic, rate: 40, input: {mean: 800, max: 4096}, output: {mean: 150, max: 1024},
            system_prompts: {count: 10, tokens: 400, fraction: 0.8}}
 slo: {ttft: 500ms, tpot: 40ms, attainment: 0.95}
 search:

@@ -105,7 +105,7 @@ TEST(PlanSpecTest, BadInputNamesFileLineAndKey) {
       {with("rate: 8", "rate: -8"), "tiny.yaml:7: workload.rate"},
       {with("gpus_per_node: 8", "gpu: H100"), "tiny.yaml:6: hardware.gpu: unknown key"},
       {with("  decode: {layouts: [{tp: 1, dp: 1}], max_seqs: [64, 128]}\n", ""), "search.decode: missing"},
-      {with("layouts: [{tp: 1, dp: 1}, {tp: 2, dp: 1}]", "layouts: [{tp: 1, dp: 16}]"),
+      {with("layouts: [{tp: 1, dp: 1}, {tp: 2, dp: 1}]", "layouts: [{tp: 1, dp: 16, nodes: 1}]"),
        "tiny.yaml:16: search.colocated.layouts[0].dp: tp*dp = 16 GPUs do not fit on 1 node(s) of 8"},
       {with("search:\n", "serach:\n"), "tiny.yaml:9: serach: unknown key"},
       {with("  max_gpus: 16\n", ""), "search.max_gpus: missing"},
@@ -120,6 +120,7 @@ TEST(PlanSpecTest, BadInputNamesFileLineAndKey) {
 
 TEST(PlanSpecTest, TooManyCombinationsAreRefusedBeforeBuilding) {
   std::string s = kSpec;
+  s.replace(s.find("units: [1, 2]"), 13, "units: [1, 2, 3, 4]");
   s.replace(s.find("max_seqs: [64, 128]"), 19,
             "max_seqs: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16], max_batch_tokens: [1, 2, 3, 4, 5, 6, 7, "
             "8, 9, 10, 11, 12, 13, 14, 15, 16]");
