@@ -18,6 +18,7 @@
 #include "cli/incident_command.h"
 #include "cli/kvstore_command.h"
 #include "cli/loadgen_command.h"
+#include "cli/plan_command.h"
 #include "cli/sim_command.h"
 #include "cli/tokenize_command.h"
 #include "cli/twin_command.h"
@@ -43,6 +44,7 @@ int Main(int argc, char** argv) {
   DiagnoseCommand diagnose(app);
   CalibrateCommand calibrate(app);
   IncidentCommand incident(app);
+  PlanCommand plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -67,6 +69,7 @@ int Main(int argc, char** argv) {
     if (diagnose.selected()) return diagnose.Run();
     if (calibrate.selected()) return calibrate.Run();
     if (incident.selected()) return incident.Run();
+    if (plan.selected()) return plan.Run();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "myriad %s: out of memory\n", name.c_str());
     return 1;

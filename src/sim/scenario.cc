@@ -79,6 +79,46 @@ absl::Status ParseHardware(const Reader& rd, const YAML::Node& n, const std::str
   return ReadCalibrationProfile(rd, n, source_dir, hw, cal);
 }
 
+}  // namespace
+
+absl::Status ParseUnitLayout(const Reader& rd, const YAML::Node& l, const std::string& lp, const HardwareConfig& hw,
+                             perf::UnitLayout* layout) {
+  MYRIAD_RETURN_IF_ERROR(rd.Map(l, lp, {"tp", "dp", "ep", "nodes", "redundant_experts"}));
+  perf::UnitLayout& lay = *layout;
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "tp", lp, &lay.tp));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "dp", lp, &lay.dp));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "ep", lp, &lay.ep));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "redundant_experts", lp, &lay.redundant_experts));
+  for (const auto& [k, v] : {std::pair{"tp", lay.tp}, std::pair{"dp", lay.dp}, std::pair{"ep", lay.ep}}) {
+    MYRIAD_RETURN_IF_ERROR(rd.Check(l, k, lp, v >= 1 && v <= kMaxGpus, fmt::format("must be between 1 and {}", kMaxGpus), v));
+  }
+  // Checked in 64 bits before tp*dp is used as an int.
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "dp", lp, int64_t{lay.tp} * lay.dp <= kMaxGpus,
+                                  fmt::format("tp*dp = {} GPUs are more than the simulator's maximum of {}",
+                                              int64_t{lay.tp} * lay.dp, kMaxGpus),
+                                  lay.dp));
+  lay.nodes = std::max(1, (lay.tp * lay.dp + hw.gpus_per_node - 1) / hw.gpus_per_node);
+  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "nodes", lp, &lay.nodes));
+  for (const char* k : {"tp", "dp", "ep", "nodes"}) {
+    const int v = std::string(k) == "tp" ? lay.tp : std::string(k) == "dp" ? lay.dp
+                : std::string(k) == "ep" ? lay.ep : lay.nodes;
+    MYRIAD_RETURN_IF_ERROR(rd.Check(l, k, lp, v >= 1, "must be at least 1", v));
+  }
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "redundant_experts", lp,
+                                  lay.redundant_experts >= 0 && lay.redundant_experts <= kMaxRedundantExperts,
+                                  fmt::format("must be between 0 and {}", kMaxRedundantExperts), lay.redundant_experts));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "nodes", lp, lay.nodes <= hw.nodes,
+                                  fmt::format("a unit cannot span more than the cluster's {} nodes", hw.nodes),
+                                  lay.nodes));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "dp", lp, lay.gpus() <= lay.nodes * hw.gpus_per_node,
+                                  fmt::format("tp*dp = {} GPUs do not fit on {} node(s) of {}", lay.gpus(),
+                                              lay.nodes, hw.gpus_per_node),
+                                  lay.dp));
+  return absl::OkStatus();
+}
+
+namespace {
+
 absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string& p,
                        const HardwareConfig& hw, PoolConfig* pool) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"name", "role", "count", "layout", "max_batch_tokens", "max_seqs",
@@ -136,39 +176,7 @@ absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string&
                                   pool->max_waiting));
   const YAML::Node l = n["layout"];
   if (!l) return rd.Error(n, p + ".layout", "missing (e.g. {tp: 1, dp: 32, ep: 32, nodes: 4})");
-  const std::string lp = p + ".layout";
-  MYRIAD_RETURN_IF_ERROR(rd.Map(l, lp, {"tp", "dp", "ep", "nodes", "redundant_experts"}));
-  perf::UnitLayout& lay = pool->layout;
-  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "tp", lp, &lay.tp));
-  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "dp", lp, &lay.dp));
-  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "ep", lp, &lay.ep));
-  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "redundant_experts", lp, &lay.redundant_experts));
-  for (const auto& [k, v] : {std::pair{"tp", lay.tp}, std::pair{"dp", lay.dp}, std::pair{"ep", lay.ep}}) {
-    MYRIAD_RETURN_IF_ERROR(rd.Check(l, k, lp, v >= 1 && v <= kMaxGpus, fmt::format("must be between 1 and {}", kMaxGpus), v));
-  }
-  // Checked in 64 bits before tp*dp is used as an int.
-  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "dp", lp, int64_t{lay.tp} * lay.dp <= kMaxGpus,
-                                  fmt::format("tp*dp = {} GPUs are more than the simulator's maximum of {}",
-                                              int64_t{lay.tp} * lay.dp, kMaxGpus),
-                                  lay.dp));
-  lay.nodes = std::max(1, (lay.tp * lay.dp + hw.gpus_per_node - 1) / hw.gpus_per_node);
-  MYRIAD_RETURN_IF_ERROR(rd.Get(l, "nodes", lp, &lay.nodes));
-  for (const char* k : {"tp", "dp", "ep", "nodes"}) {
-    const int v = std::string(k) == "tp" ? lay.tp : std::string(k) == "dp" ? lay.dp
-                : std::string(k) == "ep" ? lay.ep : lay.nodes;
-    MYRIAD_RETURN_IF_ERROR(rd.Check(l, k, lp, v >= 1, "must be at least 1", v));
-  }
-  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "redundant_experts", lp,
-                                  lay.redundant_experts >= 0 && lay.redundant_experts <= kMaxRedundantExperts,
-                                  fmt::format("must be between 0 and {}", kMaxRedundantExperts), lay.redundant_experts));
-  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "nodes", lp, lay.nodes <= hw.nodes,
-                                  fmt::format("a unit cannot span more than the cluster's {} nodes", hw.nodes),
-                                  lay.nodes));
-  MYRIAD_RETURN_IF_ERROR(rd.Check(l, "dp", lp, lay.gpus() <= lay.nodes * hw.gpus_per_node,
-                                  fmt::format("tp*dp = {} GPUs do not fit on {} node(s) of {}", lay.gpus(),
-                                              lay.nodes, hw.gpus_per_node),
-                                  lay.dp));
-  return absl::OkStatus();
+  return ParseUnitLayout(rd, l, p + ".layout", hw, &pool->layout);
 }
 
 absl::Status ParseLength(const Reader& rd, const YAML::Node& n, const std::string& p, LengthDist* d) {
@@ -432,13 +440,20 @@ absl::Status ParseRoot(const Reader& rd, const YAML::Node& root, const std::stri
 
 absl::StatusOr<Scenario> Parse(std::string_view yaml, const std::string& source_name,
                                const std::string& source_dir) {
-  Reader rd(source_name);
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(fmt::format("{}:{}: YAML syntax: {}", source_name, e.mark.line + 1, e.msg));
   }
+  return ParseScenarioTree(root, source_name, source_dir);
+}
+
+}  // namespace
+
+absl::StatusOr<Scenario> ParseScenarioTree(const YAML::Node& root, const std::string& source_name,
+                                           const std::string& source_dir) {
+  Reader rd(source_name);
   if (!root || !root.IsMap()) return absl::InvalidArgumentError(fmt::format("{}: expected a YAML mapping at the top", source_name));
   Scenario s;
   try {
@@ -450,8 +465,6 @@ absl::StatusOr<Scenario> Parse(std::string_view yaml, const std::string& source_
   if (s.name.empty()) s.name = std::filesystem::path(source_name).stem().string();
   return s;
 }
-
-}  // namespace
 
 absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, const std::string& source_name) {
   return Parse(yaml, source_name, "");

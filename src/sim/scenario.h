@@ -17,6 +17,14 @@
 #include "sim/trace_workload.h"
 #include "sim/unit.h"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
+namespace myriad {
+class YamlReader;
+}  // namespace myriad
+
 namespace myriad::sim {
 
 // The largest cluster a scenario may describe (hardware, and after --scale): prefix caches take
@@ -131,6 +139,14 @@ struct Scenario {
 // Errors name the file, the line and the key: "default.yaml:12: pools[0].layout.tp: ...".
 absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, const std::string& source_name);
 absl::StatusOr<Scenario> LoadScenario(const std::string& path);
+// The same, from a tree already read (errors name the tree's own lines): `myriad plan` builds a
+// scenario's common part out of a plan spec's keys this way.
+absl::StatusOr<Scenario> ParseScenarioTree(const YAML::Node& root, const std::string& source_name,
+                                           const std::string& source_dir);
+// One pool's `layout:` mapping at key path `path` (defaults: nodes from tp x dp), checked against
+// the cluster's node size and count.
+absl::Status ParseUnitLayout(const YamlReader& rd, const YAML::Node& layout, const std::string& path,
+                             const HardwareConfig& hw, perf::UnitLayout* out);
 // The same, after applying overrides "a.b.0.c=value" (keys, or list indices) to the YAML.
 absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector<std::string>& overrides);
 
