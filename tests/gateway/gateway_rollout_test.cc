@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "../test_util/promtool.h"
 #include "gateway_test_util.h"
 
 namespace myriad::gateway {
@@ -77,6 +78,7 @@ TEST(GatewayRollout, TheCanaryShareHoldsAndEachVersionIsServedByItsOwnEngines) {
   EXPECT_NE(metrics->body.find("myriad_gateway_rollout_canary_share{model=\"emu-model\"} 0.25"), std::string::npos);
   EXPECT_NE(metrics->body.find("myriad_gateway_version_requests_total{model=\"emu-model\",version=\"v2\""),
             std::string::npos);
+  EXPECT_TRUE(myriad::testing::PromtoolComplaints(metrics->body).empty());
 }
 
 TEST(GatewayRollout, AConversationStaysOnOneVersion) {
