@@ -1,19 +1,21 @@
 #include "policy/rollout.h"
 
 #include <fmt/format.h>
-// Header-only, as core/block_hash.cc uses it: no library to link.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/block_hash.h"
+#include "core/rng.h"
+
 namespace myriad::policy {
 
 double RolloutPoint(std::string_view key) {
-  // A fixed seed: the same key lands on the same point in every process and release, so a
-  // conversation keeps its version across gateway restarts and replicas.
-  const uint64_t h = XXH3_64bits_withSeed(key.data(), key.size(), 0x6d79'7269'6164'0001ULL);
+  // A fixed-seed hash (the KV keys' name hash, itself a contract between processes): the same
+  // key lands on the same point in every process and release, so a conversation keeps its
+  // version across gateway restarts and replicas. Mixed with a salt of its own so that the split
+  // does not correlate with anything else keyed on the name.
+  const uint64_t h = Mix64(ExtraKeyOf(key) ^ 0x6d79'7269'6164'0001ULL);
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 
