@@ -65,7 +65,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
   }
   MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "scrape", "detect", "straggler", "gate", "gateway", "engines",
-                                          "actuators", "dry_run", "ha"}));
+                                          "actuators", "dry_run", "ha", "rollout"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
   if (!net::ParseHostPort(c.listen).ok()) {
     return r.Error(root["listen"], "listen", fmt::format("'{}' is not HOST:PORT", c.listen));
@@ -155,6 +155,36 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Check(h, "lease_ttl", "ha", c.ha.lease_ttl % kSecond == 0, "must be whole seconds",
                                    h["lease_ttl"] ? h["lease_ttl"].Scalar() : ""));
     MYRIAD_RETURN_IF_ERROR(r.Get(h, "id", "ha", &c.ha.id));
+  }
+  if (const YAML::Node ro = root["rollout"]) {
+    MYRIAD_RETURN_IF_ERROR(
+        r.Map(ro, "rollout", {"model", "ladder", "min_requests", "max_slo_drop", "max_error_increase", "probe"}));
+    RolloutJudgeConfig& rc = c.rollout;
+    MYRIAD_RETURN_IF_ERROR(r.Get(ro, "model", "rollout", &rc.model));
+    MYRIAD_RETURN_IF_ERROR(r.Check(ro, "model", "rollout", !rc.model.empty(), "required: the gateway's rolled-out model",
+                                   "''"));
+    MYRIAD_RETURN_IF_ERROR(r.Get(ro, "probe", "rollout", &rc.probe));
+    if (const YAML::Node l = ro["ladder"]) {
+      if (!l.IsSequence()) return r.Error(l, "rollout.ladder", "expected a list of shares");
+      rc.judge.ladder.clear();
+      for (size_t i = 0; i < l.size(); ++i) {
+        double s = 0;
+        MYRIAD_RETURN_IF_ERROR(r.Read(l[i], fmt::format("rollout.ladder[{}]", i), &s));
+        rc.judge.ladder.push_back(s);
+      }
+    }
+    MYRIAD_RETURN_IF_ERROR(r.Get(ro, "min_requests", "rollout", &rc.judge.min_requests));
+    MYRIAD_RETURN_IF_ERROR(r.Get(ro, "max_slo_drop", "rollout", &rc.judge.max_slo_drop));
+    MYRIAD_RETURN_IF_ERROR(r.Get(ro, "max_error_increase", "rollout", &rc.judge.max_error_increase));
+    if (absl::Status st = policy::ValidateJudgeOptions(rc.judge); !st.ok()) {
+      // The policy's message starts with the key it refuses.
+      const std::string msg(st.message());
+      const std::string key = msg.substr(0, msg.find_first_of("[:"));
+      return r.Error(ro[key] ? ro[key] : ro, "rollout." + msg.substr(0, msg.find(':')), msg.substr(msg.find(':') + 2));
+    }
+    if (!fleet_given && !root["gateway"]) {
+      return r.Error(ro, "rollout", "needs gateway.url: the rollout is the gateway's");
+    }
   }
   if (fleet_given) {
     for (const char* key : {"engines", "gateway"}) {

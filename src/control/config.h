@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "core/time.h"
 #include "policy/fleet_controller.h"
+#include "policy/rollout.h"
 
 namespace myriad::control {
 
@@ -46,6 +47,15 @@ struct HaConfig {
   std::string id;  // this controller's identity; empty: http://LISTEN_HOST:PORT once bound
 };
 
+// rollout: the canary of one of the gateway's rollouts, judged each round (control/rollout_driver.h).
+struct RolloutJudgeConfig {
+  std::string model;  // the gateway's rollout to judge; empty: off
+  policy::JudgeOptions judge;
+  // Each round, every canary engine answers the gate's probe prompt; an answer other than a
+  // stable engine's is a mismatch (the judge rolls back at once).
+  bool probe = true;
+};
+
 struct ControlConfig {
   std::string listen = "127.0.0.1:9300";
   Nanos scrape_interval = kSecond;
@@ -70,6 +80,7 @@ struct ControlConfig {
   Nanos exec_timeout = kMinute;
   bool dry_run = false;
   HaConfig ha;
+  RolloutJudgeConfig rollout;
 };
 
 // `fleet_given`: the caller supplies the engines and the gateway (myriad up --control), so the

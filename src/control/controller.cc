@@ -46,6 +46,20 @@ Controller::Controller(ControlConfig config, std::shared_ptr<Clock> clock, std::
     auto c = net::HttpClient::FromUrl(config_.gateway_url, {.timeout = config_.scrape_timeout});
     if (c.ok()) gateway_ = *std::move(c);
   }
+  if (!config_.rollout.model.empty()) {
+    // A probe waits one scrape interval at most, as a serving engine's periodic probe does.
+    const Nanos probe_timeout = std::min(config_.probe_timeout, config_.scrape_interval);
+    rollout_ = std::make_unique<RolloutDriver>(
+        config_.rollout, config_.gateway_admin_token, config_.dry_run,
+        [this, probe_timeout](const std::string& url) { return Probe(url, config_.probe_max_tokens, probe_timeout); },
+        [this](const std::string& action, const std::string& line) {
+          {
+            std::lock_guard l(mu_);
+            ++actions_[action];
+          }
+          if (log_) log_(line);
+        });
+  }
 }
 
 Controller::~Controller() { Stop(); }
@@ -290,10 +304,11 @@ void Controller::RunRound() {
     }
     Carry(*e, std::move(actions));
   }
+  if (acting && rollout_ && gateway_) rollout_->Round(*gateway_);
 }
 
-absl::StatusOr<std::string> Controller::Probe(Engine& e, int max_tokens, Nanos timeout) {
-  auto c = net::HttpClient::FromUrl(e.config.url, {.timeout = timeout});
+absl::StatusOr<std::string> Controller::Probe(const std::string& url, int max_tokens, Nanos timeout) {
+  auto c = net::HttpClient::FromUrl(url, {.timeout = timeout});
   if (!c.ok()) return c.status();
   // Fields both vLLM and llama.cpp's llama-server read on /v1/completions (llama-server maps
   // max_tokens to its n_predict); greedy decoding, and a fixed seed for engines that sample anyway.
@@ -370,7 +385,7 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
       // scrape for the gate's whole timeout. No answer in time is tried again next period.
       const Nanos timeout = a.kind == ActionKind::kProbe ? std::min(config_.probe_timeout, config_.scrape_interval)
                                                          : config_.probe_timeout;
-      auto answer = Probe(e, config_.probe_max_tokens, timeout);
+      auto answer = Probe(e.config.url, config_.probe_max_tokens, timeout);
       if (a.kind == ActionKind::kRecordAnswer) {
         if (answer.ok() && election_) {
           // Before the policy hears of it: an answer the next leader cannot read is recorded
@@ -396,7 +411,7 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
         int completed = 0;
         if (outcome == policy::ProbeOutcome::kMatch && a.kind == ActionKind::kWarmup) {
           for (int i = 0; i < config_.policy.warmup_requests; ++i) {
-            completed += Probe(e, config_.probe_max_tokens, config_.probe_timeout).ok();
+            completed += Probe(e.config.url, config_.probe_max_tokens, config_.probe_timeout).ok();
           }
         }
         line["probe"] = outcome == policy::ProbeOutcome::kMatch      ? "match"

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "control/config.h"
 #include "control/local_actuator.h"
+#include "control/rollout_driver.h"
 #include "core/clock.h"
 #include "net/etcd_client.h"
 #include "net/etcd_election.h"
@@ -91,7 +92,7 @@ class Controller {
   void Carry(Engine& e, std::vector<policy::FleetAction> actions);
   // Records the answer, or compares it; "" with ok=false when the engine did not answer within
   // `timeout`.
-  absl::StatusOr<std::string> Probe(Engine& e, int max_tokens, Nanos timeout);
+  absl::StatusOr<std::string> Probe(const std::string& url, int max_tokens, Nanos timeout);
   absl::Status Actuate(const policy::FleetAction& a, const Engine& e);
   net::HttpResponse Handle(const net::HttpRequest& req);
   net::HttpResponse Metrics() const;
@@ -105,6 +106,7 @@ class Controller {
   std::function<void(const std::string&)> log_;
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpClient> gateway_;  // the round's thread only
+  std::unique_ptr<RolloutDriver> rollout_;    // null: no rollout section; the round's thread only
   std::thread loop_;
   bool stopping_ = false;  // under mu_
   std::unique_ptr<net::EtcdElection> election_;  // null: no HA

@@ -19,6 +19,7 @@
 #include "net/http_server.h"
 #include "net/kv_event_publisher.h"
 #include "net/otlp_exporter.h"
+#include "policy/rollout.h"
 
 namespace myriad::gateway {
 
@@ -67,6 +68,27 @@ absl::Status ValidateBackend(const BackendConfig& b, std::string_view where) {
   if (b.cache_tokens < 0 || b.cache_tokens > policy::kMaxEngineCacheTokens) {
     return absl::InvalidArgumentError(
         fmt::format("{}: cache_tokens: {} is not in [0, {}]", where, b.cache_tokens, policy::kMaxEngineCacheTokens));
+  }
+  if (!b.version.empty()) {
+    if (absl::Status st = policy::ValidateVersionName(b.version); !st.ok()) {
+      return absl::InvalidArgumentError(fmt::format("{}: version: {}", where, std::string(st.message())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRollout(const RolloutConfig& ro, std::string_view where) {
+  if (ro.model.empty()) return absl::InvalidArgumentError(fmt::format("{}: model: required", where));
+  for (auto [field, v] : {std::pair{"stable", &ro.stable}, {"canary", &ro.canary}}) {
+    if (absl::Status st = policy::ValidateVersionName(*v); !st.ok()) {
+      return absl::InvalidArgumentError(fmt::format("{}: {}: {}", where, field, std::string(st.message())));
+    }
+  }
+  if (ro.stable == ro.canary) {
+    return absl::InvalidArgumentError(fmt::format("{}: canary: '{}' is the stable version too", where, ro.canary));
+  }
+  if (!std::isfinite(ro.share) || ro.share < 0 || ro.share > 1) {
+    return absl::InvalidArgumentError(fmt::format("{}: share: {} is not in [0, 1]", where, ro.share));
   }
   return absl::OkStatus();
 }
@@ -151,7 +173,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                           "admin_token", "backends", "routing", "tenants",
                                           "upstream", "health", "access_log", "etcd",
                                           "allow_anonymous", "fairness", "max_client_backlog_bytes",
-                                          "client_write_timeout", "tracing"}));
+                                          "client_write_timeout", "tracing", "rollouts"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "max_client_backlog_bytes", "", &c.max_client_backlog_bytes));
   MYRIAD_RETURN_IF_ERROR(r.Duration(root, "client_write_timeout", "", &c.client_write_timeout));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "allow_anonymous", "", &c.allow_anonymous));
@@ -184,7 +206,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       const YAML::Node b = bs[i];
       MYRIAD_RETURN_IF_ERROR(r.Map(b, path, {"name", "url", "role", "model", "dp_ranks",
                                              "kv_events", "kv_replay", "cost_class", "cache_slots",
-                                             "cache_tokens"}));
+                                             "cache_tokens", "version"}));
       BackendConfig bc;
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "name", path, &bc.name));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "url", path, &bc.url));
@@ -195,6 +217,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "cost_class", path, &bc.cost_class));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "cache_slots", path, &bc.cache_slots));
       MYRIAD_RETURN_IF_ERROR(r.Get(b, "cache_tokens", path, &bc.cache_tokens));
+      MYRIAD_RETURN_IF_ERROR(r.Get(b, "version", path, &bc.version));
       MYRIAD_RETURN_IF_ERROR(ParseRole(r, b, path, &bc.role));
       if (absl::Status st = ValidateBackend(bc, path); !st.ok()) {
         return r.Error(b, path, std::string(st.message()).substr(path.size() + 2));
@@ -203,6 +226,34 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
         return r.Error(b["name"], path + ".name", fmt::format("duplicate backend name '{}'", bc.name));
       }
       c.backends.push_back(std::move(bc));
+    }
+  }
+
+  if (const YAML::Node ros = root["rollouts"]) {
+    if (!ros.IsSequence()) return r.Error(ros, "rollouts", "expected a list");
+    if (ros.size() > kMaxRollouts) {
+      return r.Error(ros, "rollouts", fmt::format("{} rollouts; at most {}", ros.size(), kMaxRollouts));
+    }
+    std::set<std::string> models;
+    for (size_t i = 0; i < ros.size(); ++i) {
+      const std::string path = fmt::format("rollouts[{}]", i);
+      const YAML::Node n = ros[i];
+      MYRIAD_RETURN_IF_ERROR(r.Map(n, path, {"model", "stable", "canary", "share"}));
+      RolloutConfig ro;
+      MYRIAD_RETURN_IF_ERROR(r.Get(n, "model", path, &ro.model));
+      MYRIAD_RETURN_IF_ERROR(r.Get(n, "stable", path, &ro.stable));
+      MYRIAD_RETURN_IF_ERROR(r.Get(n, "canary", path, &ro.canary));
+      MYRIAD_RETURN_IF_ERROR(r.Get(n, "share", path, &ro.share));
+      if (absl::Status st = ValidateRollout(ro, path); !st.ok()) {
+        // Point at the field the message names.
+        const std::string msg(st.message());
+        const std::string field = msg.substr(path.size() + 2, msg.find(':', path.size() + 2) - path.size() - 2);
+        return r.Error(n[field] ? n[field] : n, path + "." + field, msg.substr(msg.find(':', path.size() + 2) + 2));
+      }
+      if (!models.insert(ro.model).second) {
+        return r.Error(n["model"], path + ".model", fmt::format("a second rollout of model '{}'", ro.model));
+      }
+      c.rollouts.push_back(std::move(ro));
     }
   }
 

@@ -41,6 +41,19 @@ struct BackendConfig {
   // policy::kMaxEngineSlots and policy::kMaxEngineCacheTokens.
   int cache_slots = 0;
   int64_t cache_tokens = 0;
+  // The model version it serves (policy::ValidateVersionName); empty: unversioned. A model
+  // with a rollout sends each request to the backends of the version the split picks.
+  std::string version;
+};
+
+// A model version rolling out beside the stable one (rollouts[]): `share` of the requests,
+// picked by a stable hash of each request's key (policy/rollout.h), go to `canary`'s backends.
+inline constexpr size_t kMaxRollouts = 64;
+struct RolloutConfig {
+  std::string model;
+  std::string stable;
+  std::string canary;
+  double share = 0;  // in [0, 1]
 };
 
 struct TenantEntry {
@@ -89,6 +102,7 @@ struct GatewayConfig {
   Nanos client_write_timeout = 30 * kSecond;
   std::string admin_token;  // empty: admin endpoints are disabled
   std::vector<BackendConfig> backends;
+  std::vector<RolloutConfig> rollouts;  // at most kMaxRollouts, one per model
 
   // Routing: a policy name as in the simulator ("kv-aware", "least-loaded", "round-robin"...),
   // and the performance model the TTFT estimate uses for every backend.
@@ -168,5 +182,7 @@ absl::StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path);
 
 // Checks one backend (also used for etcd registrations): name, URL, role.
 absl::Status ValidateBackend(const BackendConfig& b, std::string_view where);
+// Checks one rollout (config and admin API): model, distinct valid versions, share in [0, 1].
+absl::Status ValidateRollout(const RolloutConfig& ro, std::string_view where);
 
 }  // namespace myriad::gateway

@@ -17,6 +17,7 @@ std::string EncodeRegistration(const BackendConfig& b) {
             {"model", b.model}, {"dp_ranks", b.dp_ranks}};
   if (!b.kv_events.empty()) j["kv_events"] = b.kv_events;
   if (!b.kv_replay.empty()) j["kv_replay"] = b.kv_replay;
+  if (!b.version.empty()) j["version"] = b.version;
   return net::JsonText(j);
 }
 
@@ -49,7 +50,8 @@ absl::StatusOr<BackendConfig> DecodeRegistration(std::string_view key, std::stri
   const size_t slash = key.rfind('/');
   b.name = std::string(slash == std::string_view::npos ? key : key.substr(slash + 1));
   for (auto [field, out] : {std::pair{"name", &b.name}, {"url", &b.url}, {"model", &b.model},
-                            {"kv_events", &b.kv_events}, {"kv_replay", &b.kv_replay}}) {
+                            {"kv_events", &b.kv_events}, {"kv_replay", &b.kv_replay},
+                            {"version", &b.version}}) {
     if (absl::Status st = GetString(j, key, field, out); !st.ok()) return st;
   }
   std::string role = "colocated";

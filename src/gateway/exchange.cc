@@ -446,7 +446,8 @@ void Exchange::Finish(int status) {
                             .ttft_s = ttft_s,
                             .meter = &meter,
                             .prompt_tokens = prompt_tokens,
-                            .output_tokens = meter.output_tokens()});
+                            .output_tokens = meter.output_tokens(),
+                            .version = version});
   if (spans) {
     spans->Finish(now, RequestTrace::Outcome{.route = req.chat ? "/v1/chat/completions" : "/v1/completions",
                                              .chat = req.chat,
@@ -491,6 +492,8 @@ void Exchange::Finish(int status) {
                {"bytes", bytes_out}};
   if (!reject_reason.empty()) line["reason"] = reject_reason;
   if (!last_error.empty()) line["error"] = last_error;
+  if (!version.empty()) line["version"] = version;
+  if (version_fallback) line["version_fallback"] = "the canary has no available backend: served by stable";
   gw->Log(net::JsonText(line));
   call.reset();
   r.reset();

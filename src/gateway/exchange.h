@@ -52,6 +52,10 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
                                 std::chrono::system_clock::now().time_since_epoch()).count();
   std::string client;
   bool model_served = false;  // a backend serves req.model: it may be a metrics label
+  // The model version the rollout split picked (set before dispatch; "" without a rollout),
+  // and whether the canary was picked but had no backend, so stable serves it.
+  std::string version;
+  bool version_fallback = false;
   std::unique_ptr<RequestTrace> spans;  // null: tracing is off
 
   std::mutex mu;  // guards everything below

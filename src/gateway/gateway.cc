@@ -66,6 +66,7 @@ Gateway::Gateway(GatewayConfig config, std::shared_ptr<Clock> clock)
     : config_(std::move(config)),
       clock_(std::move(clock)),
       index_(policy::PrefixIndexOptions{config_.index_max_entries, 1, config_.approx_ttl}),
+      rollouts_(config_.rollouts),
       tenants_({}, policy::TenantOptions{config_.fairness}),
       rng_(config_.seed) {
   policy::RouterOptions base;
@@ -472,6 +473,13 @@ void Gateway::Record(bool chat, int status, const RequestOutcome& outcome) {
     std::lock_guard l(mu_);
     responses_[{chat, status}]++;
     if (status == 499) stats_.client_cancels++;
+    if (!outcome.version.empty()) {
+      // An unstreamed answer has no first-token time: its whole duration is held to the SLO.
+      const double latency_s = outcome.ttft_s >= 0 ? outcome.ttft_s : outcome.duration_s;
+      const bool error = status >= 500;
+      rollouts_.Record(outcome.model, outcome.version,
+                       !error && outcome.ok && latency_s <= NanosToSeconds(config_.ttft_slo), error);
+    }
   }
   request_metrics_.Record(outcome);  // its own lock
 }
@@ -494,6 +502,17 @@ void Gateway::FirstToken(const Target& target, int64_t queued_tokens, const poli
   if (sample && b->cost_model) b->cost_model->Observe(*sample);
 }
 
+void Gateway::PickVersionLocked(Exchange& ex) {
+  const RolloutConfig* ro = rollouts_.Find(ex.req.model);
+  if (!ro) return;
+  const bool canary_available = std::any_of(backends_.begin(), backends_.end(), [&](const auto& b) {
+    return b->config.model == ex.req.model && b->config.version == ro->canary && b->available();
+  });
+  // The client's user key keeps a conversation on one version; else each request splits alone.
+  const std::string key = ex.req.user.empty() ? ex.trace.trace_id : "user:" + ex.req.user;
+  ex.version = rollouts_.Pick(ex.req.model, key, canary_available, &ex.version_fallback);
+}
+
 Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
   // A candidate is a backend, or one DP rank of it when the gateway steers its ranks.
   Candidates c;
@@ -502,6 +521,7 @@ Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
   };
   for (const auto& b : backends_) {
     if (b->config.model != ex.req.model || !b->available() || tried(*b)) continue;
+    if (!ex.version.empty() && b->config.version != ex.version) continue;
     const bool decode = b->config.role == BackendRole::kDecode;
     auto add = [&](int rank, policy::UnitLoad load) {
       (decode ? c.decodes : c.entries).emplace_back(b, rank);
@@ -676,6 +696,8 @@ void Gateway::HandleGenerate(net::HttpRequest req, bool chat, std::shared_ptr<ne
     std::lock_guard l(mu_);
     ex->model_served = std::any_of(backends_.begin(), backends_.end(),
                                    [&](const auto& b) { return b->config.model == ex->req.model; });
+    // Once per request: its retries stay on the version it was split to.
+    if (ex->model_served) PickVersionLocked(*ex);
   }
   if (!ex->model_served) {
     return ex->Refuse(

@@ -27,6 +27,7 @@
 #include "gateway/etcd_discovery.h"
 #include "gateway/exchange_services.h"
 #include "gateway/request_metrics.h"
+#include "gateway/rollouts.h"
 #include "gateway/tracing.h"
 #include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
@@ -129,6 +130,8 @@ class Gateway : private ExchangeServices {
     std::vector<Target> entries, decodes;
     std::vector<policy::Candidate> entry_c, decode_c;
   };
+  // The model version that serves the exchange (its rollout's split; "" without one), under mu_.
+  void PickVersionLocked(Exchange& ex);
   // The backends (or steered DP ranks) that may serve the exchange now, under mu_.
   Candidates CandidatesFor(const Exchange& ex) const;
   absl::Status AddBackendLocked(BackendConfig config, bool from_etcd);
@@ -170,6 +173,7 @@ class Gateway : private ExchangeServices {
   LogThrottle kv_event_log_throttle_{kKvEventLogInterval};
   std::atomic<bool> events_started_{false};
   std::unique_ptr<EtcdDiscovery> discovery_;
+  RolloutTable rollouts_;  // under mu_
   policy::TenantPolicy tenants_;
   std::unordered_map<std::string, uint32_t> tenant_by_key_;
   Rng rng_;

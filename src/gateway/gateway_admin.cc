@@ -79,6 +79,7 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
     for (const auto& b : backends_) {
       list.push_back({{"name", b->config.name}, {"url", b->config.url},
                       {"role", RoleName(b->config.role)}, {"model", b->config.model},
+                      {"version", b->config.version},
                       {"healthy", b->health.healthy()}, {"ejected", b->health.ejected()}, {"draining", b->draining},
                       {"available", b->available()}, {"inflight", b->inflight},
                       {"queued_prefill_tokens", b->queued_prefill_tokens},
@@ -114,6 +115,25 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
       }
     }
     return net::HttpResponse{200, "application/json", net::JsonText(json({{"backends", list}})), {}};
+  }
+  if (path == "/admin/rollouts" && req.method == "GET") {
+    std::lock_guard l(mu_);
+    return net::HttpResponse{200, "application/json", net::JsonText(json({{"rollouts", rollouts_.Json()}})), {}};
+  }
+  // /admin/rollouts/MODEL: {"share": x} | {"action": "promote" | "rollback"}
+  constexpr std::string_view kRollouts = "/admin/rollouts/";
+  if (req.method == "POST" && path.starts_with(kRollouts)) {
+    const std::string model(path.substr(kRollouts.size()));
+    const json change = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (change.is_discarded()) return net::JsonError(400, "invalid_request_error", "body: not valid JSON");
+    std::lock_guard l(mu_);
+    if (absl::Status st = rollouts_.Apply(model, change); !st.ok()) {
+      return absl::IsNotFound(st) ? net::JsonError(404, "NotFoundError", std::string(st.message()))
+                                  : net::JsonError(400, "invalid_request_error", std::string(st.message()));
+    }
+    for (const json& ro : rollouts_.Json()) {
+      if (ro["model"] == model) return net::HttpResponse{200, "application/json", net::JsonText(ro), {}};
+    }
   }
   // /admin/backends/NAME/drain | undrain
   constexpr std::string_view kPrefix = "/admin/backends/";
@@ -167,6 +187,7 @@ net::HttpResponse Gateway::Metrics() const {
   for (int t = 1; t < 3; ++t) {
     w.Sample("myriad_gateway_route_prefix_tokens_total", {{"tier", kTiers[t]}}, stats_.route_tier_tokens[t]);
   }
+  rollouts_.WriteMetrics(w);
   w.Family("myriad_gateway_backend_available", "1 when the backend takes new requests.", net::MetricType::kGauge);
   for (const auto& b : backends_) {
     w.Sample("myriad_gateway_backend_available", {{"backend", b->config.name}},

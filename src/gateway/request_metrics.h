@@ -25,6 +25,7 @@ struct RequestOutcome {
   double ttft_s = -1;              // to the first streamed token; -1: none (not streamed)
   const StreamMeter* meter = nullptr;  // the answer's gaps between token events
   int64_t prompt_tokens = -1, output_tokens = -1;  // -1: unknown
+  std::string_view version;  // of a rolled-out model (gateway/rollouts.h); empty: none
 };
 
 class RequestMetrics {

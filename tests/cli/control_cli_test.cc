@@ -62,6 +62,8 @@ TEST(ControlCli, ConfigErrorsExit2NamingFileLineAndKey) {
       {"engines:\n  - {name: e0, url: http://127.0.0.1:1}\nactuators:\n  exec:\n    reboot: x\n",
        "control.yaml:5: actuators.exec.reboot: unknown key"},
       {"listen: 127.0.0.1:0\n", "engines: required"},
+      {"gateway: {url: 'http://127.0.0.1:1'}\nrollout:\n  model: m\n  min_requests: 0\n",
+       "control.yaml:4: rollout.min_requests: 0 is not in [1, 100000000]"},
   };
   for (const Case& c : cases) {
     const std::string path = WriteTempFile("control.yaml", c.yaml);

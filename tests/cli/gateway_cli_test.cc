@@ -118,6 +118,15 @@ TEST(GatewayCli, CheckRefusesADirectoryAndAComplexKey) {
   EXPECT_NE(r.out.find("complex.yaml:"), std::string::npos) << r.out;
 }
 
+// A rollout's share is a fraction: 25 (meant as percent) is refused, naming the line and key.
+TEST(GatewayCli, CheckRefusesARolloutShareOutOfBounds) {
+  auto cfg = Config("rollout.yaml", std::string(kBackend) +
+                                        "rollouts:\n  - {model: m, stable: v1, canary: v2, share: 25}\n");
+  auto r = RunMyriad("gateway --check --config " + cfg, "", kDeadlineS);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("rollouts[0].share: 25 is not in [0, 1]"), std::string::npos) << r.out;
+}
+
 TEST(GatewayCli, CheckAcceptsAGoodConfig) {
   auto cfg = Config("good.yaml", std::string("threads: 4\n") + kBackend);
   auto r = RunMyriad("gateway --check --config " + cfg, "", kDeadlineS);

@@ -190,6 +190,18 @@ TEST(EtcdCodecTest, RegistrationsRoundTripAndErrorsNameTheKeyAndField) {
   EXPECT_NE(role.status().message().find("role"), std::string::npos);
 }
 
+// A rollout splits by version, so a registered engine says which version it serves.
+TEST(EtcdCodecTest, RegistrationsCarryTheModelVersionAndRefuseABadOne) {
+  BackendConfig b = Reg("x", 9);
+  b.version = "v2";
+  auto d = DecodeRegistration("/p/x", EncodeRegistration(b));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->version, "v2");
+  EXPECT_EQ(DecodeRegistration("/p/x", EncodeRegistration(Reg("x", 9)))->version, "");
+  auto bad = DecodeRegistration("/p/v", R"({"url":"http://h:1","model":"m","version":"v 2"})");
+  EXPECT_NE(bad.status().message().find("'/p/v': version"), std::string::npos) << bad.status();
+}
+
 // Any bytes can sit under the discovery prefix; a name that is not printable UTF-8 would
 // reach JSON logs and answers (nlohmann throws on it) and Prometheus labels.
 TEST(EtcdCodecTest, KeyThatIsNotUtf8IsRefusedWithAnEscapedName) {
