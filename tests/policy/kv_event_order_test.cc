@@ -27,7 +27,9 @@ TEST(KvEventOrder, ChildrenAfterTheirParentsOtherwiseAsGiven) {
   const std::vector<size_t> at = PositionOf(order);
   for (size_t i = 0; i < hashes.size(); ++i) {
     for (size_t j = 0; j < hashes.size(); ++j) {
-      if (parents[i] && *parents[i] == hashes[j]) EXPECT_LT(at[j], at[i]) << hashes[j] << " before " << hashes[i];
+      if (parents[i] && *parents[i] == hashes[j]) {
+        EXPECT_LT(at[j], at[i]) << hashes[j] << " before " << hashes[i];
+      }
     }
   }
   // Blocks with no parent in the batch keep their relative order.
