@@ -5,7 +5,8 @@
 # TTFT p50/p99 (measured by the client, real seconds), prompt tokens prefilled, and the prefix
 # hits by tier as fractions of all prompt tokens (the engines' vLLM counters: HBM, and the
 # external tier = the store), with the gateway's expected split from its access log
-# (hit=hbm:H,store:S).
+# (hit=hbm:H,store:S), and the gateway's KV-event indexer's orphans (CPU blocks it could not
+# chain) and parents it recalled.
 #
 # The trace is generated here (seeded, Mooncake's JSONL with 512-token hash blocks): SESSIONS
 # conversations of TURNS turns, each turn adding TURN_BLOCKS blocks to the conversation so far,
@@ -95,6 +96,7 @@ run() {
   for url in $(sed -n 's|.*engine-[0-9]* *colocated *\(http://[0-9.:]*\).*|\1|p' "$tmp/$label.out"); do
     curl -s "$url/metrics" >>"$tmp/$label.metrics"
   done
+  curl -s "http://127.0.0.1:$port/metrics" >"$tmp/$label.gateway_metrics" || true
   kill -TERM "$up_pid"; wait "$up_pid" || true; up_pid=""
 }
 
@@ -120,6 +122,12 @@ def load(label):
     for line in open(f"{tmp}/{label}.err"):
         g = re.search(r"hit=hbm:(\d+),store:(\d+)", line)
         if g: hbm += int(g.group(1)); store += int(g.group(2))
+    # The gateway's KV-event indexer: CPU blocks dropped as orphans, and chained to a parent
+    # just removed from HBM (absent from builds before those counters).
+    gw = {}
+    for line in open(f"{tmp}/{label}.gateway_metrics"):
+        g = re.match(r'myriad_gateway_kv_event_(dropped_total\{reason="orphan"\}|recalled_parents_total) (\S+)', line)
+        if g: gw[g.group(1)] = int(float(g.group(2)))
     prompt = rep["prefix"]["prompt_tokens"]
     return {"ok": f'{rep["requests"]["ok"]} of {rep["requests"]["sent"]}',
             "ttft_p50": rep["ttft_ms"]["p50"], "ttft_p99": rep["ttft_ms"]["p99"],
@@ -128,13 +136,16 @@ def load(label):
             "engine_prefilled": int(m.get("vllm:prompt_tokens_total", 0)),
             "hbm_hit": m.get("vllm:prefix_cache_hits_total", 0) / max(prompt, 1),
             "store_hit": m.get("vllm:external_prefix_cache_hits_total", 0) / max(prompt, 1),
-            "gw_hbm": hbm / max(prompt, 1), "gw_store": store / max(prompt, 1)}
+            "gw_hbm": hbm / max(prompt, 1), "gw_store": store / max(prompt, 1),
+            "orphans": gw.get('dropped_total{reason="orphan"}', "-"),
+            "recalled": gw.get("recalled_parents_total", "-")}
 a, b = load("no_store"), load("store")
 rows = [("requests ok", "ok", "{}"), ("TTFT p50 (ms)", "ttft_p50", "{:.1f}"), ("TTFT p99 (ms)", "ttft_p99", "{:.1f}"),
         ("prompt tokens", "prompt", "{:,}"), ("prefilled tokens", "prefilled", "{:,}"),
         ("prefilled (engines' count)", "engine_prefilled", "{:,}"),
         ("hit rate HBM (engines)", "hbm_hit", "{:.1%}"), ("hit rate store (engines)", "store_hit", "{:.1%}"),
-        ("gateway expected HBM", "gw_hbm", "{:.1%}"), ("gateway expected store", "gw_store", "{:.1%}")]
+        ("gateway expected HBM", "gw_hbm", "{:.1%}"), ("gateway expected store", "gw_store", "{:.1%}"),
+        ("gateway orphan events", "orphans", "{}"), ("gateway recalled parents", "recalled", "{}")]
 print(f"| {'':26} | {'without store':>14} | {'with --store':>14} |")
 print(f"|{'-'*28}|{'-'*15}:|{'-'*15}:|")
 for name, k, f in rows:

@@ -9,6 +9,7 @@
 
 #include "kvstore/store_client.h"
 #include "net/http.h"
+#include "policy/kv_event_order.h"
 #include "policy/store_load.h"
 
 namespace myriad::emu {
@@ -23,6 +24,24 @@ constexpr size_t kPutBatch = 64;
 // A put of a block the store holds already (another engine wrote it) is no failure.
 bool AlreadyThere(const absl::Status& st) {
   return absl::IsAlreadyExists(st) || absl::IsFailedPrecondition(st);
+}
+
+// `blocks` reordered so that a block comes after its parent when both are here: the indexer
+// keys a CPU block from its parent, and HBM evicts children before parents as often as not.
+template <typename T, typename Hash, typename Parent>
+void ParentFirst(std::vector<T>& blocks, Hash hash, Parent parent) {
+  std::vector<uint64_t> hashes;
+  std::vector<std::optional<uint64_t>> parents;
+  hashes.reserve(blocks.size());
+  parents.reserve(blocks.size());
+  for (const T& b : blocks) {
+    hashes.push_back(hash(b));
+    parents.push_back(parent(b));
+  }
+  std::vector<T> ordered;
+  ordered.reserve(blocks.size());
+  for (size_t i : policy::ParentFirstOrder(hashes, parents)) ordered.push_back(std::move(blocks[i]));
+  blocks.swap(ordered);
 }
 
 Nanos Since(Clock::time_point t) {
@@ -80,6 +99,8 @@ StoreTier::~StoreTier() {
 bool StoreTier::Resting() const { return Clock::now() < rest_until_; }
 
 void StoreTier::Offload(std::vector<OffloadBlock> blocks) {
+  // Queued parent-first, so that a sweep's batches of puts land parent-first too.
+  ParentFirst(blocks, [](const OffloadBlock& b) { return b.hash; }, [](const OffloadBlock& b) { return b.parent; });
   {
     std::lock_guard l(mu_);
     for (OffloadBlock& b : blocks) {
@@ -196,6 +217,8 @@ bool StoreTier::PutBatch(kvstore::StoreClient& client, std::vector<OffloadBlock>
     e.medium = CacheEvent::Medium::kCpu;
     events.push_back(std::move(e));
   }
+  // A batch may hold a child evicted in one sweep and its parent evicted in a later one.
+  ParentFirst(events, [](const CacheEvent& e) { return e.hashes[0]; }, [](const CacheEvent& e) { return e.parent; });
   {
     std::lock_guard l(mu_);
     stats_.offloaded_blocks += stored;

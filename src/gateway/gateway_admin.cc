@@ -267,6 +267,25 @@ net::HttpResponse Gateway::Metrics() const {
                                   {"unknown_event", ks.unknown_event_tags}}) {
     w.Sample("myriad_gateway_kv_event_errors_total", {{"reason", reason}}, n);
   }
+  // Events that decoded but left the index as it was: an orphan's blocks are missing from it,
+  // which skews routing where no error does (a store tier's blocks published before their
+  // parent's).
+  w.Family("myriad_gateway_kv_event_dropped_total",
+           "KV events decoded but not applied: orphan (a BlockStored whose parent hash the index does "
+           "not know), unknown_medium (a medium the backend has no holder for), other_group (another "
+           "KV-cache group's blocks). Always these three.",
+           net::MetricType::kCounter);
+  for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"orphan", ks.orphans},
+                                  {"unknown_medium", ks.unknown_medium},
+                                  {"other_group", ks.other_group}}) {
+    w.Sample("myriad_gateway_kv_event_dropped_total", {{"reason", reason}}, n);
+  }
+  w.Counter("myriad_gateway_kv_event_unknown_removed_blocks_total",
+            "Blocks a BlockRemoved named that the index never saw stored (or forgot).", ks.unknown_removed);
+  w.Counter("myriad_gateway_kv_event_recalled_parents_total",
+            "BlockStored events chained to a parent removed shortly before (a store tier's write landing after "
+            "HBM evicted the parent).",
+            ks.recalled_parents);
   w.Counter("myriad_gateway_kv_event_gaps_total", "Event gaps left after replay.", ks.gaps);
   w.Counter("myriad_gateway_kv_event_restarts_total", "Engine restarts seen in the events.", ks.restarts);
   if (tracer_) WriteTracerMetrics(tracer_->stats(), w);

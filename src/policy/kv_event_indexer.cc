@@ -1,5 +1,6 @@
 #include "policy/kv_event_indexer.h"
 
+#include <algorithm>
 #include <deque>
 #include <string_view>
 #include <variant>
@@ -70,6 +71,8 @@ struct KvEventIndexer::Holder {
 struct KvEventIndexer::Publisher {
   std::vector<Holder> holders;
   std::optional<HolderId> reach;
+  // Blocks removed lately from any medium (KvEventIndexerOptions::recently_removed_per_publisher).
+  Holder recent;
 
   Holder* ForMedium(const std::optional<std::string>& medium) {
     const std::string_view m = medium ? std::string_view(*medium) : kDefaultMedium;
@@ -81,7 +84,10 @@ struct KvEventIndexer::Publisher {
 };
 
 KvEventIndexer::KvEventIndexer(PrefixIndex* index, KvEventIndexerOptions options)
-    : index_(*index), options_(options) {}
+    : index_(*index), options_(options) {
+  options_.recently_removed_per_publisher =
+      std::min(options_.recently_removed_per_publisher, kMaxRecentlyRemoved);
+}
 
 KvEventIndexer::~KvEventIndexer() = default;
 
@@ -124,6 +130,7 @@ void KvEventIndexer::ClearAll(Publisher& p) {
     if (h.id != kUnindexedHolder) index_.Cleared(h.id);
     h.Clear();
   }
+  p.recent.Clear();
   if (p.reach) index_.Cleared(*p.reach);
 }
 
@@ -228,6 +235,12 @@ absl::Status KvEventIndexer::ApplyStored(Publisher& p, const BlockStored& e, siz
       found = p.holders[h].Find(*e.parent_block_hash);
     }
     if (found == nullptr) {
+      // Or it has just left: the tier writing this block published HBM's removal of the
+      // parent before this block's write landed.
+      found = p.recent.Find(*e.parent_block_hash);
+      if (found != nullptr) ++stats_.recalled_parents;
+    }
+    if (found == nullptr) {
       // Without the parent neither the chain's keys nor its position are known: placing the
       // blocks anywhere would index a prefix no request can have.
       ++stats_.orphans;
@@ -268,6 +281,9 @@ absl::Status KvEventIndexer::ApplyRemoved(Publisher& p, const BlockRemoved& e) {
       continue;
     }
     keys.push_back(it->second.key);
+    if (options_.recently_removed_per_publisher > 0) {
+      p.recent.Remember(h, it->second.key, it->second.position, options_.recently_removed_per_publisher);
+    }
     holder->hashes.erase(it);
     // Evicted from HBM but still in the store tier (or the reverse): still within reach.
     if (p.reach && !HeldElsewhere(p, holder, h)) unreached.push_back(keys.back());

@@ -37,10 +37,19 @@ struct KvEventIndexerOptions {
   // hash was forgotten cannot be removed from the index by its BlockRemoved (the index's own LRU
   // bound drops it later) and a child of it becomes an orphan.
   size_t max_hashes_per_holder = size_t{1} << 20;
+  // Per publisher, the most removed engine hashes remembered (with their key and position),
+  // about 50 bytes each; at most kMaxRecentlyRemoved. An offloading tier publishes a block's
+  // BlockStored (medium "CPU") when its write lands, after HBM's BlockRemoved of its parent
+  // when HBM evicted the parent first or in the same sweep: the child still chains to the
+  // parent that just left instead of being dropped as an orphan. Sized to cover the tier's
+  // queue of writes (emu/kv_store_tier.h: 4,096 blocks by default); 0 remembers none.
+  size_t recently_removed_per_publisher = 8192;
   // Hybrid models publish one stream of blocks per KV-cache group; only this group (by default
   // the first, vLLM's full-attention group) is indexed. A nil group_idx counts as 0.
   int64_t group_idx = 0;
 };
+
+inline constexpr size_t kMaxRecentlyRemoved = size_t{1} << 20;
 
 // A medium whose blocks are tracked (their removals, the publisher's reach) without a holder
 // of their own in the index.
@@ -65,6 +74,7 @@ struct KvEventIndexerStats {
   uint64_t blocks_removed = 0;
   uint64_t clears = 0;             // AllBlocksCleared events
   uint64_t orphans = 0;            // BlockStored events whose parent hash is unknown: skipped
+  uint64_t recalled_parents = 0;   // BlockStored events chained to a recently removed parent
   uint64_t unknown_removed = 0;    // removed hashes never seen stored, or forgotten
   uint64_t unknown_medium = 0;     // events for a medium with no holder: skipped
   uint64_t other_group = 0;        // events of another KV-cache group: skipped

@@ -84,7 +84,10 @@ void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry)
   reach_.assign(entry.size(), 0);
   if (index_ == nullptr || req.blocks.empty()) return;
   index_->Match(req.blocks, req.now, &matches_);
-  if (matches_.empty()) return;
+  if (matches_.empty()) {
+    if (shared_store_ != nullptr && options_.policy == RoutingPolicy::kKvAware) ReachIntoSharedStore(req, entry);
+    return;
+  }
   // Holder ids are small and candidates few: a direct scan of the (holder-sorted) matches.
   auto blocks_of = [&](HolderId holder) -> uint32_t {
     auto it = std::lower_bound(matches_.begin(), matches_.end(), holder,
@@ -97,6 +100,22 @@ void Router::MatchAll(const RouteRequest& req, std::span<const Candidate> entry)
     matched_[i] = blocks_of(entry[i].holder);
     reach_[i] = entry[i].store_holder == kNoStoreHolder ? matched_[i]
                                                         : std::max(matched_[i], blocks_of(entry[i].store_holder));
+  }
+  if (shared_store_ != nullptr && options_.policy == RoutingPolicy::kKvAware) ReachIntoSharedStore(req, entry);
+}
+
+void Router::ReachIntoSharedStore(const RouteRequest& req, std::span<const Candidate> entry) {
+  // Candidates share few distinct prefix lengths (most hold none of a prompt): one lookup each.
+  store_runs_.clear();
+  for (size_t i = 0; i < entry.size(); ++i) {
+    if (!entry[i].load.available || entry[i].cost == nullptr) continue;
+    const uint32_t own = std::min<uint32_t>(matched_[i], static_cast<uint32_t>(req.blocks.size()));
+    auto it = std::find_if(store_runs_.begin(), store_runs_.end(), [&](const auto& r) { return r.first == own; });
+    if (it == store_runs_.end()) {
+      store_runs_.emplace_back(own, static_cast<uint32_t>(shared_store_->Covered(req.blocks.subspan(own))));
+      it = store_runs_.end() - 1;
+    }
+    reach_[i] = std::max(reach_[i], own + it->second);
   }
 }
 
@@ -190,7 +209,8 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
         if (!c.load.available || c.cost == nullptr) continue;
         const int64_t own = cached_tokens(matched_[i]);
         const TierPrice tiers =
-            PriceTiers(*c.cost, queue_s(i), req.input_tokens, own, cached_tokens(reach_[i]), options_.store);
+            PriceTiers(*c.cost, queue_s(i), req.input_tokens, own, cached_tokens(reach_[i]),
+                       c.store_path != nullptr ? *c.store_path : options_.store);
         double ttft = tiers.ttft_s;
         int fetch_from = -1;
         int64_t fetch_blocks = 0, cached = own + tiers.store_tokens, store = tiers.store_tokens;

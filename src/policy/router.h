@@ -72,6 +72,8 @@ struct Candidate {
   HolderId store_holder = kNoStoreHolder;
   UnitLoad load;
   const PrefillCost* cost = nullptr;  // required for entry candidates under kv-aware
+  // kv-aware: the path this unit loads store-tier blocks over; null: RouterOptions::store.
+  const StorePath* store_path = nullptr;
 };
 
 struct RouteRequest {
@@ -121,9 +123,14 @@ class Router {
     entry_ranking_ = entry;
     decode_ranking_ = decode;
   }
+  // kv-aware: a store every candidate can load from, priced past each candidate's own prefix
+  // (tier_pricing.h). Null (the default): only the candidates' own store holders.
+  void UseSharedStore(const SharedStoreView* store) { shared_store_ = store; }
 
  private:
   void MatchAll(const RouteRequest& req, std::span<const Candidate> entry);
+  // Extends each candidate's reach by the shared store's run past its own prefix.
+  void ReachIntoSharedStore(const RouteRequest& req, std::span<const Candidate> entry);
   // Among the kv-aware estimates within rounding of `best_ttft`, the one for this request:
   // by its last block key, or in turn when it has no full block.
   int PickAmongTies(const RouteRequest& req, double best_ttft);
@@ -142,7 +149,9 @@ class Router {
   std::unique_ptr<LoadBalancer> decode_balancer_;
   const LoadRanking* entry_ranking_ = nullptr;
   const LoadRanking* decode_ranking_ = nullptr;
+  const SharedStoreView* shared_store_ = nullptr;
   std::vector<PrefixMatch> matches_;                 // scratch
+  std::vector<std::pair<uint32_t, uint32_t>> store_runs_;  // (own prefix, store's run past it), scratch
   std::vector<uint32_t> matched_;                    // per entry candidate, scratch
   std::vector<uint32_t> reach_;                      // per entry candidate: HBM or store, scratch
   std::vector<Estimate> estimates_;                  // per entry candidate, scratch

@@ -5,8 +5,11 @@
 // is taken only when it beats recomputing those same blocks, so a slow path or a short prefix
 // falls back to recompute. The router ranks candidates with it (router.h), in the simulator
 // and in the gateway alike. Pure arithmetic.
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
+#include "core/block_hash.h"
 #include "core/time.h"
 #include "policy/prefill_cost.h"
 
@@ -49,6 +52,17 @@ inline TierPrice PriceTierBytes(const PrefillCost& cost, double queue_s, int64_t
   }
   return p;
 }
+
+// A store tier that every unit loads from (the simulator's: one store for the cluster), where
+// a gateway knows each engine's own store tier from its events (Candidate::store_holder in
+// router.h). The router prices, for each unit, the store's run that continues the unit's own
+// HBM prefix, as the unit would load it.
+class SharedStoreView {
+ public:
+  virtual ~SharedStoreView() = default;
+  // Leading blocks of `blocks` the store holds, complete.
+  virtual size_t Covered(std::span<const BlockKey> blocks) const = 0;
+};
 
 inline TierPrice PriceTiers(const PrefillCost& cost, double queue_s, int64_t input_tokens, int64_t hbm_tokens,
                             int64_t reach_tokens, const StorePath& path) {

@@ -102,6 +102,10 @@ absl::Status Cluster::Build() {
   }
   if (scenario_.store.enabled) {
     if (absl::Status st = BuildStore(); !st.ok()) return st;
+    // kv-aware routing prices loading from the store as the gateway prices an engine's store
+    // tier (policy/tier_pricing.h), each unit over its own path.
+    for (const PoolConfig& pool : scenario_.pools) pool_store_paths_.push_back(store_->PathFor(pool.layout.tp));
+    router_->UseSharedStore(store_.get());
   }
   // Sized once: units keep pointers into these.
   const policy::RoutingPolicy policy = router_->options().policy;
@@ -115,6 +119,7 @@ absl::Status Cluster::Build() {
       cands[i].holder = static_cast<policy::HolderId>(ids[i]);
       const auto pool = static_cast<size_t>(u.config().pool);
       cands[i].cost = pool_learned_.empty() ? &pool_costs_[pool] : &pool_learned_[pool]->cost();
+      if (store_) cands[i].store_path = &pool_store_paths_[pool];
       u.PublishLoadTo(&cands[i].load, ranking.get(), i);
       if (bus_ || store_) u.EnableCacheEvents();
     }
@@ -308,7 +313,7 @@ std::string_view Cluster::Refuses(const policy::AdmissionRequest& req, const pol
 
 int64_t Cluster::CachedTokens(const policy::AdmissionRequest& req, const policy::RouteDecision& d) {
   // What the chosen unit holds plus what the store tier can load back into it.
-  return static_cast<int64_t>(CachedBlocks(*units_[static_cast<size_t>(UnitOf(d))], req.blocks)) *
+  return static_cast<int64_t>(CachedBlocks(*units_[static_cast<size_t>(UnitOf(d))], req.blocks, req.input_tokens)) *
          scenario_.kv_block_tokens;
 }
 

@@ -178,8 +178,13 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   bool offload_paused_ = false;  // a failed unit's cache is lost with it, not offloaded
   int64_t limiter_shed_at_loss_ = -1;
   absl::Status BuildStore();
-  // Leading blocks of `blocks` the unit supplies from HBM or can load from the store.
-  size_t CachedBlocks(const Unit& u, std::span<const BlockKey> blocks) const;
+  // Leading blocks of `blocks` the unit supplies from HBM or will load from the store (for a
+  // prompt of `input_tokens`: the store's run only when loading it beats recomputing it).
+  size_t CachedBlocks(const Unit& u, std::span<const BlockKey> blocks, int64_t input_tokens) const;
+  // The prefill cost the router ranks `u` by (learned, when the scenario learns costs).
+  const policy::PrefillCost& CostOf(const Unit& u) const;
+  // Per pool: the path its units load store-tier blocks over (the router's candidates point here).
+  std::vector<policy::StorePath> pool_store_paths_;
   // Loads the prefix blocks that continue the unit's own from the store, then enqueues the
   // prefill; false (nothing done) when the store has none.
   bool LoadFromStore(uint32_t slot, int unit);

@@ -24,9 +24,19 @@ absl::Status Cluster::BuildStore() {
   return absl::OkStatus();
 }
 
-size_t Cluster::CachedBlocks(const Unit& u, std::span<const BlockKey> blocks) const {
+const policy::PrefillCost& Cluster::CostOf(const Unit& u) const {
+  const auto pool = static_cast<size_t>(u.config().pool);
+  return pool_learned_.empty() ? pool_costs_[pool] : pool_learned_[pool]->cost();
+}
+
+size_t Cluster::CachedBlocks(const Unit& u, std::span<const BlockKey> blocks, int64_t input_tokens) const {
   const size_t have = u.CachedPrefix(blocks);
-  return store_ ? have + store_->Covered(blocks.subspan(have)) : have;
+  if (!store_) return have;
+  // Only what LoadFromStore will load: a run it leaves to recompute is no cached prefix.
+  return have + store_->PlanLoad(blocks, have, u.model().layout().tp,
+                                 {.cost = CostOf(u), .input_tokens = input_tokens,
+                                  .block_tokens = scenario_.kv_block_tokens})
+                    .take;
 }
 
 bool Cluster::LoadFromStore(uint32_t slot, int unit) {
@@ -35,11 +45,9 @@ bool Cluster::LoadFromStore(uint32_t slot, int unit) {
   const std::span<const BlockKey> blocks = table_[slot].req.blocks;
   const size_t have = u.CachedPrefix(blocks);
   // Priced by the cost the router ranks this unit by.
-  const auto pool = static_cast<size_t>(u.config().pool);
-  const policy::PrefillCost& cost = pool_learned_.empty() ? pool_costs_[pool] : pool_learned_[pool]->cost();
   const StoreTier::Load got = store_->LoadBack(
       blocks, have, placements_[static_cast<size_t>(unit)].rack, u.model().layout().tp,
-      {.cost = cost, .input_tokens = int64_t{table_[slot].req.input_tokens} + table_[slot].generated,
+      {.cost = CostOf(u), .input_tokens = int64_t{table_[slot].req.input_tokens} + table_[slot].generated,
        .block_tokens = scenario_.kv_block_tokens});
   if (got.blocks == 0) return false;
   // As a copy from a peer unit: the blocks land in the unit's prefix cache, where the prefill

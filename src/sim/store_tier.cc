@@ -135,6 +135,25 @@ size_t StoreTier::Covered(std::span<const BlockKey> blocks) const {
   return n;
 }
 
+policy::StorePath StoreTier::PathFor(int tp) const {
+  return {.bytes_per_s = std::max(tp, 1) * transfer_.fabric.nic_bytes_per_s() * transfer_.nic_efficiency,
+          .latency = transfer_.setup_latency};
+}
+
+StoreTier::LoadPlan StoreTier::PlanLoad(std::span<const BlockKey> blocks, size_t have, int tp,
+                                        const Prefill& prefill) const {
+  LoadPlan plan;
+  if (have >= blocks.size()) return plan;
+  plan.held = Covered(blocks.subspan(have));
+  const policy::StoreLoad decision = policy::DecideStoreLoad(
+      prefill.cost, PathFor(tp),
+      {.input_tokens = prefill.input_tokens, .hbm_blocks = static_cast<int64_t>(have),
+       .store_blocks = static_cast<int64_t>(plan.held), .block_tokens = prefill.block_tokens,
+       .block_bytes = static_cast<double>(block_bytes_)});
+  plan.take = static_cast<size_t>(decision.load_blocks);
+  return plan;
+}
+
 StoreTier::Load StoreTier::LoadBack(std::span<const BlockKey> blocks, size_t have, int rack, int tp,
                                     const Prefill& prefill) {
   const Nanos now = events_.now();
@@ -142,16 +161,7 @@ StoreTier::Load StoreTier::LoadBack(std::span<const BlockKey> blocks, size_t hav
   if (have >= blocks.size()) return out;
   ++stats_.probed_requests;
   stats_.probed_blocks += static_cast<int64_t>(blocks.size() - have);
-  const size_t held = Covered(blocks.subspan(have));
-  const policy::StorePath path{
-      .bytes_per_s = std::max(tp, 1) * transfer_.fabric.nic_bytes_per_s() * transfer_.nic_efficiency,
-      .latency = transfer_.setup_latency};
-  const policy::StoreLoad decision = policy::DecideStoreLoad(
-      prefill.cost, path,
-      {.input_tokens = prefill.input_tokens, .hbm_blocks = static_cast<int64_t>(have),
-       .store_blocks = static_cast<int64_t>(held), .block_tokens = prefill.block_tokens,
-       .block_bytes = static_cast<double>(block_bytes_)});
-  const auto take = static_cast<size_t>(decision.load_blocks);
+  const auto [held, take] = PlanLoad(blocks, have, tp, prefill);
   if (take < held) {
     ++stats_.declined_requests;
     stats_.declined_blocks += static_cast<int64_t>(held - take);

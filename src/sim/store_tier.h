@@ -27,6 +27,7 @@
 #include "kvstore_core/master.h"
 #include "perf/transfer.h"
 #include "policy/prefill_cost.h"
+#include "policy/tier_pricing.h"
 #include "sim/event_queue.h"
 #include "sim/store_config.h"
 
@@ -54,7 +55,7 @@ struct StoreTierStats {
   uint64_t log_bytes = 0;  // the master's operation log, as a standby would receive it
 };
 
-class StoreTier {
+class StoreTier : public policy::SharedStoreView {
  public:
   // `racks`: the cluster's racks (store nodes are spread over them); `block_bytes`: the KV of
   // one prefix block; `transfer`: the GPUs' side of a transfer (their NICs, the spine).
@@ -85,8 +86,19 @@ class StoreTier {
   // them is cheaper, and says when they will have arrived. The path is priced at the unit's
   // side (its TP ranks' NICs), as the transfer's time below is bounded by.
   Load LoadBack(std::span<const BlockKey> blocks, size_t have, int rack, int tp, const Prefill& prefill);
-  // Leading blocks of `blocks` the store holds, complete (what admission may count on).
-  size_t Covered(std::span<const BlockKey> blocks) const;
+  // What LoadBack decides to read, without reading it: of the blocks after the unit's `have`,
+  // the run the store holds and the part of it that loading takes (policy/store_load.h). The
+  // cluster counts `take` as cached (admission), so both agree.
+  struct LoadPlan {
+    size_t held = 0;
+    size_t take = 0;  // 0 or `held`
+  };
+  LoadPlan PlanLoad(std::span<const BlockKey> blocks, size_t have, int tp, const Prefill& prefill) const;
+  // The path a unit of TP degree `tp` loads over, priced at its side (its ranks' NICs, as the
+  // transfer's time is bounded by): what LoadBack decides with and the router prices with.
+  policy::StorePath PathFor(int tp) const;
+  // Leading blocks of `blocks` the store holds, complete.
+  size_t Covered(std::span<const BlockKey> blocks) const override;
 
   // A node's death, and when the master declared it dead (-1: not yet).
   struct NodeLoss {

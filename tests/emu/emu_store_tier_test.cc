@@ -15,6 +15,8 @@
 #include "emu/emu_server.h"
 #include "net/http_client.h"
 #include "net/kv_event_subscriber.h"
+#include "core/block_hash.h"
+#include "policy/kv_event_indexer.h"
 
 namespace myriad::emu {
 namespace {
@@ -228,6 +230,65 @@ TEST(EmuStoreTier, OffloadedBlocksArePublishedAsStoredWithMediumCpu) {
   }
   EXPECT_LE(roots, kPrompts);  // only a prompt's first block has no parent
   EXPECT_TRUE(c.cpu_removed.empty());
+}
+
+// The engine's events, HBM's and its store tier's, fed over ZMQ into the indexer the gateway
+// runs (holders as the gateway declares them: GPU, CPU through the reach only). HBM evicts in
+// CLOCK order, children before parents as often as not, and the tier's writes land after HBM's
+// removals: every offloaded block must still chain, none dropped as an orphan, so the engine's
+// reach covers each prompt whole (4 prompts of 64 blocks, 160 blocks of HBM). Before the tier
+// published parent-first and the indexer remembered blocks just removed, a good part of the
+// CPU blocks were orphans and the reach of the first prompts stopped where HBM's did.
+TEST(EmuStoreTier, TheGatewaysIndexerChainsEveryOffloadedBlock) {
+  KvCluster cluster;
+  cluster.AddNode(1, "rack-a");
+  EmuOptions o = Options(cluster.url());
+  o.kv_events = "tcp://127.0.0.1:*";
+  o.kv_replay = "tcp://127.0.0.1:*";
+  auto emu = Start(o);
+  ASSERT_TRUE(emu);
+  constexpr policy::HolderId kGpu = 0, kReach = 1;
+  std::mutex mu;
+  policy::PrefixIndex index;
+  policy::KvEventIndexer indexer(&index, {.block_size = 16});
+  ASSERT_TRUE(indexer
+                  .AddPublisher(0, {.media = {{"GPU", kGpu}, {"CPU", policy::kUnindexedHolder}}, .reach = kReach})
+                  .ok());
+  std::vector<std::vector<uint32_t>> prompts;  // each prompt's tokens, from its first Stored
+  uint64_t cpu_stored = 0;
+  net::KvEventSubscriberOptions so;
+  so.sources.push_back({"emu", emu->kv_events_endpoint(), emu->kv_replay_endpoint(), ""});
+  auto sub = net::KvEventSubscriber::Start(so, [&](const net::KvEventDelivery& d) {
+    std::lock_guard l(mu);
+    EXPECT_TRUE(indexer.Apply(0, d.seq, d.batch, 0).ok());
+    if (!d.batch.ok()) return;
+    for (const KvEvent& e : d.batch->events) {
+      const auto* s = std::get_if<BlockStored>(&e);
+      if (s == nullptr) continue;
+      if (s->medium == "CPU") cpu_stored += s->block_hashes.size();
+      if (s->medium == "GPU" && !s->parent_block_hash) prompts.push_back(s->token_ids);
+    }
+  });
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  Pass(*emu);
+  DrainOffloads(*emu);
+  const uint64_t offloaded = emu->engine().stats().store.offloaded_blocks;
+  ASSERT_GT(offloaded, 0u);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard l(mu);
+    return cpu_stored == offloaded;
+  })) << "CPU blocks stored: " << cpu_stored << " of " << offloaded;
+  std::lock_guard l(mu);
+  EXPECT_EQ(indexer.stats().orphans, 0u) << "of " << offloaded << " CPU blocks";
+  EXPECT_EQ(indexer.stats().gaps, 0u);
+  ASSERT_EQ(prompts.size(), static_cast<size_t>(kPrompts));
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    std::vector<policy::PrefixMatch> m;
+    index.Match(HashTokenBlocks(prompts[p], 16, 0), 0, &m);
+    uint32_t reach = 0;
+    for (const policy::PrefixMatch& x : m) reach = x.holder == kReach ? x.matched_blocks : reach;
+    EXPECT_EQ(reach, prompts[p].size() / 16) << "prompt " << p;
+  }
 }
 
 TEST(EmuStoreTier, StoreDownMeansRecomputeNeverAFailedRequest) {

@@ -64,6 +64,15 @@ TEST(GatewayKvEventErrors, CountedByReasonNotAppliedAndLoggedRateLimitedPerPubli
   ASSERT_TRUE(wait_for([](const policy::KvEventIndexerStats& s) { return s.invalid_events == 1; }));
   ASSERT_TRUE((*pub)->PublishPayload(garbage).ok());  // within the interval: held back
   ASSERT_TRUE(wait_for([](const policy::KvEventIndexerStats& s) { return s.decode_errors == 6; }));
+  // Events that decode but change nothing are no error (no log line), but are counted: a
+  // block whose parent the index never saw, and a medium the backend has no holder for.
+  ASSERT_TRUE((*pub)->Publish(KvEventBatch{.events = {BlockStored{.block_hashes = {2},
+                                                                  .parent_block_hash = 77,
+                                                                  .token_ids = std::vector<uint32_t>(16, 1),
+                                                                  .block_size = 16},
+                                                      BlockRemoved{.block_hashes = {3}, .medium = "DISK"}}})
+                  .ok());
+  ASSERT_TRUE(wait_for([](const policy::KvEventIndexerStats& s) { return s.orphans == 1 && s.unknown_medium == 1; }));
 
   {
     std::lock_guard l(mu);
@@ -86,8 +95,17 @@ TEST(GatewayKvEventErrors, CountedByReasonNotAppliedAndLoggedRateLimitedPerPubli
             R"(myriad_gateway_kv_event_errors_total{reason="invalid_event"} 1)");
   EXPECT_EQ(MetricLine(text, R"(myriad_gateway_kv_event_errors_total{reason="unknown_event"})"),
             R"(myriad_gateway_kv_event_errors_total{reason="unknown_event"} 0)");
-  // Applied: the empty batch and the one with the refused event; not the six lost ones.
-  EXPECT_EQ(MetricLine(text, "myriad_gateway_kv_event_batches_total"), "myriad_gateway_kv_event_batches_total 2");
+  EXPECT_EQ(MetricLine(text, R"(myriad_gateway_kv_event_dropped_total{reason="orphan"})"),
+            R"(myriad_gateway_kv_event_dropped_total{reason="orphan"} 1)");
+  EXPECT_EQ(MetricLine(text, R"(myriad_gateway_kv_event_dropped_total{reason="unknown_medium"})"),
+            R"(myriad_gateway_kv_event_dropped_total{reason="unknown_medium"} 1)");
+  EXPECT_EQ(MetricLine(text, R"(myriad_gateway_kv_event_dropped_total{reason="other_group"})"),
+            R"(myriad_gateway_kv_event_dropped_total{reason="other_group"} 0)");
+  EXPECT_EQ(MetricLine(text, "myriad_gateway_kv_event_recalled_parents_total"),
+            "myriad_gateway_kv_event_recalled_parents_total 0");
+  // Applied: the empty batch, the one with the refused event and the one whose events were
+  // dropped; not the six lost ones.
+  EXPECT_EQ(MetricLine(text, "myriad_gateway_kv_event_batches_total"), "myriad_gateway_kv_event_batches_total 3");
   const std::vector<std::string> complaints = myriad::testing::PromtoolComplaints(text);
   EXPECT_TRUE(complaints.empty()) << ::testing::PrintToString(complaints);
   (*gw)->Stop();

@@ -153,6 +153,70 @@ TEST_F(IndexerTest, UnknownParentIsAnOrphanAndSkipped) {
   EXPECT_EQ(index_.entries(), 0u);
 }
 
+// The order an offloading tier really produces (emu/kv_store_tier.cc): HBM evicts blocks 1-3
+// in its own order and publishes their removal at once; the tier writes them and publishes each
+// one's CPU BlockStored when its write lands, here a child before its parent. Every CPU block
+// must still chain (through the parent that just left HBM), so the engine's reach covers the
+// whole prompt: block 0 in HBM, blocks 1-3 in the store tier.
+TEST(KvEventIndexerTiers, ACpuBlockChainsToAParentThatJustLeftHbm) {
+  constexpr HolderId kReach = 12;
+  PrefixIndex index;
+  KvEventIndexer indexer(&index, {.block_size = kBs});
+  ASSERT_TRUE(indexer.AddPublisher(kEngine, {{{"GPU", kGpu}, {"CPU", kUnindexedHolder}}, kReach}).ok());
+  uint64_t seq = 0;
+  auto apply = [&](KvEvent e) { return indexer.Apply(kEngine, seq++, One(std::move(e)), 0); };
+  const auto prompt = Prompt(4);
+  ASSERT_TRUE(apply(BlockStored{.block_hashes = {H(0), H(1), H(2), H(3)}, .token_ids = prompt, .block_size = kBs,
+                                .medium = "GPU"})
+                  .ok());
+  ASSERT_TRUE(apply(BlockRemoved{.block_hashes = {H(3), H(1), H(2)}, .medium = "GPU"}).ok());
+  for (int b : {3, 1, 2}) {
+    ASSERT_TRUE(apply(BlockStored{.block_hashes = {H(b)},
+                                  .parent_block_hash = H(b - 1),
+                                  .token_ids = Slice(prompt, static_cast<size_t>(b), 1),
+                                  .block_size = kBs,
+                                  .medium = "CPU"})
+                    .ok());
+  }
+  EXPECT_EQ(indexer.stats().orphans, 0u);
+  // Block 3's parent had just left HBM; block 1's is still there, and block 2's (1) is in the
+  // CPU tier by the time block 2 lands.
+  EXPECT_EQ(indexer.stats().recalled_parents, 1u);
+  std::vector<PrefixMatch> m;
+  index.Match(HashTokenBlocks(prompt, kBs, 0), 0, &m);
+  ASSERT_EQ(m.size(), 2u);  // by holder id
+  EXPECT_EQ(m[0].holder, kGpu);
+  EXPECT_EQ(m[0].matched_blocks, 1u);
+  EXPECT_EQ(m[1].holder, kReach);
+  EXPECT_EQ(m[1].matched_blocks, 4u);
+}
+
+// The memory of removed blocks is bounded: a parent removed longer ago than the bound is gone,
+// and its child is an orphan again. AllBlocksCleared forgets it too.
+TEST(KvEventIndexerTiers, RecentlyRemovedIsBoundedAndCleared) {
+  PrefixIndex index;
+  KvEventIndexer indexer(&index, {.block_size = kBs, .recently_removed_per_publisher = 2});
+  ASSERT_TRUE(indexer.AddPublisher(kEngine, {{{"GPU", kGpu}, {"CPU", kCpu}}}).ok());
+  uint64_t seq = 0;
+  auto apply = [&](KvEvent e) { return indexer.Apply(kEngine, seq++, One(std::move(e)), 0); };
+  const auto prompt = Prompt(4);
+  auto cpu_child_of = [&](int b) {
+    return BlockStored{.block_hashes = {H(b + 100)}, .parent_block_hash = H(b),
+                       .token_ids = Slice(prompt, static_cast<size_t>(b) + 1, 1), .block_size = kBs, .medium = "CPU"};
+  };
+  ASSERT_TRUE(apply(BlockStored{.block_hashes = {H(0), H(1), H(2), H(3)}, .token_ids = prompt, .block_size = kBs,
+                                .medium = "GPU"})
+                  .ok());
+  ASSERT_TRUE(apply(BlockRemoved{.block_hashes = {H(0), H(1), H(2)}, .medium = "GPU"}).ok());
+  ASSERT_TRUE(apply(cpu_child_of(0)).ok());  // H(0) was pushed out by H(1) and H(2)
+  EXPECT_EQ(indexer.stats().orphans, 1u);
+  ASSERT_TRUE(apply(cpu_child_of(2)).ok());
+  EXPECT_EQ(indexer.stats().recalled_parents, 1u);
+  ASSERT_TRUE(apply(AllBlocksCleared{}).ok());
+  ASSERT_TRUE(apply(cpu_child_of(1)).ok());
+  EXPECT_EQ(indexer.stats().orphans, 2u);
+}
+
 TEST_F(IndexerTest, BlockSizeMismatchIsAnErrorNamingTheField) {
   const auto s = Apply(One(BlockStored{.block_hashes = {H(0)},
                                        .token_ids = std::vector<uint32_t>(32, 1),

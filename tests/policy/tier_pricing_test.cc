@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "core/block_hash.h"
 #include "policy/kv_event_indexer.h"
 #include "policy/recompute_limiter.h"
@@ -101,6 +102,48 @@ TEST_F(TierRouterTest, HbmBeatsTheStoreAndTheStoreExtendsHbm) {
   EXPECT_EQ(d.entry, 0);
   EXPECT_EQ(d.expected_cached_tokens, 16 * 512);
   EXPECT_EQ(d.expected_store_tokens, 8 * 512);
+}
+
+// The simulator's store: one for the cluster, every unit loads from it (SharedStoreView).
+class FakeSharedStore : public SharedStoreView {
+ public:
+  absl::flat_hash_set<BlockKey> keys;
+  mutable int lookups = 0;
+  size_t Covered(std::span<const BlockKey> blocks) const override {
+    ++lookups;
+    size_t n = 0;
+    while (n < blocks.size() && keys.contains(blocks[n])) ++n;
+    return n;
+  }
+};
+
+// The router prices a shared store's run past each unit's own HBM prefix with the same
+// three-way price (PriceTiers), over each unit's own path (Candidate::store_path).
+TEST_F(TierRouterTest, ASharedStoreExtendsEachUnitsOwnPrefixOverItsOwnPath) {
+  index_.Stored(2, 0, std::span<const BlockKey>(blocks_).first(8), 0);  // unit 1: blocks 0-7 in HBM
+  FakeSharedStore store;
+  for (size_t b = 8; b < blocks_.size(); ++b) store.keys.insert(blocks_[b]);  // blocks 8-15
+  const StorePath fast{.bytes_per_s = 1e10, .latency = kMillisecond};
+  std::vector<Candidate> units = {Candidate{.holder = 0, .load = {}, .cost = &cost_, .store_path = &fast},
+                                  Candidate{.holder = 2, .load = {}, .cost = &cost_, .store_path = &fast}};
+  Router r(Options(1e8), &index_);  // the options' path is too slow: each unit's own is used
+  RouteDecision d = r.Route(Req(), units, {}, rng_);
+  EXPECT_EQ(d.expected_store_tokens, 0);  // no shared store yet
+  EXPECT_EQ(d.expected_cached_tokens, 8 * 512);
+  const double hbm_only = d.estimated_ttft_s;
+  r.UseSharedStore(&store);
+  d = r.Route(Req(), units, {}, rng_);
+  EXPECT_EQ(d.entry, 1);
+  EXPECT_EQ(d.expected_cached_tokens, 16 * 512);
+  EXPECT_EQ(d.expected_store_tokens, 8 * 512);
+  EXPECT_LT(d.estimated_ttft_s, hbm_only);
+  // Unit 0 holds nothing and the store lacks block 0: nothing to load there. Both units'
+  // lookups were made, one per distinct own prefix.
+  EXPECT_EQ(store.lookups, 2);
+  // Over the options' slow path (no path of its own) the store's run is not worth loading.
+  units[1].store_path = nullptr;
+  d = r.Route(Req(), units, {}, rng_);
+  EXPECT_EQ(d.expected_store_tokens, 0);
 }
 
 // An engine's HBM holds the first blocks, its store tier the next: the reach holder has the

@@ -274,6 +274,29 @@ TEST(StoreTier, RecomputeLimiterCountsStoreHitsAsCached) {
   EXPECT_LT(shed_with * 3, shed_without * 2) << shed_with << " vs " << shed_without;
 }
 
+// The limiter counts as cached only what the unit will load (policy::DecideStoreLoad, the
+// decision LoadBack takes): over NICs too slow for any load to beat recompute, the store
+// supplies nothing, and the limiter sheds exactly what it sheds without a store. Counting
+// every block the store held as cached, it shed fewer arrivals with the store than without,
+// whose prompts were then recomputed in full.
+TEST(StoreTier, RecomputeLimiterCountsOnlyWhatTheUnitWillLoad) {
+  auto slow_nics = [](std::string yaml) {
+    const std::string at = "nodes_per_rack: 2}";
+    yaml.replace(yaml.find(at), at.size(), "nodes_per_rack: 2, nic_gbps: 0.1}");
+    return yaml;
+  };
+  const std::string faults = "faults: {rates: none, recompute_limit: 0.5}\n";
+  const auto without = Simulate(slow_nics(ScenarioText(faults)));
+  const auto with = Simulate(slow_nics(ScenarioText(faults + "store: {nodes: 4, capacity_gb: 2000, replicas: 1}\n")));
+  const auto& lb = with["store"]["load_back"];
+  EXPECT_EQ(lb["blocks_loaded"].get<int64_t>(), 0);
+  EXPECT_GT(lb["blocks_recomputed_cheaper"].get<int64_t>(), 0);
+  const int64_t shed_without = without["failures"]["recompute_limiter"]["shed"].get<int64_t>();
+  EXPECT_GT(shed_without, 0);
+  EXPECT_EQ(with["store"]["recompute_limiter"]["shed"].get<int64_t>(), shed_without);
+  EXPECT_EQ(with["requests"]["completed"], without["requests"]["completed"]);
+}
+
 TEST(StoreTier, ScenarioWithNodeLossIsDeterministic) {
   const std::string yaml = ScenarioText(R"(faults: {rates: none, recompute_limit: 0.5}
 store: {nodes: 4, capacity_gb: 2000, replicas: 2, node_loss: [{at: 45s, node: 1}]}
