@@ -57,10 +57,13 @@ const nlohmann::ordered_json& Event(const nlohmann::ordered_json& r, const std::
 TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
   const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}]\n  detection: {eject_after_errors: 0}\n"));
   const auto& e = Event(r, "crash");
-  EXPECT_DOUBLE_EQ(D(e["detected_s"]), 70);  // last beat at 60 s, 10 s timeout
+  // The controller scrapes every 1 s; a 10 s timeout is ten failed scrapes in a row, from the
+  // one at 60 s (the crash comes first) to the one at 69 s.
+  EXPECT_DOUBLE_EQ(D(e["detected_s"]), 69);
   EXPECT_EQ(e["detected_by"], "heartbeat");
-  // eject 1 + stop 10 + spare 60 + load ~0 + comm init 30 + warm-up 60 + readiness 5.
-  EXPECT_NEAR(D(e["recovered_s"]), 70 + 166, 1e-3);
+  // eject 1 + stop 10 + spare 60 + load ~0 + comm init 30 + warm-up 60 + readiness 5, then
+  // the warmup gate at the next scrape re-admits it.
+  EXPECT_NEAR(D(e["recovered_s"]), 69 + 166 + 1, 1e-3);
   const auto& f = r["failures"];
   EXPECT_EQ(I(f["spares"]["initial"]), 2);
   EXPECT_EQ(I(f["spares"]["min"]), 1);
@@ -89,8 +92,8 @@ TEST(Failures, HangWaitsForTheWatchdogAndRestartsInPlace) {
   const auto slow = RunFaults(Yaml(hang + "  detection: {watchdog_timeout: 10m}\n"));
   EXPECT_DOUBLE_EQ(D(Event(fast, "hang")["detected_s"]), 150);
   EXPECT_DOUBLE_EQ(D(Event(slow, "hang")["detected_s"]), 720);
-  // No spare needed: eject 1 + stop 10 + load ~0 + 30 + 60 + 5.
-  EXPECT_NEAR(D(Event(fast, "hang")["recovered_s"]), 150 + 106, 1e-3);
+  // No spare needed: eject 1 + stop 10 + load ~0 + 30 + 60 + 5, and the gate at the next scrape.
+  EXPECT_NEAR(D(Event(fast, "hang")["recovered_s"]), 150 + 106 + 1, 1e-3);
   EXPECT_EQ(I(fast["failures"]["spares"]["min"]), 2);
   // Requests stuck behind the hang wait for the watchdog: the tail pays for a long timeout.
   EXPECT_GT(D(slow["latency_s"]["e2e"]["max"]), D(fast["latency_s"]["e2e"]["max"]) + 400);
@@ -99,11 +102,11 @@ TEST(Failures, HangWaitsForTheWatchdogAndRestartsInPlace) {
 }
 
 TEST(Failures, SilentCorruptionIsCaughtOnlyByProbes) {
-  const std::string sdc = "  scripted: [{at: 180s, kind: sdc, unit: 7}]\n";
+  const std::string sdc = "  scripted: [{at: 190s, kind: sdc, unit: 7}]\n";
   const auto probed = RunFaults(Yaml(sdc + "  detection: {probe_interval: 60s}\n"));
   const auto blind = RunFaults(Yaml(sdc + "  detection: {probe_interval: 0s}\n"));
-  // Probes are staggered: unit 7 of 8 probes at 52.5 s + k x 60 s.
-  EXPECT_DOUBLE_EQ(D(Event(probed, "sdc")["detected_s"]), 232.5);
+  // The controller probes every serving unit every 60 s from its admission at 0 s.
+  EXPECT_DOUBLE_EQ(D(Event(probed, "sdc")["detected_s"]), 240);
   EXPECT_EQ(Event(probed, "sdc")["detected_by"], "probe");
   EXPECT_TRUE(Event(blind, "sdc")["detected_s"].is_null());
   EXPECT_GT(I(probed["requests"]["corrupted"]), 0);
