@@ -311,7 +311,9 @@ void FailureModel::HitUnit(int u, int fi, bool needs_node) {
 
 bool FailureModel::RefusesWork(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
-  if (!st.crashed) return false;  // a hung server still accepts
+  // A hung server still accepts; a unit being rebuilt is not routed to, or serves degraded
+  // (elastic EP) on its surviving ranks.
+  if (!st.crashed || st.rebuilding) return false;
   // The router's own decision, the gateway's state machine: after errors in a row it stops
   // sending at once, and the controller hears of it at its next scrape.
   if (!st.ejected && st.passive.RecordRequest(false) == policy::HealthChange::kEjected) {
@@ -670,6 +672,19 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
   }
   ordered_json counts_json = ordered_json::object();
   for (const auto& [k, n] : counts) counts_json[k] = n;
+  // What the controller did, as `myriad control` logs it; admissions and probes that matched
+  // are only counted.
+  std::map<std::string, int64_t> actions;
+  ordered_json lines = ordered_json::array();
+  for (const ControllerEvent& e : timeline()) {
+    if (e.at > end) continue;
+    ++actions[e.action];
+    if (e.action == "record_answer" || (e.action == "probe" && e.probe == "match") || lines.size() >= 500) continue;
+    lines.push_back({{"t_s", NanosToSeconds(e.at)}, {"unit", e.engine}, {"action", e.action}, {"reason", e.reason}});
+    if (!e.probe.empty()) lines.back()["probe"] = e.probe;
+  }
+  ordered_json actions_json = ordered_json::object();
+  for (const auto& [k, n] : actions) actions_json[k] = n;
   return {{"faults", counts_json},
           {"unrecovered_at_end", unrecovered},
           {"straggler_false_positives", false_positives},
@@ -680,6 +695,7 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
           {"peak_concurrent_storage_loads", storage_.peak_flows()},
           {"elastic_ep", ElasticReport(end)},
           {"slow_node_radar", radar_json},
+          {"controller", {{"actions", actions_json}, {"timeline", lines}}},
           {"events", list}};
 }
 

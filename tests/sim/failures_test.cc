@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "fault_test_util.h"
 #include "sim/event_queue.h"
@@ -76,12 +77,51 @@ TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
   ExpectNothingLost(r);
 }
 
+// The failure model decides nothing itself: policy::FleetController's actions, as `myriad
+// control` logs them, drain and restart a crashed unit and re-admit it through the warmup
+// gate; a corrupt one is drained and cordoned, repaired (a node replaced) and gated back.
+TEST(Failures, TheControllerDecidesAndItsGateReadmits) {
+  const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}, {at: 190s, kind: sdc, unit: 7}]\n"
+                                "  detection: {eject_after_errors: 0, probe_interval: 60s}\n"));
+  const auto& c = r["failures"]["controller"];
+  auto lines = [&](int unit) {
+    std::vector<std::string> out;
+    for (const auto& l : c["timeline"]) {
+      if (I(l["unit"]) == unit) out.push_back(l["action"].get<std::string>() + ":" + l["reason"].get<std::string>() + ":" + l.value("probe", ""));
+    }
+    return out;
+  };
+  EXPECT_EQ(lines(2), (std::vector<std::string>{"drain:crash:", "restart:crash:", "warmup:back after restart:match",
+                                                "readmit:warmup passed:"}));
+  EXPECT_EQ(lines(7), (std::vector<std::string>{"probe:periodic:mismatch", "drain:answer mismatch:",
+                                                "cordon:answer mismatch:", "warmup:back after restart:match",
+                                                "readmit:warmup passed:"}));
+  EXPECT_TRUE(lines(0).empty());
+  for (const auto& l : c["timeline"]) {
+    if (l["action"] == "readmit") {
+      EXPECT_DOUBLE_EQ(D(l["t_s"]), D(Event(r, I(l["unit"]) == 2 ? "crash" : "sdc")["recovered_s"]));
+    }
+  }
+  EXPECT_EQ(I(c["actions"]["record_answer"]), 8);  // every unit admitted at t=0
+  EXPECT_EQ(I(c["actions"]["cordon"]), 1);
+  ExpectNothingLost(r);
+}
+
 TEST(Failures, RefusedRequestsEjectACrashedUnitBeforeTheHeartbeatTimeout) {
   const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}]\n  detection: {eject_after_errors: 3}\n"));
   const auto& e = Event(r, "crash");
   EXPECT_EQ(e["detected_by"], "passive_errors");
   EXPECT_GT(D(e["detected_s"]), 60);
   EXPECT_LT(D(e["detected_s"]), 70);
+  // The controller takes the router's ejection as a witness: the restart starts at its next
+  // scrape, not after ten failed ones.
+  int restarts = 0;
+  for (const auto& l : r["failures"]["controller"]["timeline"]) {
+    if (l["action"] != "restart") continue;
+    ++restarts;
+    EXPECT_LE(D(l["t_s"]), D(e["detected_s"]) + 1);
+  }
+  EXPECT_EQ(restarts, 1);
   EXPECT_EQ(r["requests"]["rejected_by_reason"].value("failed_after_retries", 0), 0);
   ExpectNothingLost(r);
 }
@@ -218,6 +258,14 @@ TEST(Failures, BadFaultSectionsNameTheField) {
   EXPECT_NE(r.status().message().find("faults.scripted[0].unit"), std::string::npos) << r.status();
   auto no_unit = ParseScenario(Yaml("  scripted: [{at: 1s, kind: hang}]\n"), "f.yaml");
   EXPECT_FALSE(no_unit.ok());
+  // The controller scrapes every heartbeat interval: bounded as `myriad control`'s scrapes.
+  for (const std::string d : {"heartbeat_interval: 1ms", "heartbeat_interval: 11m", "heartbeat_timeout: 2h",
+                               "watchdog_timeout: 2h", "probe_interval: 500ms"}) {
+    auto b = ParseScenario(Yaml("  detection: {" + d + "}\n"), "f.yaml");
+    ASSERT_FALSE(b.ok()) << d;
+    EXPECT_NE(b.status().message().find("faults.detection." + d.substr(0, d.find(':')) + ": must be"), std::string::npos)
+        << b.status();
+  }
   // The limiter's unit is a multiple of the nominal prefill throughput, bounded as the gateway's.
   auto limit = ParseScenario(Yaml("  recompute_limit: 101\n"), "f.yaml");
   ASSERT_FALSE(limit.ok());
