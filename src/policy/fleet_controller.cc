@@ -1,5 +1,6 @@
 #include "policy/fleet_controller.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace myriad::policy {
@@ -29,6 +30,15 @@ std::string_view ActionName(ActionKind k) {
   return "";
 }
 
+FleetControllerOptions ControllerOptionsFor(const DetectionOptions& d) {
+  FleetControllerOptions o;
+  o.hang_after = d.watchdog_timeout;
+  const Nanos every = std::max<Nanos>(d.heartbeat_interval, 1);
+  o.crash_after_failed_probes = static_cast<int>(std::max<Nanos>(1, (d.heartbeat_timeout + every - 1) / every));
+  o.probe_period = d.probe_interval;
+  return o;
+}
+
 int FleetController::AddEngine() {
   Engine e;
   // Only failed checks count here: a scrape is this controller's active check.
@@ -38,7 +48,7 @@ int FleetController::AddEngine() {
   return static_cast<int>(engines_.size()) - 1;
 }
 
-void FleetController::Evict(int engine, Nanos now, std::string reason, std::vector<FleetAction>& out) {
+void FleetController::Evict(int engine, Nanos now, std::string reason, std::vector<FleetAction>& out, int rank) {
   Engine& e = At(engine);
   e.state = EngineState::kRecovering;
   e.restarted_at = now;
@@ -49,8 +59,8 @@ void FleetController::Evict(int engine, Nanos now, std::string reason, std::vect
   e.drained = true;
   e.probes.Reset();
   if (e.detector) e.detector->Reset();  // the rebuilt engine's ranks start afresh
-  out.push_back({ActionKind::kDrain, engine, reason});
-  out.push_back({ActionKind::kRestart, engine, std::move(reason)});
+  out.push_back({ActionKind::kDrain, engine, reason, "", rank});
+  out.push_back({ActionKind::kRestart, engine, std::move(reason), "", rank});
 }
 
 std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const EngineObservation& obs) {
@@ -60,7 +70,8 @@ std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const E
   const HealthChange change = e.probes.RecordCheck(obs.reachable);
   if (!obs.reachable) {
     const bool watched = e.state == EngineState::kServing || e.state == EngineState::kAdmitting;
-    if (watched && change == HealthChange::kUnhealthy) {
+    // The gateway's own count of errors is a second witness: no need to wait for more scrapes.
+    if (watched && (change == HealthChange::kUnhealthy || obs.gateway_ejected)) {
       Evict(engine, now, "crash", out);
     } else if (e.state == EngineState::kRecovering && now - e.restarted_at >= o_.restart_timeout) {
       e.restarted_at = now;
@@ -123,7 +134,9 @@ std::vector<FleetAction> FleetController::Observe(int engine, Nanos now, const E
       e.detector = std::make_unique<StragglerDetector>(static_cast<int>(ranks), o_.straggler);
     }
     const auto flagged = e.detector->Observe(obs.rank_step_times);
-    if (!flagged.empty()) Evict(engine, now, "straggler rank " + std::to_string(flagged.front()), out);
+    if (!flagged.empty() && o_.evict_stragglers) {
+      Evict(engine, now, "straggler rank " + std::to_string(flagged.front()), out, flagged.front());
+    }
   }
   return out;
 }
@@ -136,6 +149,25 @@ std::vector<FleetAction> FleetController::ChangeRole(int engine, Nanos now, cons
   // The restart is the role change's own: one process stop and start, with the new role.
   out.back() = {ActionKind::kChangeRole, engine, reason, role};
   return out;
+}
+
+std::vector<FleetAction> FleetController::Maintain(int engine, Nanos now) {
+  if (At(engine).state != EngineState::kServing) return {};
+  std::vector<FleetAction> out;
+  Evict(engine, now, "maintenance", out);
+  return out;
+}
+
+void FleetController::Repaired(int engine, Nanos now) {
+  Engine& e = At(engine);
+  if (e.state != EngineState::kCordoned) return;
+  e.state = EngineState::kRecovering;
+  e.restarted_at = now;
+  e.stalled = false;
+  e.seen = false;
+  e.gate_pending = false;
+  e.probes.Reset();
+  if (e.detector) e.detector->Reset();
 }
 
 void FleetController::AnswerKnown(int engine) {
@@ -170,9 +202,12 @@ std::vector<FleetAction> FleetController::WarmupDone(int engine, Nanos now, Prob
     return {{ActionKind::kCordon, engine, "answer mismatch"}};
   }
   if (probe == ProbeOutcome::kNoAnswer || completed < o_.warmup_requests) {
-    // Not warm yet (or it failed again): the next scrape that reaches it runs the gate again.
+    // Not warm yet (or it failed again): the next scrape that reaches it runs the gate again,
+    // unless it has been failing the gate for restart_timeout since its restart.
     e.state = EngineState::kRecovering;
-    return {};
+    if (now - e.restarted_at < o_.restart_timeout) return {};
+    e.restarted_at = now;
+    return {{ActionKind::kRestart, engine, "not through the gate after restart"}};
   }
   e.state = EngineState::kServing;
   e.drained = false;

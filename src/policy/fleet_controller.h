@@ -2,10 +2,12 @@
 // The controller's decisions over a fleet of real engines: observations in (what each engine's
 // /metrics said at `now`, or that it could not be reached), actions out (drain, restart, run
 // the warmup gate, re-admit, cordon). The detection itself is the simulator's: a crash is
-// BackendHealth's failed checks in a row, a straggler is StragglerDetector's verdict over the
-// engine's per-rank step times, a hang is the watchdog's timeout (DetectionOptions) measured as
-// no progress while requests are in flight. `myriad control` only scrapes and carries the
-// actions out. Pure: time is the `now` argument.
+// BackendHealth's failed checks in a row (the scrape is the heartbeat), a straggler is
+// StragglerDetector's verdict over the engine's per-rank step times, a hang is the watchdog's
+// timeout (DetectionOptions) measured as no progress while requests are in flight, silent
+// corruption is a known-answer probe that differs. Three drivers: `myriad control` against real
+// engines, and in the simulator sim::FleetDriver (`myriad incident`) and the 10k-GPU failure
+// model (sim/failures). Pure: time is the `now` argument.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,13 +30,20 @@ struct FleetControllerOptions {
   int crash_after_failed_probes = BackendHealthOptions{}.unhealthy_after_failed_checks;
   // Warmup requests that must complete, after the known-answer probe passed, to re-admit.
   int warmup_requests = 3;
-  // A restarted engine that is still unreachable after this long is restarted again.
+  // A restarted engine that is still unreachable (or stuck, or failing the gate) after this
+  // long is restarted again.
   Nanos restart_timeout = 5 * kMinute;
   // How often a serving engine gets the known-answer probe (silent corruption while serving);
   // 0: only at admission and in the warmup gate.
   Nanos probe_period = 0;
   StragglerOptions straggler;
+  // false: stragglers are ranked on the radar but never evicted.
+  bool evict_stragglers = true;
 };
+// The options that decide as a health checker with `d`'s schedule does: scrapes every
+// heartbeat_interval, a crash after heartbeat_timeout's worth of failed ones, a hang after the
+// watchdog's timeout, a probe every probe_interval. The simulator's `faults.detection`.
+FleetControllerOptions ControllerOptionsFor(const DetectionOptions& d);
 // Upper bounds of the options (docs/controller.md).
 inline constexpr Nanos kMaxHangAfter = kHour;
 inline constexpr int kMaxWarmupRequests = 1000;
@@ -48,6 +57,9 @@ struct EngineObservation {
   // Mean step time per DP rank over the window since the last scrape; empty when the window
   // had no steps on some rank (nothing to compare).
   std::vector<double> rank_step_times;
+  // The gateway ejected it for errors in a row (passive ejection, its admin API's view): a
+  // failed scrape of such an engine is a crash at once, without waiting for more of them.
+  bool gateway_ejected = false;
 };
 
 enum class EngineState {
@@ -80,6 +92,7 @@ struct FleetAction {
   int engine;
   std::string reason;  // "hang", "crash", "straggler rank 2", "answer mismatch", ...
   std::string role = "";  // kChangeRole: the role it takes (prefill, decode, colocated)
+  int rank = -1;          // a straggler's drain and restart: the slow rank (its node is suspect)
 };
 
 class FleetController {
@@ -101,12 +114,21 @@ class FleetController {
   // drained and restarted with `role`, then re-admitted through the warmup gate like any
   // restart. Nothing for an engine that is not serving (it is being handled already).
   std::vector<FleetAction> ChangeRole(int engine, Nanos now, const std::string& role);
+  // Planned maintenance asked for by an operator: a serving engine is drained and restarted
+  // (reason "maintenance"), then re-admitted through the warmup gate. Nothing for an engine
+  // that is not serving.
+  std::vector<FleetAction> Maintain(int engine, Nanos now);
+  // An operator repaired a cordoned engine (its suspect hardware replaced): it is recovering,
+  // and the next scrape that reaches it runs the warmup gate against the answer recorded at
+  // admission. Nothing for an engine that is not cordoned.
+  void Repaired(int engine, Nanos now);
   // The outcome of kRecordAnswer (ok: an answer was recorded). An engine that crashed before
   // it was ever admitted has no answer to check after its restart: recording one re-admits it.
   std::vector<FleetAction> AnswerRecorded(int engine, bool ok);
   // The outcome of kWarmup: the probe's, and how many warmup requests completed after it. A
   // mismatch cordons; no answer or too few completions leave it recovering (the gate runs
-  // again at the next scrape that reaches it); else it is re-admitted.
+  // again at the next scrape that reaches it; restart_timeout after its restart, it is
+  // restarted again); else it is re-admitted.
   std::vector<FleetAction> WarmupDone(int engine, Nanos now, ProbeOutcome probe, int completed);
   // The outcome of kProbe: a mismatch drains and cordons (a silent error while serving); no
   // answer is left to the crash and hang detection.
@@ -139,7 +161,7 @@ class FleetController {
   Engine& At(int engine) { return engines_.at(static_cast<size_t>(engine)); }
   const Engine& At(int engine) const { return engines_.at(static_cast<size_t>(engine)); }
   // Drain and restart: the fail-fast path of a hang, a crash and a straggler alike.
-  void Evict(int engine, Nanos now, std::string reason, std::vector<FleetAction>& out);
+  void Evict(int engine, Nanos now, std::string reason, std::vector<FleetAction>& out, int rank = -1);
 
   FleetControllerOptions o_;
   std::vector<Engine> engines_;

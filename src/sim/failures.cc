@@ -6,7 +6,6 @@
 #include <cmath>
 #include <map>
 
-#include "policy/health.h"
 
 namespace myriad::sim {
 
@@ -36,11 +35,20 @@ bool Stops(FaultKind k) {
          k == FaultKind::kNic || k == FaultKind::kNetwork || k == FaultKind::kSwitch;
 }
 
+// The controller as the scenario's `detection` and `straggler_detection` configure it.
+policy::FleetControllerOptions ControllerOptions(const FaultConfig& c) {
+  policy::FleetControllerOptions o = policy::ControllerOptionsFor(c.detection);
+  o.straggler = c.stragglers.options;
+  o.evict_stragglers = c.stragglers.enabled;
+  return o;
+}
+
 }  // namespace
 
 FailureModel::FailureModel(const Scenario& s, EventQueue& events, const std::vector<std::unique_ptr<Unit>>& units,
                            const std::vector<Placement>& placements, FailureHost& host)
-    : s_(s),
+    : FleetLoop(ControllerOptions(s.faults), events, units.size(), s.faults.detection.heartbeat_interval),
+      s_(s),
       cfg_(s.faults),
       events_(events),
       units_(units),
@@ -80,15 +88,7 @@ absl::StatusOr<std::unique_ptr<FailureModel>> FailureModel::Create(const Scenari
   }
   m->spares_ = m->spares_min_ = m->spares_initial_ = c.spare_nodes >= 0 ? c.spare_nodes : unused;
   m->state_.resize(units.size());
-  const auto n = static_cast<Nanos>(units.size());
-  for (size_t u = 0; u < units.size(); ++u) {
-    UnitState& st = m->state_[u];
-    st.passive = policy::BackendHealth(c.backend_health);
-    // Every GPU of the unit is a rank to the detector (TP ranks included).
-    st.detector = std::make_unique<policy::StragglerDetector>(units[u]->model().layout().gpus(), c.stragglers.options);
-    // Probes are staggered over the interval so that they do not all land at once.
-    st.probe_phase = c.detection.probe_interval * static_cast<Nanos>(u) / std::max<Nanos>(n, 1);
-  }
+  for (UnitState& st : m->state_) st.passive = policy::BackendHealth(c.backend_health);
   if (absl::Status st = m->BuildElastic(); !st.ok()) return st;
   return m;
 }
@@ -197,15 +197,8 @@ void FailureModel::Start(Nanos horizon) {
       Inject(fi);
     });
   }
-  struct Tick {
-    FailureModel* m;
-    Nanos every;
-    void operator()() const {
-      m->Telemetry();
-      if (m->events_.now() + every <= m->horizon_) m->events_.After(every, *this);
-    }
-  };
-  events_.After(cfg_.stragglers.interval, Tick{this, cfg_.stragglers.interval});
+  next_window_ = events_.now() + cfg_.stragglers.interval;
+  StartScrapes(horizon);
 }
 
 void FailureModel::MarkDown(int unit) {
@@ -234,17 +227,15 @@ void FailureModel::Inject(int fi) {
     return;
   }
   if (k == FaultKind::kSdc) {
-    if (st.phase != Phase::kServing || st.corrupt) {
+    if (st.stopped || st.rebuilding || st.draining || st.corrupt) {
       f.absorbed = true;
-      if (st.phase != Phase::kRecovering) ++st.nodes_needed;
+      if (!st.rebuilding) ++st.nodes_needed;
       return;
     }
     st.corrupt = true;
     st.fault = fi;
     st.nodes_needed = 1;
     MarkDown(u);
-    const Nanos at = policy::ProbeDetectedAt(events_.now(), st.probe_phase, cfg_.detection);
-    if (at >= 0) events_.At(at, [this, u, fi] { Detect(u, fi, "probe"); });
     return;
   }
   if (k == FaultKind::kStraggler) {
@@ -260,16 +251,18 @@ void FailureModel::Inject(int fi) {
     return;
   }
   if (k == FaultKind::kMaintenance) {
-    if (st.phase != Phase::kServing) {
+    if (st.stopped || st.corrupt || controller().state(u) != policy::EngineState::kServing) {
       f.absorbed = true;
       return;
     }
     st.fault = fi;
     st.nodes_needed = 1;
     st.node_to_maintenance = true;
+    st.planned = true;
     f.detected = events_.now();
     f.detected_by = "planned";
-    BeginDrain(u);
+    // The operator asks the controller, which drains it and restarts it.
+    Carry(u, controller().Maintain(u, events_.now()));
   }
 }
 
@@ -292,93 +285,217 @@ void FailureModel::HitUnit(int u, int fi, bool needs_node) {
     }
     return;
   }
-  if (st.phase == Phase::kFailed || st.phase == Phase::kRecovering) {
+  if (st.stopped || st.rebuilding) {
     // Already down: this fault is repaired with the rebuild under way.
     f.absorbed = true;
     if (needs_node) ++st.nodes_needed;
+    if (st.draining) {
+      // A planned drain's unit dies: nothing left to wait for.
+      units_[static_cast<size_t>(u)]->Halt();
+      Eject(u);
+    }
     return;
   }
-  // A drain or an undetected corruption in progress is overtaken by this fault.
+  // An undetected corruption is overtaken by this fault.
   if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].absorbed = true;
-  st.phase = Phase::kFailed;
+  st.stopped = true;
+  // A hung collective leaves the process up (it answers scrapes and accepts requests).
+  st.crashed = f.kind == FaultKind::kCrash || f.kind == FaultKind::kSoftwareCrash;
   st.corrupt = false;
   st.passive.Reset();
   st.fault = fi;
   st.nodes_needed += needs_node ? 1 : 0;
   MarkDown(u);
   units_[static_cast<size_t>(u)]->Halt();
-  const bool watchdog = f.kind == FaultKind::kHang || f.kind == FaultKind::kNic || f.kind == FaultKind::kNetwork ||
-                        f.kind == FaultKind::kSwitch;
-  const Nanos at = watchdog ? policy::HangDetectedAt(events_.now(), cfg_.detection)
-                            : policy::CrashDetectedAt(events_.now(), cfg_.detection);
-  events_.At(at, [this, u, fi, watchdog] { Detect(u, fi, watchdog ? "watchdog" : "heartbeat"); });
 }
 
 bool FailureModel::RefusesWork(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
-  if (st.phase != Phase::kFailed || st.fault < 0) return false;
-  const FaultKind k = faults_[static_cast<size_t>(st.fault)].kind;
-  if (k != FaultKind::kCrash && k != FaultKind::kSoftwareCrash) return false;  // a hung server still accepts
-  // The request is refused; the state machine ejects once, and detection by another means
-  // first makes the ejection a no-op.
-  if (st.passive.RecordRequest(false) == policy::HealthChange::kEjected &&
-      faults_[static_cast<size_t>(st.fault)].detected < 0) {
-    units_[static_cast<size_t>(u)]->set_routable(false);  // the router's own decision: no delay
-    Detect(u, st.fault, "passive_errors");
+  // A hung server still accepts; a unit being rebuilt is not routed to, or serves degraded
+  // (elastic EP) on its surviving ranks.
+  if (!st.crashed || st.rebuilding) return false;
+  // The router's own decision, the gateway's state machine: after errors in a row it stops
+  // sending at once, and the controller hears of it at its next scrape.
+  if (!st.ejected && st.passive.RecordRequest(false) == policy::HealthChange::kEjected) {
+    st.ejected = true;
+    units_[static_cast<size_t>(u)]->set_routable(false);
+    if (st.fault >= 0) Detected(st.fault, "passive_errors");
   }
   return true;
 }
 
-void FailureModel::Detect(int u, int fi, const char* by) {
-  UnitState& st = state_[static_cast<size_t>(u)];
-  if (st.fault != fi || !(st.phase == Phase::kFailed || st.corrupt)) return;
+void FailureModel::Detected(int fi, const char* by) {
   FaultRecord& f = faults_[static_cast<size_t>(fi)];
   if (f.detected >= 0) return;  // already caught another way
   f.detected = events_.now();
   f.detected_by = by;
+}
+
+int FailureModel::Blame(int u, const policy::FleetAction& a) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  if (a.rank >= 0) {
+    // A straggler verdict: the slow rank's own fault, or a false positive.
+    int fi = st.slow_fault;
+    if (fi < 0 || a.rank != st.slow_rank) {
+      FaultRecord rec;
+      rec.kind = FaultKind::kStraggler;
+      rec.at = events_.now();
+      rec.unit = u;
+      rec.rank = a.rank;
+      rec.detected_by = "false_positive";
+      faults_.push_back(rec);
+      fi = static_cast<int>(faults_.size()) - 1;
+    }
+    // The suspect node is replaced; an undetected corruption goes with the rebuild.
+    if (st.fault >= 0 && st.fault != fi) faults_[static_cast<size_t>(st.fault)].absorbed = true;
+    st.fault = fi;
+    st.nodes_needed = std::max(st.nodes_needed, 1);
+    return fi;
+  }
+  if (st.fault < 0) {
+    // A verdict with no fault behind it (say, a unit busy without progress for other reasons).
+    FaultRecord rec;
+    rec.kind = a.reason == "crash" ? FaultKind::kCrash : FaultKind::kHang;
+    rec.at = events_.now();
+    rec.unit = u;
+    rec.detected_by = "false_positive";
+    faults_.push_back(rec);
+    st.fault = static_cast<int>(faults_.size()) - 1;
+  }
+  return st.fault;
+}
+
+void FailureModel::BeginRound() {
+  window_ = events_.now() >= next_window_;
+  if (window_) next_window_ += cfg_.stragglers.interval;
+}
+
+policy::EngineObservation FailureModel::Observe(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  const Unit& unit = *units_[static_cast<size_t>(u)];
+  policy::EngineObservation obs;
+  bool active = false;
+  if (window_) {
+    const uint64_t steps = unit.stats().steps;
+    active = steps > st.steps_seen;
+    st.steps_seen = steps;
+  }
+  if (st.crashed || st.rebuilding) {
+    obs.gateway_ejected = st.ejected;
+    return obs;  // connection refused
+  }
+  obs.reachable = true;
+  const policy::UnitLoad load = unit.Load();
+  obs.running = load.running;
+  obs.waiting = load.waiting;
+  obs.progress = static_cast<double>(unit.stats().steps);
+  if (active && !st.stopped && controller().state(u) == policy::EngineState::kServing) {
+    StepTimes(u, obs.rank_step_times);
+  }
+  return obs;
+}
+
+void FailureModel::StepTimes(int u, std::vector<double>& out) {
+  const UnitState& st = state_[static_cast<size_t>(u)];
+  const double sigma = cfg_.stragglers.noise;
+  const Nanos now = events_.now(), every = cfg_.stragglers.interval;
+  // The slow rank's mean over the window counts only the part of it that it was slow.
+  const double slow_part = std::clamp(
+      static_cast<double>(now - std::max(st.slow_since, now - every)) / static_cast<double>(every), 0.0, 1.0);
+  const double slow = 1 + (st.slow - 1) * slow_part;
+  // Every GPU of the unit is a rank to the detector (TP ranks included).
+  out.resize(static_cast<size_t>(units_[static_cast<size_t>(u)]->model().layout().gpus()));
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r] = rng_.LogNormal(0, sigma) * (static_cast<int>(r) == st.slow_rank ? slow : 1.0);
+  }
+}
+
+policy::ProbeOutcome FailureModel::Probe(int u) {
+  const UnitState& st = state_[static_cast<size_t>(u)];
+  if (st.stopped || st.crashed || st.rebuilding) return policy::ProbeOutcome::kNoAnswer;
+  return st.corrupt ? policy::ProbeOutcome::kMismatch : policy::ProbeOutcome::kMatch;
+}
+
+void FailureModel::Act(int u, const policy::FleetAction& a) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  Unit& unit = *units_[static_cast<size_t>(u)];
+  using policy::ActionKind;
+  switch (a.kind) {
+    case ActionKind::kDrain: {
+      unit.set_routable(false);
+      if (st.planned) return;  // maintenance: detected by the schedule
+      const int fi = Blame(u, a);
+      Detected(fi, a.rank >= 0                     ? "step_telemetry"
+                   : a.reason == "hang"            ? "watchdog"
+                   : a.reason == "answer mismatch" ? "probe"
+                                                   : "heartbeat");
+      MarkDown(u);
+      return;
+    }
+    case ActionKind::kRestart:
+    case ActionKind::kChangeRole:  // a simulated unit keeps its pool's role: a restart
+      Restart(u);
+      return;
+    case ActionKind::kCordon:
+      // Out until an operator acts: here the operator replaces the suspect node at once, and
+      // the repaired unit comes back through the gate.
+      Restart(u);
+      return;
+    case ActionKind::kReadmit:
+      Readmit(u);
+      return;
+    default:
+      return;
+  }
+}
+
+void FailureModel::Restart(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  // The rebuild under way is this restart (a controller that finds it still down after its
+  // restart_timeout, waiting for a spare node, would restart it again: nothing more to do).
+  if (st.rebuilding) return;
+  st.rebuilding = true;
+  if (st.planned) {
+    BeginDrain(u);
+    return;
+  }
+  // Routing tables everywhere stop sending, then the processes are stopped.
   events_.After(cfg_.recovery.eject, [this, u] { Eject(u); });
 }
 
 void FailureModel::Eject(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
-  st.phase = Phase::kRecovering;
+  if (!st.rebuilding || (st.planned && !st.draining)) return;  // already ejected
+  st.draining = false;
   st.corrupt = false;
-  MarkDown(u);
-  units_[static_cast<size_t>(u)]->set_routable(false);
-  host_.EvacuateUnit(u);
+  Unit& unit = *units_[static_cast<size_t>(u)];
+  if (!unit.halted()) unit.Halt();
+  unit.set_routable(false);
+  host_.EvacuateUnit(u);  // whatever did not finish is retried elsewhere
   if (st.fault >= 0) MaybeDegrade(u, NeedsNode(faults_[static_cast<size_t>(st.fault)].kind));
   events_.After(cfg_.recovery.stop, [this, u] { TakeSpares(u); });
 }
 
 void FailureModel::BeginDrain(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
-  st.phase = Phase::kDraining;
+  st.draining = true;
   MarkDown(u);
-  units_[static_cast<size_t>(u)]->set_routable(false);
-  const int fi = st.fault;
   const Nanos deadline = events_.now() + cfg_.drain_timeout;
   struct Poll {
     FailureModel* m;
-    int u, fi;
+    int u;
     Nanos deadline;
     void operator()() const {
       UnitState& s = m->state_[static_cast<size_t>(u)];
-      if (s.phase != Phase::kDraining || s.fault != fi) return;  // a crash took over
+      if (!s.draining) return;  // a fault cut it short
       if (m->units_[static_cast<size_t>(u)]->idle() || m->events_.now() >= deadline) {
-        m->FinishDrain(u);
+        m->Eject(u);
         return;
       }
       m->events_.After(kSecond, *this);
     }
   };
-  events_.After(kSecond, Poll{this, u, fi, deadline});
-}
-
-void FailureModel::FinishDrain(int u) {
-  UnitState& st = state_[static_cast<size_t>(u)];
-  st.phase = Phase::kRecovering;
-  host_.EvacuateUnit(u);  // whatever did not finish in time is retried elsewhere
-  events_.After(cfg_.recovery.stop, [this, u] { TakeSpares(u); });
+  events_.After(kSecond, Poll{this, u, deadline});
 }
 
 void FailureModel::ReturnNodes(int n, Nanos after) {
@@ -433,11 +550,11 @@ void FailureModel::LoadWeights(int u) {
     }
   }
   if (peer) {
-    events_.After(policy::PeerLoadTime(bytes / loaders, r) + after_load, [this, u] { Readmit(u); });
+    events_.After(policy::PeerLoadTime(bytes / loaders, r) + after_load, [this, u] { Rebuilt(u); });
     return;
   }
   storage_.Start(bytes, loaders, loaders * r.storage_per_node_bytes_per_s,
-                 [this, u, after_load] { events_.After(after_load, [this, u] { Readmit(u); }); });
+                 [this, u, after_load] { events_.After(after_load, [this, u] { Rebuilt(u); }); });
 }
 
 void FailureModel::ClearSlow(int u) {
@@ -447,70 +564,35 @@ void FailureModel::ClearSlow(int u) {
   ApplySlowdown(u);
 }
 
-void FailureModel::Readmit(int u) {
+void FailureModel::Rebuilt(int u) {
   UnitState& st = state_[static_cast<size_t>(u)];
   Unit& unit = *units_[static_cast<size_t>(u)];
-  const Nanos now = events_.now();
   if (st.elastic) {
     // The new node joins a serving unit: the communicator is rebuilt with it, a pause.
     const bool serving = st.degraded;
     EndDegraded(u);
-    if (serving) unit.PauseUntil(now + cfg_.elastic_ep.reconfigure);
+    if (serving) unit.PauseUntil(events_.now() + cfg_.elastic_ep.reconfigure);
   }
   if (st.fault >= 0 && st.fault == st.slow_fault) ClearSlow(u);
+  st.rebuilding = st.stopped = st.crashed = st.ejected = st.planned = false;
+  st.passive.Reset();
+  st.nodes_needed = 0;
+  st.node_to_maintenance = false;
+  unit.Resume();
+  // Up again: the controller's next scrape runs the warmup gate (a repaired cordoned unit too).
+  controller().Repaired(u, events_.now());
+}
+
+void FailureModel::Readmit(int u) {
+  UnitState& st = state_[static_cast<size_t>(u)];
+  const Nanos now = events_.now();
   if (st.fault >= 0) faults_[static_cast<size_t>(st.fault)].recovered = now;
   for (FaultRecord& f : faults_) {
     if (f.unit == u && f.absorbed && f.recovered < 0 && f.at <= now && f.kind != FaultKind::kStraggler) f.recovered = now;
   }
-  st.phase = Phase::kServing;
   st.fault = -1;
-  st.nodes_needed = 0;
-  st.node_to_maintenance = false;
-  st.detector->Reset();
   if (!st.down.empty() && st.down.back().second < 0) st.down.back().second = now;
-  unit.Resume();
-  unit.set_routable(true);
-}
-
-void FailureModel::Telemetry() {
-  const double sigma = cfg_.stragglers.noise;
-  const Nanos now = events_.now(), every = cfg_.stragglers.interval;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    UnitState& st = state_[u];
-    const uint64_t steps = units_[u]->stats().steps;
-    const bool active = steps > st.steps_seen;
-    st.steps_seen = steps;
-    if (st.phase != Phase::kServing || !active) continue;
-    // The slow rank's mean over the window counts only the part of it that it was slow.
-    const double slow_part = std::clamp(
-        static_cast<double>(now - std::max(st.slow_since, now - every)) / static_cast<double>(every), 0.0, 1.0);
-    const double slow = 1 + (st.slow - 1) * slow_part;
-    scratch_.resize(static_cast<size_t>(st.detector->ranks()));
-    for (size_t r = 0; r < scratch_.size(); ++r) {
-      scratch_[r] = rng_.LogNormal(0, sigma) * (static_cast<int>(r) == st.slow_rank ? slow : 1.0);
-    }
-    const auto flagged = st.detector->Observe(scratch_);
-    if (flagged.empty() || !cfg_.stragglers.enabled) continue;
-    int fi = st.slow_fault;
-    if (fi < 0 || std::find(flagged.begin(), flagged.end(), st.slow_rank) == flagged.end()) {
-      // Flagged a rank that is not slow: a false positive, evicted all the same.
-      FaultRecord rec;
-      rec.kind = FaultKind::kStraggler;
-      rec.at = events_.now();
-      rec.unit = static_cast<int>(u);
-      rec.detected_by = "false_positive";
-      faults_.push_back(rec);
-      fi = static_cast<int>(faults_.size()) - 1;
-    }
-    FaultRecord& f = faults_[static_cast<size_t>(fi)];
-    if (f.detected < 0) {
-      f.detected = events_.now();
-      if (f.detected_by.empty()) f.detected_by = "step_telemetry";
-    }
-    st.fault = fi;
-    st.nodes_needed = 1;
-    BeginDrain(static_cast<int>(u));
-  }
+  units_[static_cast<size_t>(u)]->set_routable(true);
 }
 
 double FailureModel::Availability(int pool, Nanos from, Nanos to) const {
@@ -541,7 +623,7 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
     if (f.at > end) continue;
     const std::string kind(FaultKindName(f.kind));
     ++counts[kind];
-    if (f.detected_by == "false_positive") ++false_positives;
+    if (f.detected_by == "false_positive" && f.kind == FaultKind::kStraggler) ++false_positives;
     if (f.recovered < 0 && f.unit >= 0 && !f.absorbed) ++unrecovered;
     auto& d = by_kind[kind];
     if (!f.absorbed && f.detected >= 0) d[0].Add(NanosToSeconds(f.detected - f.at));
@@ -579,10 +661,8 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
   ordered_json availability = ordered_json::object();
   for (size_t p = 0; p < s_.pools.size(); ++p) availability[s_.pools[p].name] = Availability(static_cast<int>(p), 0, end);
   // The slow-node radar: ranks by their smoothed step-time excess over their unit's median.
-  std::vector<const policy::StragglerDetector*> detectors;
-  for (const UnitState& st : state_) detectors.push_back(st.detector.get());
   ordered_json radar_json = ordered_json::array();
-  for (const policy::RadarEntry& e : policy::TopRadar(detectors, 10)) {
+  for (const policy::RadarEntry& e : controller().Radar(10)) {
     const Placement& pl = placements_[static_cast<size_t>(e.unit)];
     radar_json.push_back({{"unit", e.unit},
                           {"pool", s_.pools[static_cast<size_t>(PoolOf(e.unit))].name},
@@ -592,6 +672,19 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
   }
   ordered_json counts_json = ordered_json::object();
   for (const auto& [k, n] : counts) counts_json[k] = n;
+  // What the controller did, as `myriad control` logs it; admissions and probes that matched
+  // are only counted.
+  std::map<std::string, int64_t> actions;
+  ordered_json lines = ordered_json::array();
+  for (const ControllerEvent& e : timeline()) {
+    if (e.at > end) continue;
+    ++actions[e.action];
+    if (e.action == "record_answer" || (e.action == "probe" && e.probe == "match") || lines.size() >= 500) continue;
+    lines.push_back({{"t_s", NanosToSeconds(e.at)}, {"unit", e.engine}, {"action", e.action}, {"reason", e.reason}});
+    if (!e.probe.empty()) lines.back()["probe"] = e.probe;
+  }
+  ordered_json actions_json = ordered_json::object();
+  for (const auto& [k, n] : actions) actions_json[k] = n;
   return {{"faults", counts_json},
           {"unrecovered_at_end", unrecovered},
           {"straggler_false_positives", false_positives},
@@ -602,6 +695,7 @@ nlohmann::ordered_json FailureModel::Report(Nanos end) const {
           {"peak_concurrent_storage_loads", storage_.peak_flows()},
           {"elastic_ep", ElasticReport(end)},
           {"slow_node_radar", radar_json},
+          {"controller", {{"actions", actions_json}, {"timeline", lines}}},
           {"events", list}};
 }
 

@@ -1,9 +1,15 @@
 #pragma once
-// Faults in the simulated cluster and the practices that contain them: injection (random, at
-// the configured rates per GPU-hour, and scripted), detection (heartbeats, the collective
-// watchdog, known-answer probes, per-rank straggler telemetry), and the recovery pipeline
-// (eject, stop, spare node, weight load, communicator init, warm-up, readiness, re-admit), with
-// a spare pool and shared storage bandwidth. The cluster around it retries in-flight work.
+// Faults in the simulated cluster and the practices that contain them. Injection (random, at
+// the configured rates per GPU-hour, and scripted) and the time each recovery stage takes are
+// the simulator's own; detection and the decisions (drain, restart, the warmup gate before
+// re-admission, cordon) are policy::FleetController's, the object `myriad control` runs against
+// real engines, driven here through FleetLoop: a scrape of every unit each heartbeat interval
+// (reachable unless its process is gone, running and waiting sequences, steps as the progress
+// counter, per-rank step times each telemetry window) and the known-answer probe (wrong while
+// the unit is silently corrupt). A restart is the recovery pipeline (eject, stop, spare node,
+// weight load, communicator init, warm-up, readiness), with a spare pool and shared storage
+// bandwidth; a cordoned unit is repaired the same way (a node replaced) and comes back through
+// the gate. The cluster around it retries in-flight work.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -22,6 +28,7 @@
 #include "policy/eplb.h"
 #include "policy/straggler.h"
 #include "sim/event_queue.h"
+#include "sim/fleet_loop.h"
 #include "sim/scenario.h"
 #include "sim/shared_bandwidth.h"
 #include "sim/topology.h"
@@ -65,7 +72,7 @@ struct FaultRecord {
   Nanos replace_pause = 0;
 };
 
-class FailureModel {
+class FailureModel : private FleetLoop {
  public:
   static absl::StatusOr<std::unique_ptr<FailureModel>> Create(const Scenario& s, EventQueue& events,
                                                               const std::vector<std::unique_ptr<Unit>>& units,
@@ -81,6 +88,8 @@ class FailureModel {
 
   // The unit answers wrongly (silent corruption not yet caught).
   bool corrupt(int unit) const { return state_[static_cast<size_t>(unit)].corrupt; }
+  // The controller's actions, one line each as `myriad control` logs them.
+  using FleetLoop::timeline;
 
   // Availability per pool over time, faults with their detection and recovery, time to detect
   // and recover per kind, the slow-node radar.
@@ -96,10 +105,14 @@ class FailureModel {
   int spares() const { return spares_; }
 
  private:
-  enum class Phase { kServing, kFailed, kDraining, kRecovering };
   struct UnitState {
-    Phase phase = Phase::kServing;
+    bool stopped = false;     // a fault stopped it dead, not yet restarted
+    bool crashed = false;     // its process is gone: scrapes fail and requests are refused
     bool corrupt = false;
+    bool rebuilding = false;  // restarted (or repaired): the recovery pipeline is under way
+    bool draining = false;    // a planned restart waits for its in-flight work
+    bool planned = false;     // the restart under way is planned maintenance
+    bool ejected = false;     // the router ejected it for refused requests (passive ejection)
     int fault = -1;         // record being handled
     int nodes_needed = 0;   // nodes to take from the spare pool
     bool node_to_maintenance = false;
@@ -107,7 +120,6 @@ class FailureModel {
     int slow_rank = -1;
     double slow = 1;
     Nanos slow_since = 0;
-    Nanos probe_phase = 0;
     uint64_t steps_seen = 0;
     policy::BackendHealth passive;  // refused requests in a row (passive ejection)
     std::vector<std::pair<Nanos, Nanos>> down;  // intervals not serving correctly; -1: open
@@ -122,7 +134,6 @@ class FailureModel {
     // (the lost GPUs' slots -1, or re-placed over the live GPUs) and its dead ranks.
     std::vector<int32_t> moe_phy2log;
     std::unique_ptr<perf::MoeStepModel> moe;
-    std::unique_ptr<policy::StragglerDetector> detector;
   };
 
   FailureModel(const Scenario& s, EventQueue& events, const std::vector<std::unique_ptr<Unit>>& units,
@@ -130,17 +141,31 @@ class FailureModel {
   void Inject(int fault);
   void HitUnit(int unit, int fault, bool needs_node);
   void MarkDown(int unit);
-  void Detect(int unit, int fault, const char* by);
+  // The fault the controller's verdict is about (a straggler flagged on a healthy rank, or a
+  // hang with no fault behind it, gets a record of its own: a false positive).
+  int Blame(int unit, const policy::FleetAction& a);
+  void Detected(int fault, const char* by);
+  // The world's side of the controller (FleetLoop): scrapes, probes and actions.
+  void BeginRound() override;
+  policy::EngineObservation Observe(int unit) override;
+  policy::ProbeOutcome Probe(int unit) override;
+  void Act(int unit, const policy::FleetAction& a) override;
+  // The recovery pipeline: a restart (or the repair of a cordoned unit) stops the unit, takes
+  // spare nodes for its bad ones, loads weights, sets up the communicator and warms up; then
+  // the controller's gate decides the re-admission.
+  void Restart(int unit);
   void BeginDrain(int unit);
-  void FinishDrain(int unit);
   void Eject(int unit);
   void TakeSpares(int unit);
   void ServeSpareQueue();
   void LoadWeights(int unit);
+  void Rebuilt(int unit);
   void Readmit(int unit);
   // The unit's slow rank is gone (replaced, or the slowness passed).
   void ClearSlow(int unit);
-  void Telemetry();
+  // Per-rank step times of the telemetry window ending now (lognormal jitter, the slow rank's
+  // factor for the part of the window it was slow).
+  void StepTimes(int unit, std::vector<double>& out);
   void ReturnNodes(int n, Nanos after);
   // Elastic EP (failures_elastic.cc): per pool, which lost node or GPU leaves every expert a
   // live copy, and the degraded unit's step-time factor then.
@@ -189,7 +214,8 @@ class FailureModel {
   int64_t spare_waits_ = 0;
   SharedBandwidth storage_;
   std::vector<double> weight_bytes_per_node_;  // per pool
-  std::vector<double> scratch_;
+  bool window_ = false;     // this scrape closes a straggler telemetry window
+  Nanos next_window_ = 0;
   std::vector<ElasticPool> elastic_;  // per pool; empty when elastic EP is off
   int64_t elastic_kept_ = 0;          // faults a unit rode out degraded
   int64_t elastic_stopped_ = 0;       // eligible faults whose placement left an expert orphaned

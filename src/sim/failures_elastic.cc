@@ -138,7 +138,7 @@ bool FailureModel::MaybeDegrade(int u, bool node_lost) {
 
 void FailureModel::ResumeDegraded(int u, int fi) {
   UnitState& st = state_[static_cast<size_t>(u)];
-  if (st.fault != fi || st.phase != Phase::kRecovering || !st.elastic || st.degraded) return;
+  if (st.fault != fi || !st.rebuilding || !st.elastic || st.degraded) return;
   const Nanos now = events_.now();
   Unit& unit = *units_[static_cast<size_t>(u)];
   st.degraded = true;

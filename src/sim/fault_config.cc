@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "policy/eplb_incremental.h"
+#include "policy/fleet_controller.h"
 #include "sim/yaml_reader.h"
 
 namespace myriad::sim {
@@ -185,10 +186,20 @@ absl::Status ParseFaults(const Reader& rd, const YAML::Node& n, FaultConfig* c) 
     MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "heartbeat_timeout", q, &o.heartbeat_timeout));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "watchdog_timeout", q, &o.watchdog_timeout));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "probe_interval", q, &o.probe_interval));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "heartbeat_interval", q, o.heartbeat_interval > 0, "must be positive",
-                                    FormatDuration(o.heartbeat_interval)));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "watchdog_timeout", q, o.watchdog_timeout > 0, "must be positive",
-                                    FormatDuration(o.watchdog_timeout)));
+    // The controller scrapes every unit each heartbeat interval: its bounds are those of
+    // `myriad control`'s scrape.interval, hang_after and probe_period (docs/failures.md).
+    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "heartbeat_interval", q,
+                                    o.heartbeat_interval >= 10 * kMillisecond && o.heartbeat_interval <= 10 * kMinute,
+                                    "must be in [10ms, 10m]", FormatDuration(o.heartbeat_interval)));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "heartbeat_timeout", q,
+                                    o.heartbeat_timeout >= 0 && o.heartbeat_timeout <= kHour,
+                                    "must be in [0s, 1h]", FormatDuration(o.heartbeat_timeout)));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "watchdog_timeout", q,
+                                    o.watchdog_timeout > 0 && o.watchdog_timeout <= policy::kMaxHangAfter,
+                                    "must be positive and at most 1h", FormatDuration(o.watchdog_timeout)));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "probe_interval", q,
+                                    o.probe_interval == 0 || (o.probe_interval >= kSecond && o.probe_interval <= 24 * kHour),
+                                    "must be 0 (off) or in [1s, 24h]", FormatDuration(o.probe_interval)));
   }
   if (const YAML::Node d = n["straggler_detection"]) {
     const std::string q = "faults.straggler_detection";

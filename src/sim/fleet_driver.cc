@@ -1,6 +1,5 @@
 #include "sim/fleet_driver.h"
 
-#include <deque>
 #include <utility>
 
 namespace myriad::sim {
@@ -10,15 +9,17 @@ using policy::ProbeOutcome;
 
 FleetDriver::FleetDriver(FleetDriverOptions options, EventQueue& events,
                          const std::vector<std::unique_ptr<Unit>>& units, FailureHost& host)
-    : o_(std::move(options)), events_(events), units_(units), host_(host), policy_(o_.policy) {
-  for (size_t i = 0; i < units_.size(); ++i) policy_.AddEngine();
+    : FleetLoop(options.policy, events, units.size(), options.scrape_interval),
+      o_(std::move(options)),
+      events_(events),
+      units_(units),
+      host_(host) {
   engines_.resize(units_.size());
 }
 
 void FleetDriver::Start(Nanos horizon, const std::vector<IncidentFault>& faults) {
-  horizon_ = horizon;
   for (const IncidentFault& f : faults) events_.At(f.at, [this, f] { Inject(f); });
-  events_.At(0, [this] { Round(); });
+  StartScrapes(horizon);
 }
 
 void FleetDriver::Inject(const IncidentFault& f) {
@@ -46,14 +47,6 @@ void FleetDriver::Inject(const IncidentFault& f) {
   }
 }
 
-void FleetDriver::Round() {
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const int engine = static_cast<int>(i);
-    Carry(engine, policy_.Observe(engine, events_.now(), Observe(engine)));
-  }
-  if (events_.now() + o_.scrape_interval <= horizon_) events_.After(o_.scrape_interval, [this] { Round(); });
-}
-
 policy::EngineObservation FleetDriver::Observe(int engine) {
   policy::EngineObservation obs;
   Engine& e = engines_[static_cast<size_t>(engine)];
@@ -79,7 +72,7 @@ policy::EngineObservation FleetDriver::Observe(int engine) {
   return obs;
 }
 
-ProbeOutcome FleetDriver::Probe(int engine) const {
+ProbeOutcome FleetDriver::Probe(int engine) {
   const Engine& e = engines_[static_cast<size_t>(engine)];
   if (e.crashed || e.restarting || e.hung) return ProbeOutcome::kNoAnswer;
   return e.wrong == e.recorded_wrong ? ProbeOutcome::kMatch : ProbeOutcome::kMismatch;
@@ -101,70 +94,27 @@ void FleetDriver::Restart(int engine) {
   });
 }
 
-void FleetDriver::Log(int engine, const policy::FleetAction& a, std::string probe) {
-  timeline_.push_back({events_.now(), engine, std::string(policy::ActionName(a.kind)), a.reason, std::move(probe)});
+void FleetDriver::Recorded(int engine) {
+  Engine& e = engines_[static_cast<size_t>(engine)];
+  e.recorded_wrong = e.wrong;
 }
 
-namespace {
-
-std::string ProbeName(ProbeOutcome p) {
-  switch (p) {
-    case ProbeOutcome::kMatch: return "match";
-    case ProbeOutcome::kMismatch: return "mismatch";
-    case ProbeOutcome::kNoAnswer: return "no_answer";
-  }
-  return "";
-}
-
-}  // namespace
-
-void FleetDriver::Carry(int engine, std::vector<policy::FleetAction> actions) {
-  std::deque<policy::FleetAction> todo(actions.begin(), actions.end());
+void FleetDriver::Act(int engine, const policy::FleetAction& a) {
   Unit& u = *units_[static_cast<size_t>(engine)];
-  while (!todo.empty()) {
-    const policy::FleetAction a = std::move(todo.front());
-    todo.pop_front();
-    std::vector<policy::FleetAction> more;
-    const Nanos now = events_.now();
-    switch (a.kind) {
-      case ActionKind::kRecordAnswer: {
-        const ProbeOutcome p = Probe(engine);
-        // Whatever it answers is recorded, a wrong answer included.
-        if (p != ProbeOutcome::kNoAnswer) engines_[static_cast<size_t>(engine)].recorded_wrong = engines_[static_cast<size_t>(engine)].wrong;
-        Log(engine, a);
-        more = policy_.AnswerRecorded(engine, p != ProbeOutcome::kNoAnswer);
-        break;
-      }
-      case ActionKind::kWarmup: {
-        const ProbeOutcome p = Probe(engine);
-        // A matching engine is up and serves its warmup requests.
-        const int completed = p == ProbeOutcome::kMatch ? o_.policy.warmup_requests : 0;
-        Log(engine, a, ProbeName(p));
-        more = policy_.WarmupDone(engine, now, p, completed);
-        break;
-      }
-      case ActionKind::kProbe: {
-        const ProbeOutcome p = Probe(engine);
-        Log(engine, a, ProbeName(p));
-        more = policy_.ProbeDone(engine, now, p);
-        break;
-      }
-      case ActionKind::kDrain:
-      case ActionKind::kCordon:
-        Log(engine, a);
-        u.set_routable(false);
-        break;
-      case ActionKind::kReadmit:
-        Log(engine, a);
-        u.set_routable(true);
-        break;
-      case ActionKind::kRestart:
-      case ActionKind::kChangeRole:  // a simulated unit keeps its pool's role: a restart
-        Log(engine, a);
-        Restart(engine);
-        break;
-    }
-    todo.insert(todo.end(), more.begin(), more.end());
+  switch (a.kind) {
+    case ActionKind::kDrain:
+    case ActionKind::kCordon:
+      u.set_routable(false);
+      break;
+    case ActionKind::kReadmit:
+      u.set_routable(true);
+      break;
+    case ActionKind::kRestart:
+    case ActionKind::kChangeRole:  // a simulated unit keeps its pool's role: a restart
+      Restart(engine);
+      break;
+    default:
+      break;
   }
 }
 

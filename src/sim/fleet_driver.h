@@ -1,6 +1,7 @@
 #pragma once
 // The controller in the simulated world: policy::FleetController, the object `myriad control`
-// drives against real engines, driven here against simulated units, so that one incident
+// drives against real engines, driven here against simulated units (FleetLoop, which the
+// failure model of sim/failures.h drives too), so that one incident
 // script gives comparable timelines in both worlds. Every scrape interval it builds each
 // engine's EngineObservation from its unit (running and waiting sequences, generated tokens as
 // the progress counter, per-rank step times) and carries the actions out: drain and readmit
@@ -17,6 +18,7 @@
 #include "policy/fleet_controller.h"
 #include "sim/event_queue.h"
 #include "sim/failures.h"
+#include "sim/fleet_loop.h"
 #include "sim/unit.h"
 
 namespace myriad::sim {
@@ -39,16 +41,7 @@ struct FleetDriverOptions {
   int ranks = 1;  // DP ranks per engine, for the per-rank step times
 };
 
-// One line of the controller's timeline, as `myriad control` logs it.
-struct ControllerEvent {
-  Nanos at = 0;
-  int engine = 0;
-  std::string action;  // policy::ActionName
-  std::string reason;
-  std::string probe;   // the gate's and the periodic probe's outcome; "" for other actions
-};
-
-class FleetDriver {
+class FleetDriver : public FleetLoop {
  public:
   // The units are the engines, in order; `host` retries the requests of a restarted unit.
   FleetDriver(FleetDriverOptions options, EventQueue& events, const std::vector<std::unique_ptr<Unit>>& units,
@@ -57,9 +50,6 @@ class FleetDriver {
   // Schedules the scrapes (the first at once, as `myriad control` starts) and the faults, up
   // to `horizon`.
   void Start(Nanos horizon, const std::vector<IncidentFault>& faults);
-
-  const std::vector<ControllerEvent>& timeline() const { return timeline_; }
-  policy::EngineState state(int engine) const { return policy_.state(engine); }
 
  private:
   struct Engine {
@@ -71,22 +61,17 @@ class FleetDriver {
     Nanos busy_seen = 0;
   };
   void Inject(const IncidentFault& f);
-  void Round();
-  policy::EngineObservation Observe(int engine);
-  void Carry(int engine, std::vector<policy::FleetAction> actions);
-  // The known-answer probe: no answer from an engine down, stopped or restarting.
-  policy::ProbeOutcome Probe(int engine) const;
+  policy::EngineObservation Observe(int engine) override;
+  policy::ProbeOutcome Probe(int engine) override;
+  void Recorded(int engine) override;
+  void Act(int engine, const policy::FleetAction& a) override;
   void Restart(int engine);
-  void Log(int engine, const policy::FleetAction& a, std::string probe = "");
 
   FleetDriverOptions o_;
   EventQueue& events_;
   const std::vector<std::unique_ptr<Unit>>& units_;
   FailureHost& host_;
-  policy::FleetController policy_;
   std::vector<Engine> engines_;
-  std::vector<ControllerEvent> timeline_;
-  Nanos horizon_ = 0;
 };
 
 }  // namespace myriad::sim

@@ -221,5 +221,112 @@ TEST(FleetController, NoPeriodicProbeWhileBusyWithoutProgress) {
   EXPECT_EQ(Names(f.c.Observe(f.e, 12 * kSecond, Busy(6))), (std::vector<std::string>{"probe:periodic"}));
 }
 
+// The simulator's failure model drives this object with its `faults.detection` schedule: the
+// scrape is the heartbeat, so a crash takes the heartbeat timeout's worth of failed scrapes.
+TEST(FleetController, OptionsForADetectionScheduleDecideAsItsHealthChecker) {
+  DetectionOptions d;  // 1 s beats, dead after 10 s, 30 s watchdog, a probe every 5 minutes
+  FleetControllerOptions o = ControllerOptionsFor(d);
+  EXPECT_EQ(o.crash_after_failed_probes, 10);
+  EXPECT_EQ(o.hang_after, 30 * kSecond);
+  EXPECT_EQ(o.probe_period, 5 * kMinute);
+  d.heartbeat_interval = 3 * kSecond;  // a partial interval still needs its scrape
+  EXPECT_EQ(ControllerOptionsFor(d).crash_after_failed_probes, 4);
+  d.heartbeat_timeout = 0;
+  EXPECT_EQ(ControllerOptionsFor(d).crash_after_failed_probes, 1);
+}
+
+// Passive ejection is the gateway's: once it has ejected the engine for errors, one failed
+// scrape is enough.
+TEST(FleetController, AnEngineTheGatewayEjectedIsACrashAtItsFirstFailedScrape) {
+  FleetControllerOptions o;
+  o.crash_after_failed_probes = 10;
+  Fleet f(o);
+  EngineObservation down;
+  EXPECT_TRUE(f.c.Observe(f.e, kSecond, down).empty());
+  down.gateway_ejected = true;
+  EXPECT_EQ(Names(f.c.Observe(f.e, 2 * kSecond, down)), (std::vector<std::string>{"drain:crash", "restart:crash"}));
+  // Reachable but ejected (a slow network, say): not a crash.
+  Fleet g(o);
+  EngineObservation up = Idle(1);
+  up.gateway_ejected = true;
+  EXPECT_TRUE(g.c.Observe(g.e, kSecond, up).empty());
+}
+
+TEST(FleetController, MaintenanceDrainsRestartsAndReadmitsThroughTheGate) {
+  Fleet f;
+  EXPECT_EQ(Names(f.c.Maintain(f.e, kSecond)), (std::vector<std::string>{"drain:maintenance", "restart:maintenance"}));
+  EXPECT_TRUE(f.c.Maintain(f.e, 2 * kSecond).empty());  // not serving: already handled
+  EXPECT_TRUE(f.c.Observe(f.e, 3 * kSecond, {}).empty());  // down while it is restarted
+  EXPECT_EQ(Names(f.c.Observe(f.e, 4 * kSecond, Idle())), (std::vector<std::string>{"warmup:back after restart"}));
+  EXPECT_EQ(Names(f.c.WarmupDone(f.e, 4 * kSecond, ProbeOutcome::kMatch, 3)),
+            (std::vector<std::string>{"readmit:warmup passed"}));
+}
+
+// Cordoned is out until an operator acts; once the operator has replaced the suspect part, the
+// engine is re-admitted only through the gate, against the answer recorded at admission.
+TEST(FleetController, ARepairedCordonedEngineComesBackThroughTheGate) {
+  FleetControllerOptions o;
+  o.probe_period = 10 * kSecond;
+  Fleet f(o);
+  f.c.Observe(f.e, 10 * kSecond, Idle());
+  f.c.ProbeDone(f.e, 10 * kSecond, ProbeOutcome::kMismatch);
+  ASSERT_EQ(f.c.state(f.e), EngineState::kCordoned);
+  f.c.Repaired(f.e, 20 * kSecond);
+  EXPECT_EQ(f.c.state(f.e), EngineState::kRecovering);
+  EXPECT_TRUE(f.c.Observe(f.e, 21 * kSecond, {}).empty());
+  EXPECT_EQ(Names(f.c.Observe(f.e, 22 * kSecond, Idle())), (std::vector<std::string>{"warmup:back after restart"}));
+  // Still wrong after the repair: cordoned again.
+  EXPECT_EQ(Names(f.c.WarmupDone(f.e, 22 * kSecond, ProbeOutcome::kMismatch, 3)),
+            (std::vector<std::string>{"cordon:answer mismatch"}));
+  f.c.Repaired(f.e, 30 * kSecond);
+  f.c.Observe(f.e, 31 * kSecond, Idle());
+  EXPECT_EQ(Names(f.c.WarmupDone(f.e, 31 * kSecond, ProbeOutcome::kMatch, 3)),
+            (std::vector<std::string>{"readmit:warmup passed"}));
+  f.c.Repaired(f.e, 40 * kSecond);  // not cordoned: nothing
+  EXPECT_EQ(f.c.state(f.e), EngineState::kServing);
+}
+
+TEST(FleetController, AStragglersActionsNameItsRankAndEvictionCanBeOff) {
+  for (bool evict : {true, false}) {
+    FleetControllerOptions o;
+    o.evict_stragglers = evict;
+    Fleet f(o);
+    std::vector<FleetAction> all;
+    for (int w = 1; w <= 2 * o.straggler.windows; ++w) {
+      EngineObservation obs = Busy(w * 100.0);
+      obs.rank_step_times = {0.020, 0.020, 0.020, 0.030};
+      for (auto& a : f.c.Observe(f.e, w * kSecond, obs)) {
+        if (a.kind == ActionKind::kDrain || a.kind == ActionKind::kRestart) all.push_back(a);
+      }
+    }
+    if (evict) {
+      ASSERT_EQ(all.size(), 2u);
+      EXPECT_EQ(all[0].rank, 3);
+      EXPECT_EQ(all[1].rank, 3);
+    } else {
+      EXPECT_TRUE(all.empty());
+      EXPECT_EQ(f.c.state(f.e), EngineState::kServing);
+      // Still on the radar.
+      ASSERT_FALSE(f.c.Radar(1).empty());
+      EXPECT_EQ(f.c.Radar(1)[0].rank, 3);
+    }
+  }
+}
+
+// A restarted engine that answers scrapes but never passes the gate (it died or hung again
+// before it) is restarted again after restart_timeout, not gated forever.
+TEST(FleetController, AnEngineFailingTheGateForRestartTimeoutIsRestartedAgain) {
+  Fleet f;
+  f.c.Observe(f.e, kSecond, {});
+  f.c.Observe(f.e, 2 * kSecond, {});  // crash at 2 s
+  const Nanos timeout = f.c.options().restart_timeout;
+  f.c.Observe(f.e, 10 * kSecond, Busy(1));
+  EXPECT_TRUE(f.c.WarmupDone(f.e, 10 * kSecond, ProbeOutcome::kNoAnswer, 0).empty());
+  f.c.Observe(f.e, 2 * kSecond + timeout, Busy(1));
+  EXPECT_EQ(Names(f.c.WarmupDone(f.e, 2 * kSecond + timeout, ProbeOutcome::kNoAnswer, 0)),
+            (std::vector<std::string>{"restart:not through the gate after restart"}));
+  EXPECT_EQ(f.c.state(f.e), EngineState::kRecovering);
+}
+
 }  // namespace
 }  // namespace myriad::policy

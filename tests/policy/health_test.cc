@@ -10,34 +10,6 @@
 namespace myriad::policy {
 namespace {
 
-TEST(Detection, CrashIsDeclaredAtTheFirstCheckPastTheTimeout) {
-  DetectionOptions o;  // 1 s beats, 10 s timeout
-  EXPECT_EQ(CrashDetectedAt(60 * kSecond, o), 70 * kSecond);
-  EXPECT_EQ(CrashDetectedAt(60 * kSecond + 500 * kMillisecond, o), 70 * kSecond);
-  o.heartbeat_interval = 3 * kSecond;
-  // Last beat at 60 s, due at 70 s, checked at 72 s.
-  EXPECT_EQ(CrashDetectedAt(61 * kSecond, o), 72 * kSecond);
-}
-
-TEST(Detection, HangWaitsForTheWatchdog) {
-  DetectionOptions o;
-  o.watchdog_timeout = 10 * kMinute;
-  EXPECT_EQ(HangDetectedAt(kHour, o), kHour + 10 * kMinute);
-  o.watchdog_timeout = 30 * kSecond;
-  EXPECT_EQ(HangDetectedAt(kHour, o), kHour + 30 * kSecond);
-}
-
-TEST(Detection, CorruptionIsCaughtByTheNextProbe) {
-  DetectionOptions o;
-  o.probe_interval = 60 * kSecond;
-  const Nanos phase = 17500 * kMillisecond;
-  EXPECT_EQ(ProbeDetectedAt(180 * kSecond, phase, o), 197500 * kMillisecond);
-  EXPECT_EQ(ProbeDetectedAt(197500 * kMillisecond, phase, o), 257500 * kMillisecond);  // strictly after
-  EXPECT_EQ(ProbeDetectedAt(kSecond, phase, o), phase);
-  o.probe_interval = 0;
-  EXPECT_EQ(ProbeDetectedAt(kSecond, phase, o), -1);
-}
-
 std::vector<double> Window(Rng& rng, int ranks, double sigma, int slow_rank, double factor) {
   std::vector<double> t(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) t[static_cast<size_t>(r)] = rng.LogNormal(0, sigma) * (r == slow_rank ? factor : 1.0);

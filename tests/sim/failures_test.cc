@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "fault_test_util.h"
 #include "sim/event_queue.h"
@@ -57,10 +58,13 @@ const nlohmann::ordered_json& Event(const nlohmann::ordered_json& r, const std::
 TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
   const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}]\n  detection: {eject_after_errors: 0}\n"));
   const auto& e = Event(r, "crash");
-  EXPECT_DOUBLE_EQ(D(e["detected_s"]), 70);  // last beat at 60 s, 10 s timeout
+  // The controller scrapes every 1 s; a 10 s timeout is ten failed scrapes in a row, from the
+  // one at 60 s (the crash comes first) to the one at 69 s.
+  EXPECT_DOUBLE_EQ(D(e["detected_s"]), 69);
   EXPECT_EQ(e["detected_by"], "heartbeat");
-  // eject 1 + stop 10 + spare 60 + load ~0 + comm init 30 + warm-up 60 + readiness 5.
-  EXPECT_NEAR(D(e["recovered_s"]), 70 + 166, 1e-3);
+  // eject 1 + stop 10 + spare 60 + load ~0 + comm init 30 + warm-up 60 + readiness 5, then
+  // the warmup gate at the next scrape re-admits it.
+  EXPECT_NEAR(D(e["recovered_s"]), 69 + 166 + 1, 1e-3);
   const auto& f = r["failures"];
   EXPECT_EQ(I(f["spares"]["initial"]), 2);
   EXPECT_EQ(I(f["spares"]["min"]), 1);
@@ -73,12 +77,51 @@ TEST(Failures, CrashIsDetectedByHeartbeatAndRebuiltOnASpare) {
   ExpectNothingLost(r);
 }
 
+// The failure model decides nothing itself: policy::FleetController's actions, as `myriad
+// control` logs them, drain and restart a crashed unit and re-admit it through the warmup
+// gate; a corrupt one is drained and cordoned, repaired (a node replaced) and gated back.
+TEST(Failures, TheControllerDecidesAndItsGateReadmits) {
+  const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}, {at: 190s, kind: sdc, unit: 7}]\n"
+                                "  detection: {eject_after_errors: 0, probe_interval: 60s}\n"));
+  const auto& c = r["failures"]["controller"];
+  auto lines = [&](int unit) {
+    std::vector<std::string> out;
+    for (const auto& l : c["timeline"]) {
+      if (I(l["unit"]) == unit) out.push_back(l["action"].get<std::string>() + ":" + l["reason"].get<std::string>() + ":" + l.value("probe", ""));
+    }
+    return out;
+  };
+  EXPECT_EQ(lines(2), (std::vector<std::string>{"drain:crash:", "restart:crash:", "warmup:back after restart:match",
+                                                "readmit:warmup passed:"}));
+  EXPECT_EQ(lines(7), (std::vector<std::string>{"probe:periodic:mismatch", "drain:answer mismatch:",
+                                                "cordon:answer mismatch:", "warmup:back after restart:match",
+                                                "readmit:warmup passed:"}));
+  EXPECT_TRUE(lines(0).empty());
+  for (const auto& l : c["timeline"]) {
+    if (l["action"] == "readmit") {
+      EXPECT_DOUBLE_EQ(D(l["t_s"]), D(Event(r, I(l["unit"]) == 2 ? "crash" : "sdc")["recovered_s"]));
+    }
+  }
+  EXPECT_EQ(I(c["actions"]["record_answer"]), 8);  // every unit admitted at t=0
+  EXPECT_EQ(I(c["actions"]["cordon"]), 1);
+  ExpectNothingLost(r);
+}
+
 TEST(Failures, RefusedRequestsEjectACrashedUnitBeforeTheHeartbeatTimeout) {
   const auto r = RunFaults(Yaml("  scripted: [{at: 60s, kind: crash, unit: 2}]\n  detection: {eject_after_errors: 3}\n"));
   const auto& e = Event(r, "crash");
   EXPECT_EQ(e["detected_by"], "passive_errors");
   EXPECT_GT(D(e["detected_s"]), 60);
   EXPECT_LT(D(e["detected_s"]), 70);
+  // The controller takes the router's ejection as a witness: the restart starts at its next
+  // scrape, not after ten failed ones.
+  int restarts = 0;
+  for (const auto& l : r["failures"]["controller"]["timeline"]) {
+    if (l["action"] != "restart") continue;
+    ++restarts;
+    EXPECT_LE(D(l["t_s"]), D(e["detected_s"]) + 1);
+  }
+  EXPECT_EQ(restarts, 1);
   EXPECT_EQ(r["requests"]["rejected_by_reason"].value("failed_after_retries", 0), 0);
   ExpectNothingLost(r);
 }
@@ -89,8 +132,8 @@ TEST(Failures, HangWaitsForTheWatchdogAndRestartsInPlace) {
   const auto slow = RunFaults(Yaml(hang + "  detection: {watchdog_timeout: 10m}\n"));
   EXPECT_DOUBLE_EQ(D(Event(fast, "hang")["detected_s"]), 150);
   EXPECT_DOUBLE_EQ(D(Event(slow, "hang")["detected_s"]), 720);
-  // No spare needed: eject 1 + stop 10 + load ~0 + 30 + 60 + 5.
-  EXPECT_NEAR(D(Event(fast, "hang")["recovered_s"]), 150 + 106, 1e-3);
+  // No spare needed: eject 1 + stop 10 + load ~0 + 30 + 60 + 5, and the gate at the next scrape.
+  EXPECT_NEAR(D(Event(fast, "hang")["recovered_s"]), 150 + 106 + 1, 1e-3);
   EXPECT_EQ(I(fast["failures"]["spares"]["min"]), 2);
   // Requests stuck behind the hang wait for the watchdog: the tail pays for a long timeout.
   EXPECT_GT(D(slow["latency_s"]["e2e"]["max"]), D(fast["latency_s"]["e2e"]["max"]) + 400);
@@ -99,11 +142,11 @@ TEST(Failures, HangWaitsForTheWatchdogAndRestartsInPlace) {
 }
 
 TEST(Failures, SilentCorruptionIsCaughtOnlyByProbes) {
-  const std::string sdc = "  scripted: [{at: 180s, kind: sdc, unit: 7}]\n";
+  const std::string sdc = "  scripted: [{at: 190s, kind: sdc, unit: 7}]\n";
   const auto probed = RunFaults(Yaml(sdc + "  detection: {probe_interval: 60s}\n"));
   const auto blind = RunFaults(Yaml(sdc + "  detection: {probe_interval: 0s}\n"));
-  // Probes are staggered: unit 7 of 8 probes at 52.5 s + k x 60 s.
-  EXPECT_DOUBLE_EQ(D(Event(probed, "sdc")["detected_s"]), 232.5);
+  // The controller probes every serving unit every 60 s from its admission at 0 s.
+  EXPECT_DOUBLE_EQ(D(Event(probed, "sdc")["detected_s"]), 240);
   EXPECT_EQ(Event(probed, "sdc")["detected_by"], "probe");
   EXPECT_TRUE(Event(blind, "sdc")["detected_s"].is_null());
   EXPECT_GT(I(probed["requests"]["corrupted"]), 0);
@@ -215,6 +258,14 @@ TEST(Failures, BadFaultSectionsNameTheField) {
   EXPECT_NE(r.status().message().find("faults.scripted[0].unit"), std::string::npos) << r.status();
   auto no_unit = ParseScenario(Yaml("  scripted: [{at: 1s, kind: hang}]\n"), "f.yaml");
   EXPECT_FALSE(no_unit.ok());
+  // The controller scrapes every heartbeat interval: bounded as `myriad control`'s scrapes.
+  for (const std::string d : {"heartbeat_interval: 1ms", "heartbeat_interval: 11m", "heartbeat_timeout: 2h",
+                               "watchdog_timeout: 2h", "probe_interval: 500ms"}) {
+    auto b = ParseScenario(Yaml("  detection: {" + d + "}\n"), "f.yaml");
+    ASSERT_FALSE(b.ok()) << d;
+    EXPECT_NE(b.status().message().find("faults.detection." + d.substr(0, d.find(':')) + ": must be"), std::string::npos)
+        << b.status();
+  }
   // The limiter's unit is a multiple of the nominal prefill throughput, bounded as the gateway's.
   auto limit = ParseScenario(Yaml("  recompute_limit: 101\n"), "f.yaml");
   ASSERT_FALSE(limit.ok());
