@@ -9,8 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "run_myriad.h"
+#include "../test_util/read_file.h"
 
 namespace {
+
+using myriad::test::ReadFile;
 
 using myriad::testing::RunMyriad;
 using myriad::testing::TestTempDir;
@@ -36,13 +39,6 @@ search:
   colocated: {layouts: [{tp: 1, dp: 1}], max_seqs: [32, 256]}
 )";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   const std::string spec = WriteTempFile("tiny_plan.yaml", kSpec);
   const std::string dir = TestTempDir().string();
@@ -57,7 +53,7 @@ TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   EXPECT_NE(r.out.find("failures per day"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GPUs lost per failure"), std::string::npos) << r.out;
 
-  const json j = json::parse(Slurp(dir + "/plan1.json"));
+  const json j = json::parse(ReadFile(dir + "/plan1.json"));
   const auto& cands = j["candidates"];
   ASSERT_GE(cands.size(), 4u);
   ASSERT_FALSE(j["chosen"].is_null()) << j.dump(2);
@@ -84,10 +80,10 @@ TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   EXPECT_GE(j["frontier"].size(), 2u) << "the search should span cheap failing and dear passing deployments";
 
   // The written plan is a scenario `myriad sim` runs, with the chosen shape's GPU.
-  const std::string plan_yaml = Slurp(dir + "/plan1.yaml");
+  const std::string plan_yaml = ReadFile(dir + "/plan1.yaml");
   auto sim = RunMyriad("sim " + dir + "/plan1.yaml -q -o " + dir + "/sim.json", "", 120);
   ASSERT_EQ(sim.code, 0) << sim.out << "\n" << plan_yaml;
-  const json report = json::parse(Slurp(dir + "/sim.json"));
+  const json report = json::parse(ReadFile(dir + "/sim.json"));
   EXPECT_GT(report["requests"]["completed"].get<double>(), 0);
   EXPECT_EQ(report["scenario"]["gpu"].get<std::string>(), c["shape"].get<std::string>().substr(0, 4));
 
@@ -96,12 +92,12 @@ TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   ASSERT_EQ(again.code, 0) << again.out;
   auto stdout_only = [](const std::string& out) { return out.substr(0, out.find("searched in")); };
   EXPECT_EQ(stdout_only(r.out), stdout_only(again.out));
-  EXPECT_EQ(Slurp(dir + "/plan1.json"), Slurp(dir + "/plan2.json"));
-  EXPECT_EQ(plan_yaml, Slurp(dir + "/plan2.yaml"));
+  EXPECT_EQ(ReadFile(dir + "/plan1.json"), ReadFile(dir + "/plan2.json"));
+  EXPECT_EQ(plan_yaml, ReadFile(dir + "/plan2.yaml"));
   // One job gives the same answer as two.
   auto serial = RunMyriad("plan " + spec + " --jobs 1 -o " + dir + "/plan3.json", "", 120);
   ASSERT_EQ(serial.code, 0) << serial.out;
-  EXPECT_EQ(Slurp(dir + "/plan1.json"), Slurp(dir + "/plan3.json"));
+  EXPECT_EQ(ReadFile(dir + "/plan1.json"), ReadFile(dir + "/plan3.json"));
 }
 
 TEST(PlanCli, NoCandidateWithinTheSloIsAFailedRunThatSaysSo) {

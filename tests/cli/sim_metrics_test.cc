@@ -10,18 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "run_myriad.h"
+#include "../test_util/read_file.h"
 
 namespace {
 
+using myriad::test::ReadFile;
+
 using myriad::testing::RunMyriad;
 using myriad::testing::WriteTempFile;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 double D(const nlohmann::json& j) { return j.get<double>(); }
 
@@ -70,13 +66,13 @@ TEST(SimMetricsCli, RatesAndUtilisationMatchAHandCalculation) {
   const std::string out = WriteTempFile("report.json", "");
   const auto run = RunMyriad("sim " + scenario + " --quiet -o " + out + " --request-log " + log, "", 60);
   ASSERT_EQ(run.code, 0) << run.out;
-  const auto r = nlohmann::json::parse(ReadAll(out));
+  const auto r = nlohmann::json::parse(ReadFile(out));
   ASSERT_EQ(r["requests"]["completed"].get<int>(), 8);
 
   // The measured span: from the first arrival (0) to the last completion, here past the 1 s
   // arrival window. Throughput x span gives back the exact token counts.
   double last_end = 0, running_s = 0, kv_token_s = 0;
-  std::istringstream lines(ReadAll(log));
+  std::istringstream lines(ReadFile(log));
   std::string line;
   while (std::getline(lines, line)) {
     const auto q = nlohmann::json::parse(line);

@@ -15,19 +15,15 @@
 #include <nlohmann/json.hpp>
 
 #include "run_myriad.h"
+#include "../test_util/read_file.h"
 
 namespace {
+
+using myriad::test::ReadFile;
 
 using myriad::testing::RunMyriad;
 using myriad::testing::RunShell;
 using myriad::testing::TestTempDir;
-
-std::string ReadAll(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> SplitCsvLine(const std::string& line) {
   // The scenarios used here name nothing with a comma or a quote: no quoted fields.
@@ -75,7 +71,7 @@ TEST(SimReport, OpensInHeadlessChromiumWithTheRunsDataAndNoConsoleErrors) {
                                  " --report " + html + " --timeseries " + csv_path,
                              "", 120);
   ASSERT_EQ(run.code, 0) << run.out;
-  const std::string page = ReadAll(html);
+  const std::string page = ReadFile(html);
   EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"));  // the SVG namespace, nothing fetched
   EXPECT_EQ(page.find("https://"), std::string::npos);
   EXPECT_EQ(page.find("<script src"), std::string::npos);
@@ -86,17 +82,17 @@ TEST(SimReport, OpensInHeadlessChromiumWithTheRunsDataAndNoConsoleErrors) {
                                 (dir / "profile").string() + " --enable-logging=stderr --v=0 --window-size=1000,4000" +
                                 " --screenshot=" + shot + " --dump-dom file://" + html + " > " + dom_path + " 2> " +
                                 err_path);
-  ASSERT_EQ(browser.code, 0) << browser.out << ReadAll(err_path);
-  const std::string dom = ReadAll(dom_path), log = ReadAll(err_path);
+  ASSERT_EQ(browser.code, 0) << browser.out << ReadFile(err_path);
+  const std::string dom = ReadFile(dom_path), log = ReadFile(err_path);
   // Every console message (an uncaught exception included) is logged as CONSOLE; the page logs none.
   EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;
   // The script sets these on <body> when it has drawn everything (data-render-error if not).
   EXPECT_NE(dom.find("<body data-rendered=\"ok\" data-charts=\"12\">"), std::string::npos) << dom.substr(0, 2000);
-  const std::string png = ReadAll(shot);
+  const std::string png = ReadFile(shot);
   ASSERT_GT(png.size(), 10000u);
   EXPECT_EQ(png.substr(1, 3), "PNG");
 
-  const Csv csv = ParseCsv(ReadAll(csv_path));
+  const Csv csv = ParseCsv(ReadFile(csv_path));
   const size_t variant_col = csv.column.at("variant");
   std::map<std::string, size_t> rows_per_variant;
   for (const auto& row : csv.rows) ++rows_per_variant[row[variant_col]];
@@ -160,11 +156,11 @@ TEST(SimReport, FaultsAreMarkedAndTheRadarDrawn) {
                                 (dir / "report.png").string() + " --dump-dom file://" + html + " > " + dom_path +
                                 " 2> " + err_path);
   ASSERT_EQ(browser.code, 0) << browser.out;
-  const std::string dom = ReadAll(dom_path), log = ReadAll(err_path);
+  const std::string dom = ReadFile(dom_path), log = ReadFile(err_path);
   EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;
   EXPECT_NE(dom.find("data-rendered=\"ok\""), std::string::npos);
   // Each store node loss counted in the CSV is a marker on every one of the 12 time charts.
-  const Csv csv = ParseCsv(ReadAll(csv_path));
+  const Csv csv = ParseCsv(ReadFile(csv_path));
   int64_t losses = 0;
   for (const auto& row : csv.rows) losses += std::stoll(row[csv.column.at("store_node_losses")]);
   ASSERT_GT(losses, 0);
@@ -172,7 +168,7 @@ TEST(SimReport, FaultsAreMarkedAndTheRadarDrawn) {
   const auto drawn = std::distance(std::sregex_iterator(dom.begin(), dom.end(), loss_re), std::sregex_iterator());
   EXPECT_EQ(drawn, 12 * losses);
   // The radar: one bar per ranked rank of the JSON report.
-  const auto radar = nlohmann::json::parse(ReadAll(json_path))["failures"]["slow_node_radar"];
+  const auto radar = nlohmann::json::parse(ReadFile(json_path))["failures"]["slow_node_radar"];
   ASSERT_FALSE(radar.empty());
   EXPECT_NE(dom.find("data-chart=\"radar\" data-variant=\"least-loaded\" data-points=\"" +
                      std::to_string(radar.size()) + "\""),
@@ -194,9 +190,9 @@ TEST(SimReport, SameSeedSameBytes) {
                                "", 120);
     ASSERT_EQ(run.code, 0) << run.out;
   }
-  EXPECT_EQ(ReadAll(files[0][0]), ReadAll(files[1][0]));
-  EXPECT_EQ(ReadAll(files[0][1]), ReadAll(files[1][1]));
-  EXPECT_GT(ReadAll(files[0][1]).size(), 1000u);
+  EXPECT_EQ(ReadFile(files[0][0]), ReadFile(files[1][0]));
+  EXPECT_EQ(ReadFile(files[0][1]), ReadFile(files[1][1]));
+  EXPECT_GT(ReadFile(files[0][1]).size(), 1000u);
 }
 
 TEST(SimReport, BadIntervalIsBadInputAndAnUnwritablePathFailsBeforeTheRun) {

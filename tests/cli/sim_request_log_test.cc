@@ -10,18 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "run_myriad.h"
+#include "../test_util/read_file.h"
 
 namespace {
 
+using myriad::test::ReadFile;
+
 using myriad::testing::RunMyriad;
 using myriad::testing::WriteTempFile;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 TEST(SimRequestLog, OneLinePerRequestMatchingTheReportAndRepeatable) {
   const std::string log_a = WriteTempFile("requests_a.jsonl", "");
@@ -31,8 +27,8 @@ TEST(SimRequestLog, OneLinePerRequestMatchingTheReportAndRepeatable) {
   const auto b = RunMyriad("sim " + scenario + " --json --request-log " + log_b, "", 300);
   ASSERT_EQ(a.code, 0) << a.out;
   ASSERT_EQ(b.code, 0) << b.out;
-  const std::string text = ReadAll(log_a);
-  EXPECT_EQ(text, ReadAll(log_b));
+  const std::string text = ReadFile(log_a);
+  EXPECT_EQ(text, ReadFile(log_b));
   const auto report = nlohmann::json::parse(a.out);
   std::istringstream lines(text);
   std::string line;

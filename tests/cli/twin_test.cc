@@ -10,20 +10,16 @@
 #include <string>
 
 #include "run_myriad.h"
+#include "../test_util/read_file.h"
 
 namespace myriad::cli {
 namespace {
 
+using myriad::test::ReadFile;
+
 using json = nlohmann::json;
 using testing::RunMyriad;
 using testing::WriteTempFile;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 TEST(TwinDescription, ErrorsNameFileLineAndKey) {
   struct Case {
@@ -84,7 +80,7 @@ TEST(TwinScenario, LearnCostOffReachesTheSimulatedRouter) {
   const std::string path = WriteTempFile("lc.yaml", "learn_cost: false\nworkload: {requests: 20, rate: 5}\n");
   const auto r = RunMyriad("twin " + path + " --sim-only --out " + dir + "/out");
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::string scenario = Slurp(dir + "/out/scenario.yaml");
+  const std::string scenario = ReadFile(dir + "/out/scenario.yaml");
   EXPECT_NE(scenario.find("learn_cost: false"), std::string::npos) << scenario;
   const std::string bad = WriteTempFile("lc_bad.yaml", "learn_cost: maybe\n");
   const auto e = RunMyriad("twin " + bad + " --sim-only --out " + dir + "/out2");
@@ -100,7 +96,7 @@ TEST(TwinScenario, PdEnginesAreUnitsInOrderAndTheFailureWindowIsLeftOut) {
       "workload: {requests: 300, rate: 5}\nfailure: {engine: 1, at: 20s}\n");
   const auto r = RunMyriad("twin " + path + " --sim-only --json --out " + dir + "/out");
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::string scenario = Slurp(dir + "/out/scenario.yaml");
+  const std::string scenario = ReadFile(dir + "/out/scenario.yaml");
   EXPECT_NE(scenario.find("role: prefill, count: 2"), std::string::npos) << scenario;
   EXPECT_NE(scenario.find("keys: tokens"), std::string::npos) << scenario;
   EXPECT_NE(scenario.find("kind: crash, unit: 1"), std::string::npos) << scenario;
@@ -117,7 +113,7 @@ TEST(TwinScenario, PdEnginesAreUnitsInOrderAndTheFailureWindowIsLeftOut) {
   }
   EXPECT_GT(served, 250);
   (void)on_failed_after;
-  const json c = json::parse(Slurp(dir + "/out/comparison.json"));
+  const json c = json::parse(ReadFile(dir + "/out/comparison.json"));
   EXPECT_GT(c["excluded_failure_window"].get<int>(), 0);
   EXPECT_GT(c["eject_s"]["sim"].get<double>(), 0);
 }
@@ -134,7 +130,7 @@ TEST(TwinLive, ColocatedEnginesRouteAsTheSimulatorDoes) {
   const auto r = RunMyriad("twin " + path + " --out " + dir + "/out", "", 120);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("same entry engine"), std::string::npos) << r.out;
-  const json c = json::parse(Slurp(dir + "/out/comparison.json"));
+  const json c = json::parse(ReadFile(dir + "/out/comparison.json"));
   const int compared = c["compared"].get<int>(), agreed = c["agreed"].get<int>();
   EXPECT_EQ(compared, 90) << r.out;
 #if defined(__SANITIZE_ADDRESS__)

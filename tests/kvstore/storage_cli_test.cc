@@ -17,17 +17,15 @@
 #include "../cli/run_myriad.h"
 #include "kv_cluster.h"
 #include "net/http_client.h"
+#include "../test_util/read_file.h"
 
 namespace myriad::kvstore {
 namespace {
 
+using myriad::test::ReadFile;
+
 using testing::KvCluster;
 using testing::WaitFor;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // Starts `myriad kvstore node` with `args` after the binary's name, its output to `log`; the
 // child's pid (or -1).
@@ -66,7 +64,7 @@ TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
                                     "--capacity", "33554432", "--segment-bytes", "16777216", "--listen",
                                     "127.0.0.1:0", "--heartbeat", "0.1"});
   ASSERT_GT(pid, 0);
-  EXPECT_TRUE(WaitFor([&] { return OneNodeAlive(url); }, 10 * kSecond)) << Slurp(log);
+  EXPECT_TRUE(WaitFor([&] { return OneNodeAlive(url); }, 10 * kSecond)) << ReadFile(log);
 
   std::string bytes(200'000, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 31 + 7);
@@ -79,7 +77,7 @@ TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
   auto get = myriad::testing::RunMyriad(
       fmt::format("kvstore get --master {} --namespace m/v1 --keys 0x10 --out {}", url, out));
   EXPECT_EQ(get.code, 0) << get.out;
-  EXPECT_EQ(Slurp(out), bytes);
+  EXPECT_EQ(ReadFile(out), bytes);
   auto missing = myriad::testing::RunMyriad(
       fmt::format("kvstore get --master {} --namespace m/v1 --keys 0x99 --out {}", url, out));
   EXPECT_EQ(missing.code, 1) << missing.out;
@@ -89,7 +87,7 @@ TEST(StorageCliTest, NodeProcessServesPutFileAndGetOut) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  const std::string printed = Slurp(log);
+  const std::string printed = ReadFile(log);
   EXPECT_NE(printed.find("data path on 127.0.0.1:"), std::string::npos) << printed;
   EXPECT_NE(printed.find("SIGTERM, stopping"), std::string::npos) << printed;
 }
@@ -110,7 +108,7 @@ TEST(StorageCliTest, NodeWithShmSocketServesTheCliThroughSharedMemory) {
   std::string metrics_url;
   EXPECT_TRUE(WaitFor(
       [&] {
-        const std::string printed = Slurp(log);
+        const std::string printed = ReadFile(log);
         const size_t at = printed.find("metrics on ");
         if (at == std::string::npos) return false;
         const size_t end = printed.find("/metrics", at);
@@ -118,21 +116,21 @@ TEST(StorageCliTest, NodeWithShmSocketServesTheCliThroughSharedMemory) {
         return std::filesystem::exists(sock);
       },
       10 * kSecond))
-      << Slurp(log);
-  EXPECT_NE(Slurp(log).find("same-host shared memory on " + sock), std::string::npos);
+      << ReadFile(log);
+  EXPECT_NE(ReadFile(log).find("same-host shared memory on " + sock), std::string::npos);
 
   std::string bytes(300'000, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 17 + 3);
   const std::string in = myriad::testing::WriteTempFile("kv_shm_in.bin", bytes);
   const std::string out = (tmp / "myriad_test_kv_shm_out.bin").string();
-  ASSERT_TRUE(WaitFor([&] { return OneNodeAlive(url); }, 10 * kSecond)) << Slurp(log);
+  ASSERT_TRUE(WaitFor([&] { return OneNodeAlive(url); }, 10 * kSecond)) << ReadFile(log);
   auto put = myriad::testing::RunMyriad(fmt::format(
       "kvstore put --master {} --namespace s --keys 0x20 --file {} --create-namespace", url, in));
   EXPECT_EQ(put.code, 0) << put.out;
   auto get = myriad::testing::RunMyriad(
       fmt::format("kvstore get --master {} --namespace s --keys 0x20 --out {}", url, out));
   EXPECT_EQ(get.code, 0) << get.out;
-  EXPECT_EQ(Slurp(out), bytes);
+  EXPECT_EQ(ReadFile(out), bytes);
   auto http = net::HttpClient::FromUrl(metrics_url);
   ASSERT_TRUE(http.ok()) << metrics_url;
   auto m = (*http)->Get("/metrics");

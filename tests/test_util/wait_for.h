@@ -1,12 +1,12 @@
 #pragma once
-// Polling helpers for tests that watch a child process: a condition within a bound, a file's text.
+// Polling helpers for tests that watch a child process: a condition within a bound, and
+// (read_file.h) a file's text.
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <thread>
+
+#include "read_file.h"
 
 namespace myriad::test {
 
@@ -19,14 +19,6 @@ inline bool WaitFor(const std::function<bool()>& done,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
-}
-
-// The whole text of `p` ("" when it cannot be read).
-inline std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace myriad::test

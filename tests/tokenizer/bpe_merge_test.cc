@@ -18,9 +18,12 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
+#include "../test_util/read_file.h"
 
 namespace myriad::tokenizer {
 namespace {
+
+using myriad::test::ReadFile;
 
 using nlohmann::json;
 
@@ -37,13 +40,6 @@ std::string TokenizerFile(const std::string& package) {
       GTEST_SKIP() << path << " missing (run scripts/setup.sh)";                           \
     }                                                                                      \
   } while (0)
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 BpeModel ParseModel(const json& model) {
   auto m = BpeModel::Parse(model, "model");
@@ -143,14 +139,14 @@ void ExpectFastPathsMatchReference(const BpeModel& model, const std::vector<std:
 TEST(TokenizerMergeProperty, Qwen3RandomWordsMatchReferenceMerge) {
   const std::string path = TokenizerFile("tokenizer-qwen3");
   REQUIRE_FILE(path);
-  const BpeModel model = ParseModel(json::parse(ReadAll(path))["model"]);
+  const BpeModel model = ParseModel(json::parse(ReadFile(path))["model"]);
   ExpectFastPathsMatchReference(model, RandomWords(model, 60000, 1));
 }
 
 TEST(TokenizerMergeProperty, DeepSeekV3RandomWordsMatchReferenceMerge) {
   const std::string path = TokenizerFile("tokenizer-deepseek_v3");
   REQUIRE_FILE(path);
-  const BpeModel model = ParseModel(json::parse(ReadAll(path))["model"]);
+  const BpeModel model = ParseModel(json::parse(ReadFile(path))["model"]);
   ExpectFastPathsMatchReference(model, RandomWords(model, 60000, 2));
 }
 
