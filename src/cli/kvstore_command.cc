@@ -15,6 +15,7 @@
 #include "kvstore_core/master.h"
 #include "net/http.h"
 #include "net/http_client.h"
+#include "net/url_path.h"
 
 namespace myriad::cli {
 
@@ -237,7 +238,7 @@ int KvstoreCommand::RunNamespace() {
   if (create) {
     return Report("namespace", client->Post("/v1/namespaces", nlohmann::json{{"name", name}}.dump()));
   }
-  return Report("namespace", client->Delete("/v1/namespaces/" + kvstore::api::PathSegment(name)));
+  return Report("namespace", client->Delete("/v1/namespaces/" + net::PathSegment(name)));
 }
 
 }  // namespace myriad::cli

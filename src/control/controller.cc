@@ -10,6 +10,7 @@
 #include "control/exec_hook.h"
 #include "net/json_text.h"
 #include "net/prometheus.h"
+#include "net/url_path.h"
 #include "net/vllm_metrics.h"
 
 namespace myriad::control {
@@ -334,7 +335,7 @@ absl::Status Controller::Actuate(const policy::FleetAction& a, const Engine& e) 
     if (!config_.gateway_admin_token.empty()) {
       h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
     }
-    const std::string target = fmt::format("/admin/backends/{}/{}", e.config.name, verb);
+    const std::string target = fmt::format("/admin/backends/{}/{}", net::PathSegment(e.config.name), verb);
     auto r = gateway_->Request("POST", target, "", {}, h);
     if (!r.ok()) return r.status();
     if (r->status != 200) return absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));

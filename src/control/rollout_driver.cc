@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "net/json_text.h"
+#include "net/url_path.h"
 
 namespace myriad::control {
 
@@ -109,7 +110,7 @@ void RolloutDriver::Round(net::HttpClient& gateway) {
                                                                   : json{{"share", j.share}};
     net::Headers h;
     if (!admin_token_.empty()) h.emplace_back("Authorization", "Bearer " + admin_token_);
-    auto r = gateway.Request("POST", "/admin/rollouts/" + config_.model, net::JsonText(change), "application/json", h);
+    auto r = gateway.Request("POST", "/admin/rollouts/" + net::PathSegment(config_.model), net::JsonText(change), "application/json", h);
     line["ok"] = r.ok() && r->status == 200;
     if (!r.ok()) line["error"] = std::string(r.status().message());
     else if (r->status != 200) line["error"] = fmt::format("gateway status {}: {}", r->status, r->body);

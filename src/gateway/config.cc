@@ -15,6 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "core/strings.h"
 #include "core/yaml_reader.h"
+#include "gateway/rollout_state.h"
 #include "net/http.h"
 #include "net/http_server.h"
 #include "net/kv_event_publisher.h"
@@ -173,7 +174,8 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                           "admin_token", "backends", "routing", "tenants",
                                           "upstream", "health", "access_log", "etcd",
                                           "allow_anonymous", "fairness", "max_client_backlog_bytes",
-                                          "client_write_timeout", "tracing", "rollouts"}));
+                                          "client_write_timeout", "tracing", "rollouts",
+                                          "rollout_state"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "max_client_backlog_bytes", "", &c.max_client_backlog_bytes));
   MYRIAD_RETURN_IF_ERROR(r.Duration(root, "client_write_timeout", "", &c.client_write_timeout));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "allow_anonymous", "", &c.allow_anonymous));
@@ -229,6 +231,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
     }
   }
 
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "rollout_state", "", &c.rollout_state));
   if (const YAML::Node ros = root["rollouts"]) {
     if (!ros.IsSequence()) return r.Error(ros, "rollouts", "expected a list");
     if (ros.size() > kMaxRollouts) {
@@ -404,7 +407,10 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
 absl::StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path) {
   auto text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
-  return ParseGatewayConfig(*text, path);
+  auto config = ParseGatewayConfig(*text, path);
+  if (!config.ok() || config->rollout_state.empty()) return config;
+  MYRIAD_RETURN_IF_ERROR(ApplyRolloutState(config->rollout_state, &config->rollouts));
+  return config;
 }
 
 }  // namespace myriad::gateway

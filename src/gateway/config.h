@@ -103,6 +103,10 @@ struct GatewayConfig {
   std::string admin_token;  // empty: admin endpoints are disabled
   std::vector<BackendConfig> backends;
   std::vector<RolloutConfig> rollouts;  // at most kMaxRollouts, one per model
+  // A file the admin API's rollout changes are written to and read back over `rollouts` at
+  // start (gateway/rollout_state.h), so a restart keeps a rollback or a promotion. Empty: the
+  // changes live as long as the process. Relative to the working directory.
+  std::string rollout_state;
 
   // Routing: a policy name as in the simulator ("kv-aware", "least-loaded", "round-robin"...),
   // and the performance model the TTFT estimate uses for every backend.
@@ -178,6 +182,7 @@ struct GatewayConfig {
 };
 
 absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::string_view source);
+// Reads and parses the file, then applies `rollout_state` (the saved rollouts) over it.
 absl::StatusOr<GatewayConfig> LoadGatewayConfig(const std::string& path);
 
 // Checks one backend (also used for etcd registrations): name, URL, role.

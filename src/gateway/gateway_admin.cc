@@ -9,9 +9,11 @@
 
 #include "gateway/engine_cache_probe.h"
 #include "gateway/gateway.h"
+#include "gateway/rollout_state.h"
 #include "net/http_client.h"
 #include "net/json_text.h"
 #include "net/openai_request.h"
+#include "net/url_path.h"
 
 namespace myriad::gateway {
 
@@ -123,16 +125,27 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
   // /admin/rollouts/MODEL: {"share": x} | {"action": "promote" | "rollback"}
   constexpr std::string_view kRollouts = "/admin/rollouts/";
   if (req.method == "POST" && path.starts_with(kRollouts)) {
-    const std::string model(path.substr(kRollouts.size()));
+    // The controller sends the model as one encoded segment; a raw "org/model" from curl
+    // decodes to itself.
+    const std::optional<std::string> model = net::PercentDecode(path.substr(kRollouts.size()));
+    if (!model) return net::JsonError(400, "invalid_request_error", "path: bad percent-escape in the model name");
     const json change = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (change.is_discarded()) return net::JsonError(400, "invalid_request_error", "body: not valid JSON");
     std::lock_guard l(mu_);
-    if (absl::Status st = rollouts_.Apply(model, change); !st.ok()) {
+    if (absl::Status st = rollouts_.Apply(*model, change); !st.ok()) {
       return absl::IsNotFound(st) ? net::JsonError(404, "NotFoundError", std::string(st.message()))
                                   : net::JsonError(400, "invalid_request_error", std::string(st.message()));
     }
+    if (!config_.rollout_state.empty()) {
+      // Applied in memory either way; a 500 tells the caller (the controller retries) that a
+      // restart would lose it.
+      if (absl::Status st = SaveRolloutState(config_.rollout_state, rollouts_.Configs()); !st.ok()) {
+        return net::JsonError(500, "InternalServerError",
+                              fmt::format("rollout changed but not saved: {}", std::string(st.message())));
+      }
+    }
     for (const json& ro : rollouts_.Json()) {
-      if (ro["model"] == model) return net::HttpResponse{200, "application/json", net::JsonText(ro), {}};
+      if (ro["model"] == *model) return net::HttpResponse{200, "application/json", net::JsonText(ro), {}};
     }
   }
   // /admin/backends/NAME/drain | undrain
@@ -141,7 +154,9 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
     std::string_view rest = path.substr(kPrefix.size());
     const size_t slash = rest.find('/');
     if (slash != std::string_view::npos) {
-      const std::string name(rest.substr(0, slash));
+      const std::optional<std::string> decoded = net::PercentDecode(rest.substr(0, slash));
+      if (!decoded) return net::JsonError(400, "invalid_request_error", "path: bad percent-escape in the backend name");
+      const std::string& name = *decoded;
       const std::string_view action = rest.substr(slash + 1);
       if (action == "drain" || action == "undrain") {
         std::lock_guard l(mu_);

@@ -101,6 +101,12 @@ json RolloutTable::Json() const {
   return list;
 }
 
+std::vector<RolloutConfig> RolloutTable::Configs() const {
+  std::vector<RolloutConfig> out;
+  for (const auto& [model, ro] : rollouts_) out.push_back(ro);
+  return out;
+}
+
 void RolloutTable::WriteMetrics(net::PrometheusWriter& w) const {
   w.Family("myriad_gateway_rollout_canary_share", "The canary version's share of a model's requests.",
            net::MetricType::kGauge);

@@ -38,6 +38,8 @@ class RolloutTable {
   absl::Status Apply(const std::string& model, const nlohmann::json& change);
 
   nlohmann::json Json() const;
+  // Every rollout as it stands now (for gateway/rollout_state.h).
+  std::vector<RolloutConfig> Configs() const;
   void WriteMetrics(net::PrometheusWriter& w) const;
 
  private:

@@ -42,12 +42,6 @@ net::HttpResponse Json(int status, const nlohmann::json& body);
 // "0x..." hex or decimal, 64 bits.
 std::optional<BlockKey> ParseKey(std::string_view text);
 std::string FormatKey(BlockKey key);
-// A namespace name as a URL path segment: everything but unreserved characters
-// percent-encoded ("/" -> "%2F").
-std::string PathSegment(std::string_view name);
-// "%2F" -> "/"; nullopt for a bad escape.
-std::optional<std::string> PercentDecode(std::string_view text);
-
 // The fields of a JSON object body. Each getter returns false after storing a 400 answer that
 // names the field in error(); optional getters leave the default when the field is absent.
 class Fields {

@@ -10,6 +10,7 @@
 #include "kvstore/api_json.h"
 #include "kvstore/auth.h"
 #include "net/etcd_client.h"
+#include "net/url_path.h"
 
 namespace myriad::kvstore {
 
@@ -188,7 +189,7 @@ absl::Status MasterClient::CreateNamespace(std::string_view name) {
 }
 
 absl::Status MasterClient::DropNamespace(std::string_view name) {
-  return Call("DELETE", "/v1/namespaces/" + api::PathSegment(name), nullptr, /*idempotent=*/false).status();
+  return Call("DELETE", "/v1/namespaces/" + net::PathSegment(name), nullptr, /*idempotent=*/false).status();
 }
 
 absl::StatusOr<std::vector<ReplicaInfo>> MasterClient::PutStart(std::string_view ns, std::span<const BlockKey> keys,

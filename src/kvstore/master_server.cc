@@ -13,6 +13,7 @@
 #include "kvstore/api_json.h"
 #include "kvstore/auth.h"
 #include "net/prometheus.h"
+#include "net/url_path.h"
 
 namespace myriad::kvstore {
 
@@ -258,7 +259,7 @@ net::HttpResponse MasterServer::CreateNamespace(const net::HttpRequest& request)
 }
 
 net::HttpResponse MasterServer::DropNamespace(std::string_view raw_name) {
-  std::optional<std::string> name = api::PercentDecode(raw_name);
+  std::optional<std::string> name = net::PercentDecode(raw_name);
   if (!name) {
     return api::Error(400, ErrorType::kInvalidRequest,
                       fmt::format("bad percent-encoding in namespace name '{}'", raw_name),

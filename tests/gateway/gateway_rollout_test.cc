@@ -8,6 +8,7 @@
 
 #include "../test_util/promtool.h"
 #include "gateway_test_util.h"
+#include "net/url_path.h"
 
 namespace myriad::gateway {
 namespace {
@@ -20,7 +21,7 @@ struct RolloutGateway {
   std::unique_ptr<Harness> h;
   net::AsyncHttpClient ac;
 
-  explicit RolloutGateway(double share, bool canary_engine = true) {
+  explicit RolloutGateway(double share, bool canary_engine = true, std::vector<RolloutConfig> more = {}) {
     GatewayConfig c;
     c.admin_token = "admin";
     int n = 0;
@@ -32,6 +33,7 @@ struct RolloutGateway {
       c.backends.push_back(b);
     }
     c.rollouts.push_back(RolloutConfig{.model = "emu-model", .stable = "v1", .canary = "v2", .share = share});
+    for (RolloutConfig& ro : more) c.rollouts.push_back(std::move(ro));
     h = std::make_unique<Harness>(0, c);
   }
   ~RolloutGateway() {
@@ -124,6 +126,29 @@ TEST(GatewayRollout, TheAdminApiChangesTheShareRollsBackAndPromotes) {
   EXPECT_EQ(json::parse(promoted.body)["stable"], "v2");
   EXPECT_TRUE(json::parse(promoted.body)["promoted"].get<bool>());
   for (int i = 0; i < 10; ++i) EXPECT_EQ(g.Request(fmt::format("u{}", i), ++n).value("version", ""), "v2");
+}
+
+// Model names carry '/' and may carry '?', '#', '%' or spaces: the controller sends the name as
+// one encoded path segment (net::PathSegment) and the gateway decodes it; a raw "org/model"
+// still works, a bad escape is refused by name.
+TEST(GatewayRollout, AModelNameWithReservedCharactersIsAddressedAsOneEncodedSegment) {
+  const std::string awkward = "org/Model v1?x=1#2%";
+  RolloutGateway g(0, true,
+                   {RolloutConfig{.model = awkward, .stable = "v1", .canary = "v2", .share = 0},
+                    RolloutConfig{.model = "org/plain", .stable = "v1", .canary = "v2", .share = 0}});
+  const CallResult encoded = g.Admin("POST", "/admin/rollouts/" + net::PathSegment(awkward), R"({"share":0.5})");
+  ASSERT_EQ(encoded.status, 200) << encoded.body;
+  EXPECT_EQ(json::parse(encoded.body)["model"], awkward);
+  EXPECT_EQ(json::parse(encoded.body)["share"].get<double>(), 0.5);
+  const CallResult raw = g.Admin("POST", "/admin/rollouts/org/plain", R"({"share":0.25})");
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  EXPECT_EQ(json::parse(raw.body)["model"], "org/plain");
+  const CallResult bad = g.Admin("POST", "/admin/rollouts/org%2", R"({"share":0.25})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("bad percent-escape in the model name"), std::string::npos) << bad.body;
+  // The same for a backend's name in the drain route.
+  EXPECT_EQ(g.Admin("POST", "/admin/backends/" + net::PathSegment("s0") + "/drain", "").status, 200);
+  EXPECT_EQ(g.Admin("POST", "/admin/backends/s%zz/drain", "").status, 400);
 }
 
 TEST(GatewayRollout, ACanaryWithoutEnginesFallsBackToStableAndSaysSo) {
