@@ -102,7 +102,7 @@ namespace {
 // Sends `frame`, reads the reply header and, if OK, its body into *body (bounded).
 awaitable<absl::Status> Exchange(Conn& conn, const Header& h, std::span<const asio::const_buffer> frame,
                                  uint64_t max_body, std::string* body) {
-  auto [ec, n] = co_await asio::async_write(conn.socket, frame, kTuple);
+  auto [ec, n] = co_await asio::async_write(conn.socket, frame, kWhole, kTuple);
   if (ec) co_return absl::UnavailableError(fmt::format("sending to the storage node failed: {}", ec.message()));
   Header reply;
   if (absl::Status st = co_await ReadReply(conn, h.op, h.request_id, max_body, &reply); !st.ok()) {
@@ -110,7 +110,7 @@ awaitable<absl::Status> Exchange(Conn& conn, const Header& h, std::span<const as
   }
   body->resize(reply.body_bytes);
   if (!body->empty()) {
-    auto [ec2, m] = co_await asio::async_read(conn.socket, asio::buffer(*body), kTuple);
+    auto [ec2, m] = co_await asio::async_read(conn.socket, asio::buffer(*body), kWhole, kTuple);
     if (ec2) co_return absl::UnavailableError("the storage node closed the connection mid-reply");
   }
   co_return absl::OkStatus();
@@ -135,7 +135,7 @@ awaitable<absl::Status> PipelinedPuts(Conn& conn, uint64_t first_id,
       const std::array<asio::const_buffer, 3> frame{asio::buffer(&h, sizeof h),
                                                     asio::buffer(&head, sizeof head),
                                                     asio::buffer(values[i].data(), values[i].size())};
-      auto [ec, n] = co_await asio::async_write(conn.socket, frame, kTuple);
+      auto [ec, n] = co_await asio::async_write(conn.socket, frame, kWhole, kTuple);
       if (ec) {
         conn.Close();
         co_return absl::UnavailableError(
@@ -302,7 +302,7 @@ absl::Status DataClient::Get(std::span<const ObjectName> names, std::vector<std:
       if (items[i].size > 0) into.push_back(asio::buffer((*values)[i]));
     }
     if (!into.empty()) {
-      auto [ec3, k] = co_await asio::async_read(conn.socket, into, kTuple);
+      auto [ec3, k] = co_await asio::async_read(conn.socket, into, kWhole, kTuple);
       if (ec3) co_return absl::UnavailableError("the storage node closed the connection mid-reply");
     }
     co_return absl::OkStatus();

@@ -9,6 +9,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <cstddef>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -20,6 +22,17 @@
 namespace myriad::kvstore {
 
 inline constexpr auto kTuple = boost::asio::as_tuple(boost::asio::use_awaitable);
+
+// A completion condition for async_read / async_write of payloads: each system call may move
+// every byte still to go. Asio's default (transfer_all) caps each call at 64 KiB, so a 1 MiB
+// object cost 16 sendmsg on one side and 16 recvmsg (each a pass through the scheduler, most
+// with an EAGAIN and an epoll_wait between them) on the other.
+struct WholeTransfer {
+  size_t operator()(const boost::system::error_code& ec, size_t) const {
+    return ec ? 0 : std::numeric_limits<size_t>::max();
+  }
+};
+inline constexpr WholeTransfer kWhole{};
 
 struct Conn {
   explicit Conn(boost::asio::ip::tcp::socket s)

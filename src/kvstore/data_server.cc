@@ -358,7 +358,8 @@ awaitable<bool> DataServer::Impl::Put(Conn& conn, const Header& h) {
     }
     co_return co_await Fail(conn, h, room.status(), false);
   }
-  auto [e, m] = co_await asio::async_read(conn.socket, asio::buffer(room->data, room->size), kTuple);
+  auto [e, m] =
+      co_await asio::async_read(conn.socket, asio::buffer(room->data, room->size), kWhole, kTuple);
   if (e) {
     store->Abort(*room);
     c.truncated.fetch_add(1, std::memory_order_relaxed);
@@ -403,7 +404,7 @@ awaitable<bool> DataServer::Impl::Get(Conn& conn, const Header& h,
   for (const Extent& e : pinned) out.push_back(asio::buffer(e.data, e.size));
   // Scatter/gather: the payloads go from the segments to the socket, no copy in between.
   conn.SetDeadline(options.frame_timeout + static_cast<Nanos>(payload / 100));
-  auto [ec, n] = co_await asio::async_write(conn.socket, out, kTuple);
+  auto [ec, n] = co_await asio::async_write(conn.socket, out, kWhole, kTuple);
   for (const Extent& e : pinned) store->Unpin(e);
   if (!ec) c.bytes_out.fetch_add(payload, std::memory_order_relaxed);
   co_return !ec;
@@ -476,7 +477,7 @@ awaitable<bool> DataServer::Impl::CopyTo(Conn& conn, const Header& h,
     const std::array<asio::const_buffer, 3> frame{asio::buffer(&put, sizeof put),
                                                   asio::buffer(&ph, sizeof ph),
                                                   asio::buffer(pinned->data, pinned->size)};
-    auto [ec, n] = co_await asio::async_write(out->socket, frame, kTuple);
+    auto [ec, n] = co_await asio::async_write(out->socket, frame, kWhole, kTuple);
     if (ec) {
       st = absl::UnavailableError(
           fmt::format("copy_to {}: sending the object failed: {}", address, ec.message()));
