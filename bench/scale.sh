@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Wall time and peak memory of the default scenario at 1,280 to 20,480 GPUs (--scale 0.125
-# to 2: cluster, pools and load scaled together). Prints one row per size.
+# Wall time and peak memory of the 10,240-GPU chat scenario (the default until 2026-12-02) at
+# 1,280 to 20,480 GPUs (--scale 0.125 to 2: cluster, pools and load scaled together). Prints one
+# row per size.
 # Usage: bench/scale.sh [path/to/myriad] [scenario]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-build/release/myriad}"
-scenario="${2:-scenarios/default.yaml}"
+scenario="${2:-scenarios/chat_10k.yaml}"
 printf "%8s %8s %10s %10s %12s %14s %10s\n" gpus scale requests wall_s Mevents/s krequests/s peak_MiB
 for scale in 0.125 0.25 0.5 1 2; do
   out=$(mktemp)

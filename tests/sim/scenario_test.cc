@@ -97,8 +97,14 @@ TEST(Scenario, ScalePreservesShape) {
 TEST(Scenario, DefaultScenarioLoads) {
   auto s = LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/default.yaml");
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->hardware.gpus(), 10240);
+  // 144 nodes at DeepSeek's operating point since 2026-12-02 (docs/simulator.md, "The default
+  // scenario"); the 10,240-GPU scenario it replaced is scenarios/chat_10k.yaml.
+  EXPECT_EQ(s->hardware.gpus(), 1152);
   EXPECT_EQ(s->model, "DeepSeek-V3");
+  // Every node is in a unit, so its cost per token counts no idle GPU.
+  int unit_nodes = 0;
+  for (const PoolConfig& p : s->pools) unit_nodes += p.count * p.layout.nodes;
+  EXPECT_EQ(unit_nodes, s->hardware.nodes);
 }
 
 }  // namespace

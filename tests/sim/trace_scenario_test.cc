@@ -41,7 +41,7 @@ kv_block_tokens: 512
 }
 
 TEST(TraceScenario, ShippedScenariosParse) {
-  for (const char* name : {"default", "small", "mooncake_trace", "azure_code"}) {
+  for (const char* name : {"default", "chat_10k", "small", "mooncake_trace", "azure_code"}) {
     auto s = LoadScenario(std::string(MYRIAD_SOURCE_DIR) + "/scenarios/" + name + ".yaml");
     EXPECT_TRUE(s.ok()) << name << ": " << s.status();
   }
