@@ -46,6 +46,9 @@ Controller::Controller(ControlConfig config, std::shared_ptr<Clock> clock, std::
     auto c = net::HttpClient::FromUrl(config_.gateway_url, {.timeout = config_.scrape_timeout});
     if (c.ok()) gateway_ = *std::move(c);
   }
+  if (config_.pd_ratio.enabled || !config_.autoscale.pools.empty()) {
+    elastic_ = std::make_unique<ElasticDriver>(config_.autoscale, config_.pd_ratio);
+  }
   if (!config_.rollout.model.empty()) {
     // A probe waits one scrape interval at most, as a serving engine's periodic probe does.
     const Nanos probe_timeout = std::min(config_.probe_timeout, config_.scrape_interval);
@@ -141,6 +144,7 @@ void Controller::RefreshEngines() {
     }
     auto e = std::make_unique<Engine>();
     e->config = {name, b["url"].get<std::string>()};
+    if (b.contains("role") && b["role"].is_string()) e->config.role = b["role"];
     e->index = policy_.AddEngine();
     UseKnownAnswer(*e);
     engines_.push_back(std::move(e));
@@ -161,6 +165,8 @@ policy::EngineObservation Controller::Scrape(Engine& e) {
   obs.running = s.running;
   obs.waiting = s.waiting;
   obs.progress = s.generation_tokens;
+  e.kv_usage = s.kv_usage;
+  e.finished = s.finished;
   // The window's mean step time per rank: the inter-token histogram's deltas since last time.
   bool complete = !s.ranks.empty() && e.step_sums.size() == s.ranks.size();
   std::vector<double> times;
@@ -209,6 +215,7 @@ bool Controller::Leading() {
       known_answers_.clear();
       for (const net::EtcdKv& kv : *answers) known_answers_[kv.key.substr(answers_dir.size())] = kv.value;
       policy_ = policy::FleetController(config_.policy);
+      if (elastic_) elastic_ = std::make_unique<ElasticDriver>(config_.autoscale, config_.pd_ratio);
       for (auto& e : engines_) {
         e->index = policy_.AddEngine();
         e->answer.clear();
@@ -262,7 +269,8 @@ absl::Status Controller::RequestRoleChange(const std::string& engine, const std:
     return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
   }
   std::lock_guard l(mu_);
-  if (std::none_of(engines_.begin(), engines_.end(), [&](const auto& e) { return e->config.name == engine; })) {
+  if (std::none_of(engines_.begin(), engines_.end(),
+                   [&](const auto& e) { return e->config.name == engine && !e->stopped; })) {
     return absl::NotFoundError(fmt::format("no engine named '{}'", engine));
   }
   role_changes_.emplace_back(engine, role);
@@ -277,7 +285,9 @@ void Controller::RunRound() {
   {
     std::lock_guard l(mu_);
     ++rounds_;
-    for (auto& e : engines_) list.push_back(e.get());
+    for (auto& e : engines_) {
+      if (!e->stopped) list.push_back(e.get());
+    }
     if (acting) {
       for (const auto& [name, role] : role_changes_) {
         for (auto& e : engines_) {
@@ -300,10 +310,12 @@ void Controller::RunRound() {
         e->waiting = obs.waiting;
         e->progress = obs.progress;
       }
-      if (acting) actions = policy_.Observe(e->index, clock_->Now(), obs);
+      // A retiring engine is the scale-in's: a drain the fleet policy did not make is not its to undo.
+      if (acting && !e->retiring) actions = policy_.Observe(e->index, clock_->Now(), obs);
     }
     Carry(*e, std::move(actions));
   }
+  if (acting && elastic_) Elastic();
   if (acting && rollout_ && gateway_) rollout_->Round(*gateway_);
 }
 
@@ -326,20 +338,20 @@ absl::StatusOr<std::string> Controller::Probe(const std::string& url, int max_to
   return j["choices"][0]["text"].get<std::string>();
 }
 
+absl::Status Controller::GatewayAdmin(const std::string& engine, const char* verb) {
+  net::Headers h;
+  if (!config_.gateway_admin_token.empty()) h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
+  const std::string target = fmt::format("/admin/backends/{}/{}", engine, verb);
+  auto r = gateway_->Request("POST", target, "", {}, h);
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
+  return absl::OkStatus();
+}
+
 absl::Status Controller::Actuate(const policy::FleetAction& a, const Engine& e) {
   if (config_.dry_run) return absl::OkStatus();
   absl::Status result = absl::OkStatus();
-  const auto gateway = [&](const char* verb) -> absl::Status {
-    net::Headers h;
-    if (!config_.gateway_admin_token.empty()) {
-      h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
-    }
-    const std::string target = fmt::format("/admin/backends/{}/{}", e.config.name, verb);
-    auto r = gateway_->Request("POST", target, "", {}, h);
-    if (!r.ok()) return r.status();
-    if (r->status != 200) return absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
-    return absl::OkStatus();
-  };
+  const auto gateway = [&](const char* verb) { return GatewayAdmin(e.config.name, verb); };
   if ((a.kind == ActionKind::kDrain || a.kind == ActionKind::kReadmit) && gateway_ && config_.drain_in_gateway) {
     result = gateway(a.kind == ActionKind::kDrain ? "drain" : "undrain");
   }
@@ -458,6 +470,10 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
         }
       }
       if (run) st = Actuate(a, e);
+      if (run && st.ok() && !config_.dry_run && a.kind == ActionKind::kChangeRole) {
+        std::lock_guard l(mu_);
+        e.config.role = a.role;  // its pool from now on
+      }
       line["ok"] = st.ok();
       if (!st.ok()) line["error"] = std::string(st.message());
     }
@@ -470,12 +486,184 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
   }
 }
 
+void Controller::LogAction(const std::string& action, json line) {
+  {
+    std::lock_guard l(mu_);
+    ++actions_[action];
+  }
+  if (log_) log_(net::JsonText(line));
+}
+
+void Controller::Elastic() {
+  using Phase = ElasticEngine::Phase;
+  // Drained engines leave first: what they free is counted before anything is asked for.
+  std::vector<Engine*> idle;
+  {
+    std::lock_guard l(mu_);
+    for (auto& e : engines_) {
+      if (e->retiring && !e->stopped && (!e->last_ok || e->running + e->waiting == 0)) idle.push_back(e.get());
+    }
+  }
+  for (Engine* e : idle) StopRetired(*e);
+  std::vector<ElasticEngine> seen;
+  {
+    std::lock_guard l(mu_);
+    for (const auto& e : engines_) {
+      if (e->stopped) continue;
+      ElasticEngine v{.name = e->config.name, .role = e->config.role, .reachable = e->last_ok, .running = e->running,
+                      .waiting = e->waiting, .kv_usage = e->kv_usage, .finished = e->finished};
+      switch (policy_.state(e->index)) {
+        case policy::EngineState::kServing: v.phase = e->last_ok ? Phase::kServing : Phase::kOut; break;
+        case policy::EngineState::kAdmitting: v.phase = Phase::kStarting; break;
+        case policy::EngineState::kRecovering:
+        case policy::EngineState::kWarmup: v.phase = Phase::kChanging; break;
+        case policy::EngineState::kCordoned: v.phase = Phase::kOut; break;
+      }
+      if (e->retiring) v.phase = Phase::kRetiring;
+      seen.push_back(std::move(v));
+    }
+  }
+  for (const ElasticAction& a : elastic_->Round(clock_->Now(), seen)) {
+    Engine* e = nullptr;
+    {
+      std::lock_guard l(mu_);
+      for (auto& x : engines_) {
+        if (x->config.name == a.engine && !x->stopped) e = x.get();
+      }
+    }
+    json line = {{"t_s", NanosToSeconds(clock_->Now())}, {"reason", a.reason}, {"dry_run", config_.dry_run}};
+    switch (a.kind) {
+      case ElasticAction::Kind::kScaleOut: ScaleOut(a); break;
+      case ElasticAction::Kind::kKeep: {
+        // A retiring engine serves again: the cheapest scale-out there is.
+        line.update({{"action", "scale_out"}, {"target", a.engine}, {"role", a.role}, {"kept", true}});
+        absl::Status st = absl::OkStatus();
+        if (!config_.dry_run) {
+          if (gateway_ && config_.drain_in_gateway) st = GatewayAdmin(a.engine, "undrain");
+          std::lock_guard l(mu_);
+          if (e) e->retiring = false;
+        }
+        line["ok"] = st.ok();
+        if (!st.ok()) line["error"] = std::string(st.message());
+        LogAction("scale_out", std::move(line));
+        break;
+      }
+      case ElasticAction::Kind::kScaleIn: {
+        if (!e) break;
+        line.update({{"action", "scale_in"}, {"target", a.engine}, {"url", e->config.url}, {"role", a.role}});
+        absl::Status st = absl::OkStatus();
+        if (!config_.dry_run) {
+          if (gateway_ && config_.drain_in_gateway) st = GatewayAdmin(a.engine, "drain");
+          if (const auto hook = config_.exec.find("drain"); hook != config_.exec.end()) {
+            const absl::Status ran =
+                RunHook({hook->second, "drain", a.engine, e->config.url, "scale in: " + a.reason, ""}, config_.exec_timeout);
+            if (st.ok()) st = ran;
+          }
+          // Retiring even when a drain failed: it is stopped once idle all the same.
+          std::lock_guard l(mu_);
+          e->retiring = true;
+        }
+        line["ok"] = st.ok();
+        if (!st.ok()) line["error"] = std::string(st.message());
+        LogAction("scale_in", std::move(line));
+        break;
+      }
+      case ElasticAction::Kind::kSwitch: {
+        if (!e) break;
+        line.update({{"action", "switch_role"}, {"target", a.engine}, {"url", e->config.url}, {"role", a.role}});
+        LogAction("switch_role", std::move(line));
+        std::vector<policy::FleetAction> actions;
+        {
+          std::lock_guard l(mu_);
+          actions = policy_.ChangeRole(e->index, clock_->Now(), a.role);
+        }
+        Carry(*e, std::move(actions));
+        break;
+      }
+    }
+  }
+}
+
+void Controller::ScaleOut(const ElasticAction& a) {
+  const auto hook = config_.exec.find("scale_out");
+  const auto line_for = [&](const std::string& target, const std::string& url, int count) {
+    json line = {{"t_s", NanosToSeconds(clock_->Now())}, {"action", "scale_out"}, {"target", target}, {"url", url},
+                 {"role", a.role}, {"count", count}, {"ready_by_s", NanosToSeconds(a.ready_by)},
+                 {"reason", a.reason}, {"dry_run", config_.dry_run}};
+    return line;
+  };
+  const auto finish = [&](json line, const absl::Status& st) {
+    line["ok"] = st.ok();
+    if (!st.ok()) line["error"] = std::string(st.message());
+    LogAction("scale_out", std::move(line));
+  };
+  if (config_.dry_run) return finish(line_for("", "", a.count), absl::OkStatus());
+  // The local actuator starts them one by one, each registered with the gateway when it is up.
+  for (int i = 0; local_ && i < a.count; ++i) {
+    auto started = local_->AddEngine(a.role, config_.probe_timeout);
+    if (absl::IsUnimplemented(started.status()) && hook != config_.exec.end()) break;
+    if (!started.ok()) return finish(line_for("", "", a.count - i), started.status());
+    {
+      std::lock_guard l(mu_);
+      auto e = std::make_unique<Engine>();
+      e->config = *started;
+      e->index = policy_.AddEngine();
+      engines_.push_back(std::move(e));
+    }
+    absl::Status st = absl::OkStatus();
+    if (hook != config_.exec.end()) {
+      st = RunHook({hook->second, "scale_out", started->name, started->url, a.reason, a.role, 1}, config_.exec_timeout);
+    }
+    finish(line_for(started->name, started->url, 1), st);
+    if (i + 1 == a.count) return;
+  }
+  // The hook starts them, and they reach this controller through the gateway's backend list.
+  if (hook == config_.exec.end()) {
+    return finish(line_for("", "", a.count),
+                  absl::FailedPreconditionError("no actuator starts engines here: set actuators.exec.scale_out"));
+  }
+  finish(line_for("", "", a.count),
+         RunHook({hook->second, "scale_out", "", "", a.reason, a.role, a.count}, config_.exec_timeout));
+}
+
+void Controller::StopRetired(Engine& e) {
+  json line = {{"t_s", NanosToSeconds(clock_->Now())}, {"action", "stop"}, {"target", e.config.name},
+               {"url", e.config.url}, {"role", e.config.role}, {"reason", "drained for scale-in"}};
+  const auto hook = config_.exec.find("stop");
+  absl::Status st = absl::OkStatus();
+  if (local_) st = local_->StopEngine(e.config.name);
+  if (absl::IsUnimplemented(st) && hook != config_.exec.end()) st = absl::OkStatus();
+  if (!local_ && hook == config_.exec.end()) {
+    st = absl::FailedPreconditionError("no actuator stops engines here: set actuators.exec.stop; it stays drained");
+  }
+  if (hook != config_.exec.end()) {
+    const absl::Status ran =
+        RunHook({hook->second, "stop", e.config.name, e.config.url, "drained for scale-in", ""}, config_.exec_timeout);
+    if (st.ok()) st = ran;
+  }
+  {
+    // Out of the pool whatever happened: a drained engine takes no traffic.
+    std::lock_guard l(mu_);
+    e.stopped = true;
+  }
+  line["ok"] = st.ok();
+  if (!st.ok()) line["error"] = std::string(st.message());
+  LogAction("stop", std::move(line));
+}
+
+std::string Controller::StateName(const Engine& e) const {
+  if (e.stopped) return "stopped";
+  if (e.retiring) return "retiring";
+  return std::string(policy::EngineStateName(policy_.state(e.index)));
+}
+
 std::string Controller::StateOf(const std::string& engine) const {
   std::lock_guard l(mu_);
+  std::string state;
   for (const auto& e : engines_) {
-    if (e->config.name == engine) return std::string(policy::EngineStateName(policy_.state(e->index)));
+    if (e->config.name == engine) state = StateName(*e);  // the last of a name: a new engine under an old name
   }
-  return "";
+  return state;
 }
 
 net::HttpResponse Controller::Handle(const net::HttpRequest& req) {
@@ -491,8 +679,8 @@ net::HttpResponse Controller::AdminEngines() const {
   std::lock_guard l(mu_);
   json list = json::array();
   for (const auto& e : engines_) {
-    list.push_back({{"name", e->config.name}, {"url", e->config.url},
-                    {"state", policy::EngineStateName(policy_.state(e->index))}, {"reachable", e->last_ok},
+    list.push_back({{"name", e->config.name}, {"url", e->config.url}, {"role", e->config.role},
+                    {"state", StateName(*e)}, {"reachable", e->last_ok},
                     {"running", e->running}, {"waiting", e->waiting}, {"progress", e->progress}});
   }
   json radar = json::array();
@@ -520,7 +708,11 @@ net::HttpResponse Controller::Metrics() const {
                        policy::EngineState::kWarmup, policy::EngineState::kCordoned}) {
     by_state[policy::EngineStateName(s)] = 0;
   }
-  for (const auto& e : engines_) ++by_state[policy::EngineStateName(policy_.state(e->index))];
+  by_state["retiring"] = 0;
+  for (const auto& e : engines_) {
+    if (e->stopped) continue;
+    ++by_state[e->retiring ? std::string_view("retiring") : policy::EngineStateName(policy_.state(e->index))];
+  }
   w.Family("myriad_control_engines", "Engines by the controller's state.", net::MetricType::kGauge);
   for (const auto& [state, n] : by_state) w.Sample("myriad_control_engines", {{"state", state}}, n);
   w.Family("myriad_control_radar_step_time_excess",
