@@ -57,7 +57,7 @@ absl::Status Fraction(const YamlReader& r, const YAML::Node& map, const char* ke
 // autoscale: the simulator's `elastic.autoscale` and `elastic.forecast` bounds, per role.
 absl::Status ParseAutoscale(const YamlReader& r, const YAML::Node& a, AutoscaleConfig* c) {
   const std::string p = "autoscale";
-  MYRIAD_RETURN_IF_ERROR(r.Map(a, p, {"pools", "engine_concurrency", "target_utilisation", "headroom", "lead_time",
+  MYRIAD_RETURN_IF_ERROR(r.Map(a, p, {"pools", "target_utilisation", "headroom", "lead_time",
                                       "scale_in_dwell", "scale_in_margin", "scale_in_step", "smoothing",
                                       "trend_window", "forecast"}));
   const YAML::Node pools = a["pools"];
@@ -73,7 +73,6 @@ absl::Status ParseAutoscale(const YamlReader& r, const YAML::Node& a, AutoscaleC
     c->pools[kv.first.Scalar()] = b;
   }
   policy::ScalerOptions& o = c->scaler;
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "engine_concurrency", p, 0.01, kMaxEngineConcurrency, &c->engine_concurrency));
   MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "target_utilisation", p, 0.05, 1, &o.target_utilisation));
   MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "headroom", p, 0, 10, &o.headroom));
   MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "lead_time", p, 0, kHour, &o.lead_time));
@@ -89,6 +88,13 @@ absl::Status ParseAutoscale(const YamlReader& r, const YAML::Node& a, AutoscaleC
     MYRIAD_RETURN_IF_ERROR(BoundedNumber(r, f, "buckets", fp, 1, kMaxForecastBuckets, &c->forecast_buckets));
   }
   return absl::OkStatus();
+}
+
+absl::Status ParseSignals(const YamlReader& r, const YAML::Node& n, ElasticSignalsConfig* c) {
+  MYRIAD_RETURN_IF_ERROR(r.Map(n, "signals", {"engine_concurrency", "smoothing"}));
+  MYRIAD_RETURN_IF_ERROR(
+      Fraction(r, n, "engine_concurrency", "signals", 0.01, kMaxEngineConcurrency, &c->engine_concurrency));
+  return Bounded(r, n, "smoothing", "signals", kMillisecond, kHour, &c->smoothing);
 }
 
 // pd_ratio: the simulator's `elastic.pd_ratio` bounds; the pools are the prefill and decode roles.
@@ -132,7 +138,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
   }
   MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "scrape", "detect", "straggler", "gate", "gateway", "engines",
-                                          "actuators", "dry_run", "ha", "rollout", "autoscale", "pd_ratio"}));
+                                          "actuators", "dry_run", "ha", "rollout", "signals", "autoscale", "pd_ratio"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
   if (!net::ParseHostPort(c.listen).ok()) {
     return r.Error(root["listen"], "listen", fmt::format("'{}' is not HOST:PORT", c.listen));
@@ -258,6 +264,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
       return r.Error(ro, "rollout", "needs gateway.url: the rollout is the gateway's");
     }
   }
+  if (const YAML::Node n = root["signals"]) MYRIAD_RETURN_IF_ERROR(ParseSignals(r, n, &c.signals));
   if (const YAML::Node a = root["autoscale"]) MYRIAD_RETURN_IF_ERROR(ParseAutoscale(r, a, &c.autoscale));
   if (const YAML::Node d = root["pd_ratio"]) MYRIAD_RETURN_IF_ERROR(ParsePdRatio(r, d, c.autoscale, &c.pd_ratio));
   if (fleet_given) {

@@ -71,11 +71,17 @@ struct AutoscaleConfig {
   std::map<std::string, PoolBounds> pools;  // by role; empty: no autoscaling
   // The scaler's options; min_units and max_units come from each pool's bounds.
   policy::ScalerOptions scaler;
+  Nanos forecast_period = 24 * kHour;
+  int forecast_buckets = 96;
+};
+
+// signals: how both policies read a pool's load off the engines' metrics.
+struct ElasticSignalsConfig {
   // Requests in flight (running + waiting) that make one engine fully busy: its utilisation is
   // in-flight over this, or its KV usage when higher.
   double engine_concurrency = 8;
-  Nanos forecast_period = 24 * kHour;
-  int forecast_buckets = 96;
+  // The time constant a pool's utilisation is smoothed with (a gauge sampled once a round).
+  Nanos smoothing = 10 * kSecond;
 };
 
 // pd_ratio: policy::PdRatioController over the prefill and decode pools.
@@ -109,6 +115,7 @@ struct ControlConfig {
   bool dry_run = false;
   HaConfig ha;
   RolloutJudgeConfig rollout;
+  ElasticSignalsConfig signals;
   AutoscaleConfig autoscale;
   PdRatioControlConfig pd_ratio;
 };

@@ -47,7 +47,7 @@ Controller::Controller(ControlConfig config, std::shared_ptr<Clock> clock, std::
     if (c.ok()) gateway_ = *std::move(c);
   }
   if (config_.pd_ratio.enabled || !config_.autoscale.pools.empty()) {
-    elastic_ = std::make_unique<ElasticDriver>(config_.autoscale, config_.pd_ratio);
+    elastic_ = std::make_unique<ElasticDriver>(config_.signals, config_.autoscale, config_.pd_ratio);
   }
   if (!config_.rollout.model.empty()) {
     // A probe waits one scrape interval at most, as a serving engine's periodic probe does.
@@ -215,7 +215,7 @@ bool Controller::Leading() {
       known_answers_.clear();
       for (const net::EtcdKv& kv : *answers) known_answers_[kv.key.substr(answers_dir.size())] = kv.value;
       policy_ = policy::FleetController(config_.policy);
-      if (elastic_) elastic_ = std::make_unique<ElasticDriver>(config_.autoscale, config_.pd_ratio);
+      if (elastic_) elastic_ = std::make_unique<ElasticDriver>(config_.signals, config_.autoscale, config_.pd_ratio);
       for (auto& e : engines_) {
         e->index = policy_.AddEngine();
         e->answer.clear();

@@ -9,8 +9,9 @@ namespace myriad::control {
 
 using Phase = ElasticEngine::Phase;
 
-ElasticDriver::ElasticDriver(const AutoscaleConfig& autoscale, const PdRatioControlConfig& pd_ratio)
-    : autoscale_(autoscale) {
+ElasticDriver::ElasticDriver(const ElasticSignalsConfig& signals, const AutoscaleConfig& autoscale,
+                             const PdRatioControlConfig& pd_ratio)
+    : signals_(signals) {
   for (const auto& [role, bounds] : autoscale.pools) {
     policy::ScalerOptions o = autoscale.scaler;
     o.min_units = bounds.min;
@@ -43,14 +44,14 @@ ElasticDriver::Sample ElasticDriver::Measure(const std::string& role, Pool& pool
     }
     if (e.phase != Phase::kServing) continue;
     ++out.signals.units;
-    util += std::min(1.0, std::max(e.kv_usage, inflight / autoscale_.engine_concurrency));
+    util += std::min(1.0, std::max(e.kv_usage, inflight / signals_.engine_concurrency));
     waiting += e.waiting;
   }
   for (const auto& [expires, n] : pool.pending) out.starting += n;
   out.rate = std::max(0.0, offered) / dt_s;
   if (out.signals.units > 0) {
     const double sampled = util / out.signals.units;
-    const double tau = NanosToSeconds(autoscale_.scaler.smoothing);
+    const double tau = NanosToSeconds(signals_.smoothing);
     pool.utilisation =
         pool.utilisation < 0 ? sampled : pool.utilisation + (1 - std::exp(-dt_s / tau)) * (sampled - pool.utilisation);
     out.signals.utilisation = pool.utilisation;

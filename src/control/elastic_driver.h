@@ -8,8 +8,8 @@
 // Signals, per pool: the arrival rate is the requests its engines finished plus the change of
 // their in-flight requests (running + waiting) since the last round; an engine's utilisation is
 // its in-flight over `engine_concurrency`, or its KV usage when higher, capped at 1, and the
-// pool's mean is smoothed with the scaler's `smoothing` time constant (a gauge sampled each
-// round is noisy where the simulator's busy time is an integral).
+// pool's mean is smoothed with the `smoothing` time constant (a gauge sampled each
+// round is noisy where the simulator's busy time is an integral) (`signals` in the config).
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,7 +59,8 @@ struct ElasticAction {
 
 class ElasticDriver {
  public:
-  ElasticDriver(const AutoscaleConfig& autoscale, const PdRatioControlConfig& pd_ratio);
+  ElasticDriver(const ElasticSignalsConfig& signals, const AutoscaleConfig& autoscale,
+                const PdRatioControlConfig& pd_ratio);
 
   bool enabled() const { return !pools_.empty() || pd_ != nullptr; }
   // One round at `now` over every engine the controller knows (retired ones left out). The
@@ -84,7 +85,7 @@ class ElasticDriver {
   // cheapest to drain.
   std::vector<std::string> LeastLoaded(const std::string& role, int n, const std::vector<ElasticEngine>& engines) const;
 
-  AutoscaleConfig autoscale_;
+  ElasticSignalsConfig signals_;
   std::map<std::string, Pool> pools_;  // by role
   std::unique_ptr<policy::PdRatioController> pd_;
   std::map<std::string, std::pair<double, double>> last_;  // engine -> (finished, in flight)

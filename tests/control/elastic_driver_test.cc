@@ -84,10 +84,13 @@ struct Timed {
   ElasticAction action;
 };
 
+ElasticSignalsConfig Signals(Nanos smoothing = kSecond) {
+  return {.engine_concurrency = 4, .smoothing = smoothing};
+}
+
 AutoscaleConfig Scaled() {
   AutoscaleConfig c;
   c.pools["colocated"] = {.min = 1, .max = 4};
-  c.engine_concurrency = 4;
   c.scaler.lead_time = 2 * kSecond;
   c.scaler.scale_in_dwell = 3 * kSecond;
   c.scaler.smoothing = kSecond;
@@ -96,7 +99,7 @@ AutoscaleConfig Scaled() {
 }
 
 TEST(ElasticDriver, LoadStepAddsEnginesWithinTheLeadTimeAndDrainsThemAfterTheDwell) {
-  ElasticDriver driver(Scaled(), {});
+  ElasticDriver driver(Signals(), Scaled(), {});
   ASSERT_TRUE(driver.enabled());
   World w;
   w.Add("colocated", Phase::kServing);
@@ -141,7 +144,7 @@ TEST(ElasticDriver, LoadStepAddsEnginesWithinTheLeadTimeAndDrainsThemAfterTheDwe
 }
 
 TEST(ElasticDriver, EnginesAskedForCountAsStartingUntilTheyArrive) {
-  ElasticDriver driver(Scaled(), {});
+  ElasticDriver driver(Signals(), Scaled(), {});
   World w;
   w.Add("colocated", Phase::kServing);
   int asked = 0;
@@ -158,10 +161,7 @@ TEST(ElasticDriver, PressedPrefillPoolTakesOneDecodeEngineAfterTheConfirmation) 
   pd.enabled = true;
   pd.options.confirm = 2 * kSecond;
   pd.options.dwell = 10 * kSecond;
-  AutoscaleConfig a;
-  a.engine_concurrency = 4;
-  a.scaler.smoothing = 500 * kMillisecond;
-  ElasticDriver driver(a, pd);
+  ElasticDriver driver(Signals(500 * kMillisecond), {}, pd);
   World w;
   w.Add("prefill", Phase::kServing);
   w.Add("decode", Phase::kServing);
