@@ -18,6 +18,7 @@ namespace {
 
 // A bound as a user writes it in the file ("10ms", "1h").
 std::string Bound(Nanos n) {
+  if (n == 0) return "0s";
   for (auto [unit, name] : {std::pair{kHour, "h"}, {kMinute, "m"}, {kSecond, "s"}, {kMillisecond, "ms"}}) {
     if (n % unit == 0) return fmt::format("{}{}", n / unit, name);
   }
