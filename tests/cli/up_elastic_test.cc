@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_util/child_process.h"
+#include "run_myriad.h"
 #include "../test_util/temp_dir.h"
 #include "../test_util/wait_for.h"
 #include "core/steady_now.h"
@@ -244,6 +245,16 @@ TEST(UpElasticCli, PdImbalanceIsCorrectedByARoleSwitch) {
   EXPECT_EQ(roles.at("engine-1"), "decode");
   EXPECT_EQ(roles.at("engine-0"), "prefill");
   EXPECT_TRUE(Reported(dir / "load.out", 20000ms));
+}
+
+TEST(UpElasticCli, ElasticConfigErrorsExit2NamingFileLineAndKey) {
+  const std::string bad = myriad::testing::WriteTempFile(
+      "elastic_bad.yaml", "autoscale:\n  pools:\n    colocated: {min: 4, max: 3}\n");
+  const auto r = myriad::testing::RunMyriad("up --port 0 --control --control-config " + bad, "", 20);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("elastic_bad.yaml:3: autoscale.pools.colocated.min: must be in [1, 3] (got 4)"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace
