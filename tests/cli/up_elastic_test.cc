@@ -125,7 +125,7 @@ constexpr const char* kScaleConfig =
     "signals: {engine_concurrency: 6, smoothing: 1s}\n"
     "autoscale:\n"
     "  pools: {colocated: {min: 1, max: 3}}\n"
-    "  target_utilisation: 0.8\n"
+    "  target_utilisation: 1\n"
     "  headroom: 0\n"
     "  lead_time: 2s\n"
     "  scale_in_dwell: 3s\n"
