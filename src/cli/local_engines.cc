@@ -55,6 +55,41 @@ absl::StatusOr<std::unique_ptr<emu::EmuServer>> StartEngine(const LocalEngineOpt
   return s;
 }
 
+// The gateway's entry for engine i of `lo`, started as `s`.
+gateway::BackendConfig BackendOf(const LocalEngineOptions& lo, size_t i, const emu::EmuServer& s) {
+  gateway::BackendConfig b;
+  b.name = fmt::format("engine-{}", i);
+  b.url = fmt::format("http://127.0.0.1:{}", s.port());
+  b.role = lo.roles[i];
+  b.model = lo.served_model;
+  b.kv_events = s.kv_events_endpoint();
+  b.kv_replay = s.kv_replay_endpoint();
+  return b;
+}
+
+// Real time: the engine answers on the network, whatever clock the controller runs on.
+absl::Status AwaitHealth(const std::string& target, uint16_t port, Nanos timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout);
+  net::HttpClient c(net::HostPort{"127.0.0.1", port}, net::HttpClientOptions{.timeout = timeout});
+  while (true) {
+    auto r = c.Get("/health");
+    if (r.ok() && r->status == 200) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(
+          fmt::format("{} started on port {} but /health did not answer 200 within {} ms", target, port,
+                      timeout / kMillisecond));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::optional<gateway::BackendRole> RoleNamed(const std::string& role) {
+  for (auto r : {gateway::BackendRole::kColocated, gateway::BackendRole::kPrefill, gateway::BackendRole::kDecode}) {
+    if (gateway::RoleName(r) == role) return r;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& lo) {
@@ -63,14 +98,7 @@ absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& lo) {
   for (size_t i = 0; i < lo.roles.size(); ++i) {
     auto s = StartEngine(lo, i, 0, "", "");
     if (!s.ok()) return s.status();
-    gateway::BackendConfig b;
-    b.name = fmt::format("engine-{}", i);
-    b.url = fmt::format("http://127.0.0.1:{}", (*s)->port());
-    b.role = lo.roles[i];
-    b.model = lo.served_model;
-    b.kv_events = (*s)->kv_events_endpoint();
-    b.kv_replay = (*s)->kv_replay_endpoint();
-    out.backends.push_back(std::move(b));
+    out.backends.push_back(BackendOf(lo, i, **s));
     out.servers.push_back(*std::move(s));
   }
   return out;
@@ -86,29 +114,14 @@ absl::Status LocalEnginesActuator::Restart(const std::string& target, Nanos time
   auto s = StartEngine(engines_.options, i, port, engines_.backends[i].kv_events, engines_.backends[i].kv_replay);
   if (!s.ok()) return s.status();
   engines_.servers[i] = *std::move(s);
-  // Real time: the new engine answers on the network, whatever clock the controller runs on.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout);
-  net::HttpClient c(net::HostPort{"127.0.0.1", port}, net::HttpClientOptions{.timeout = timeout});
-  while (true) {
-    auto r = c.Get("/health");
-    if (r.ok() && r->status == 200) return absl::OkStatus();
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::DeadlineExceededError(fmt::format("{} restarted on port {} but /health did not answer 200 "
-                                                     "within {} ms",
-                                                     target, port, timeout / kMillisecond));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  return AwaitHealth(target, port, timeout);
 }
 
 absl::Status LocalEnginesActuator::ChangeRole(const std::string& target, const std::string& role, Nanos timeout) {
   size_t i = 0;
   while (i < engines_.backends.size() && engines_.backends[i].name != target) ++i;
   if (i == engines_.backends.size()) return absl::NotFoundError(fmt::format("no local engine '{}'", target));
-  std::optional<gateway::BackendRole> to;
-  for (auto r : {gateway::BackendRole::kColocated, gateway::BackendRole::kPrefill, gateway::BackendRole::kDecode}) {
-    if (gateway::RoleName(r) == role) to = r;
-  }
+  const std::optional<gateway::BackendRole> to = RoleNamed(role);
   if (!to) return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
   const gateway::BackendRole from = engines_.options.roles[i];
   engines_.options.roles[i] = *to;
@@ -118,6 +131,39 @@ absl::Status LocalEnginesActuator::ChangeRole(const std::string& target, const s
   }
   engines_.backends[i].role = *to;
   return reregister_ ? reregister_(engines_.backends[i]) : absl::OkStatus();
+}
+
+absl::StatusOr<control::EngineConfig> LocalEnginesActuator::AddEngine(const std::string& role, Nanos timeout) {
+  const std::optional<gateway::BackendRole> to = RoleNamed(role);
+  if (!to) return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
+  // A new index: names, seeds and ports of stopped engines are never reused.
+  const size_t i = engines_.servers.size();
+  engines_.options.roles.push_back(*to);
+  auto s = StartEngine(engines_.options, i, 0, "", "");
+  if (!s.ok()) {
+    engines_.options.roles.pop_back();
+    return s.status();
+  }
+  engines_.backends.push_back(BackendOf(engines_.options, i, **s));
+  engines_.servers.push_back(*std::move(s));
+  const gateway::BackendConfig& b = engines_.backends.back();
+  absl::Status st = AwaitHealth(b.name, engines_.servers.back()->port(), timeout);
+  if (st.ok() && reregister_) st = reregister_(b);
+  if (!st.ok()) {
+    engines_.servers.back()->Stop();
+    return st;
+  }
+  return control::EngineConfig{b.name, b.url, role};
+}
+
+absl::Status LocalEnginesActuator::StopEngine(const std::string& target) {
+  size_t i = 0;
+  while (i < engines_.backends.size() && engines_.backends[i].name != target) ++i;
+  if (i == engines_.backends.size()) return absl::NotFoundError(fmt::format("no local engine '{}'", target));
+  // Out of the gateway first: it must not route to an engine that is going away.
+  if (deregister_) deregister_(target);
+  engines_.servers[i]->Stop();
+  return absl::OkStatus();
 }
 
 }  // namespace myriad::cli

@@ -61,18 +61,24 @@ absl::StatusOr<LocalEngines> StartLocalEngines(const LocalEngineOptions& o);
 // starts the same engine (options, port, KV-event endpoints) again, fresh, then waits for its
 // /health. The engines must outlive it.
 // A change of role restarts it with the other role and hands its new backend entry to
-// `reregister` (myriad up: removed from the gateway and added again).
+// `reregister` (myriad up: removed from the gateway and added again). A scale-out starts
+// engine-N (N the next index, never reused) and hands it to `reregister` too once its /health
+// answers; a stop removes the engine through `deregister`, then stops it (its slot stays).
 class LocalEnginesActuator : public control::LocalActuator {
  public:
   using Reregister = std::function<absl::Status(const gateway::BackendConfig&)>;
-  explicit LocalEnginesActuator(LocalEngines& engines, Reregister reregister = nullptr)
-      : engines_(engines), reregister_(std::move(reregister)) {}
+  using Deregister = std::function<void(const std::string& name)>;
+  explicit LocalEnginesActuator(LocalEngines& engines, Reregister reregister = nullptr, Deregister deregister = nullptr)
+      : engines_(engines), reregister_(std::move(reregister)), deregister_(std::move(deregister)) {}
   absl::Status Restart(const std::string& target, Nanos timeout) override;
   absl::Status ChangeRole(const std::string& target, const std::string& role, Nanos timeout) override;
+  absl::StatusOr<control::EngineConfig> AddEngine(const std::string& role, Nanos timeout) override;
+  absl::Status StopEngine(const std::string& target) override;
 
  private:
   LocalEngines& engines_;
   Reregister reregister_;
+  Deregister deregister_;
 };
 
 }  // namespace myriad::cli

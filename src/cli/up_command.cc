@@ -205,13 +205,18 @@ int UpCommand::Run() {
   if (control_) {
     cc.gateway_url = fmt::format("http://127.0.0.1:{}", (*gw)->port());
     cc.gateway_admin_token = admin_token_;
-    for (const gateway::BackendConfig& b : engines->backends) cc.engines.push_back({b.name, b.url});
-    // A change of role registers the engine anew: the gateway drops the old entry first.
+    for (const gateway::BackendConfig& b : engines->backends) {
+      cc.engines.push_back({b.name, b.url, std::string(gateway::RoleName(b.role))});
+    }
+    // A change of role registers the engine anew: the gateway drops the old entry first. A
+    // scale-out registers a new one the same way; a scale-in's stop removes it.
     auto reregister = [g = gw->get()](const gateway::BackendConfig& b) {
       g->RemoveBackend(b.name);
       return g->AddBackend(b);
     };
-    auto made = control::Controller::Create(cc, nullptr, std::make_shared<LocalEnginesActuator>(*engines, reregister));
+    auto deregister = [g = gw->get()](const std::string& name) { g->RemoveBackend(name); };
+    auto made = control::Controller::Create(
+        cc, nullptr, std::make_shared<LocalEnginesActuator>(*engines, reregister, deregister));
     if (!made.ok()) {
       fmt::print(stderr, "myriad up: --control: {}\n", std::string(made.status().message()));
       (*gw)->Stop();

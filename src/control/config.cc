@@ -18,6 +18,7 @@ namespace {
 
 // A bound as a user writes it in the file ("10ms", "1h").
 std::string Bound(Nanos n) {
+  if (n == 0) return "0s";
   for (auto [unit, name] : {std::pair{kHour, "h"}, {kMinute, "m"}, {kSecond, "s"}, {kMillisecond, "ms"}}) {
     if (n % unit == 0) return fmt::format("{}{}", n / unit, name);
   }
@@ -48,6 +49,79 @@ absl::Status Url(const YamlReader& r, const YAML::Node& map, const char* key, co
   return absl::OkStatus();
 }
 
+// A fraction-like number in [lo, hi] (finite: Read refuses NaN and infinities).
+absl::Status Fraction(const YamlReader& r, const YAML::Node& map, const char* key, const std::string& path, double lo,
+                      double hi, double* out) {
+  return BoundedNumber(r, map, key, path, lo, hi, out);
+}
+
+// autoscale: the simulator's `elastic.autoscale` and `elastic.forecast` bounds, per role.
+absl::Status ParseAutoscale(const YamlReader& r, const YAML::Node& a, AutoscaleConfig* c) {
+  const std::string p = "autoscale";
+  MYRIAD_RETURN_IF_ERROR(r.Map(a, p, {"pools", "target_utilisation", "headroom", "lead_time",
+                                      "scale_in_dwell", "scale_in_margin", "scale_in_step", "smoothing",
+                                      "trend_window", "forecast"}));
+  const YAML::Node pools = a["pools"];
+  if (!pools) return r.Error(a, p + ".pools", "required: the pools to scale, e.g. {colocated: {min: 1, max: 4}}");
+  MYRIAD_RETURN_IF_ERROR(r.Map(pools, p + ".pools", {"colocated", "prefill", "decode"}));
+  for (const auto& kv : pools) {
+    const std::string pp = p + ".pools." + kv.first.Scalar();
+    MYRIAD_RETURN_IF_ERROR(r.Map(kv.second, pp, {"min", "max"}));
+    if (!kv.second["max"]) return r.Error(kv.second, pp + ".max", "required: the most engines of the pool");
+    PoolBounds b;
+    MYRIAD_RETURN_IF_ERROR(BoundedNumber(r, kv.second, "max", pp, 1, static_cast<int>(kMaxEngines), &b.max));
+    MYRIAD_RETURN_IF_ERROR(BoundedNumber(r, kv.second, "min", pp, 1, b.max, &b.min));
+    c->pools[kv.first.Scalar()] = b;
+  }
+  policy::ScalerOptions& o = c->scaler;
+  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "target_utilisation", p, 0.05, 1, &o.target_utilisation));
+  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "headroom", p, 0, 10, &o.headroom));
+  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "lead_time", p, 0, kHour, &o.lead_time));
+  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "scale_in_dwell", p, 0, 24 * kHour, &o.scale_in_dwell));
+  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "scale_in_margin", p, 0, 0.9, &o.scale_in_margin));
+  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "scale_in_step", p, 0.01, 1, &o.scale_in_step));
+  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "smoothing", p, kMillisecond, kHour, &o.smoothing));
+  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "trend_window", p, kMillisecond, kHour, &o.trend_window));
+  if (const YAML::Node f = a["forecast"]) {
+    const std::string fp = p + ".forecast";
+    MYRIAD_RETURN_IF_ERROR(r.Map(f, fp, {"period", "buckets"}));
+    MYRIAD_RETURN_IF_ERROR(Bounded(r, f, "period", fp, kMinute, 7 * 24 * kHour, &c->forecast_period));
+    MYRIAD_RETURN_IF_ERROR(BoundedNumber(r, f, "buckets", fp, 1, kMaxForecastBuckets, &c->forecast_buckets));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSignals(const YamlReader& r, const YAML::Node& n, ElasticSignalsConfig* c) {
+  MYRIAD_RETURN_IF_ERROR(r.Map(n, "signals", {"engine_concurrency", "smoothing"}));
+  MYRIAD_RETURN_IF_ERROR(
+      Fraction(r, n, "engine_concurrency", "signals", 0.01, kMaxEngineConcurrency, &c->engine_concurrency));
+  return Bounded(r, n, "smoothing", "signals", kMillisecond, kHour, &c->smoothing);
+}
+
+// pd_ratio: the simulator's `elastic.pd_ratio` bounds; the pools are the prefill and decode roles.
+absl::Status ParsePdRatio(const YamlReader& r, const YAML::Node& d, const AutoscaleConfig& scaled,
+                          PdRatioControlConfig* c) {
+  const std::string p = "pd_ratio";
+  MYRIAD_RETURN_IF_ERROR(r.Map(d, p, {"high", "low", "queue_high", "confirm", "dwell", "min_engines"}));
+  for (const char* role : {"prefill", "decode"}) {
+    if (scaled.pools.count(role)) {
+      // Two controllers resizing one pool would undo each other's moves.
+      return r.Error(d, p, fmt::format("the {} pool is autoscaled too; pd_ratio moves engines between pools of a "
+                                       "fixed total",
+                                       role));
+    }
+  }
+  c->enabled = true;
+  policy::PdRatioOptions& o = c->options;
+  MYRIAD_RETURN_IF_ERROR(Fraction(r, d, "high", p, 0.01, 100, &o.high));
+  MYRIAD_RETURN_IF_ERROR(Fraction(r, d, "low", p, 0, 100, &o.low));
+  MYRIAD_RETURN_IF_ERROR(r.Check(d, "low", p, o.low < o.high, fmt::format("must be below high ({})", o.high), o.low));
+  MYRIAD_RETURN_IF_ERROR(Fraction(r, d, "queue_high", p, 0, 1e6, &o.queue_high));
+  MYRIAD_RETURN_IF_ERROR(Bounded(r, d, "confirm", p, 0, 24 * kHour, &o.confirm));
+  MYRIAD_RETURN_IF_ERROR(Bounded(r, d, "dwell", p, 0, 24 * kHour, &o.dwell));
+  return BoundedNumber(r, d, "min_engines", p, 1, static_cast<int>(kMaxEngines), &o.min_units);
+}
+
 }  // namespace
 
 absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::string_view source, bool fleet_given) {
@@ -65,7 +139,7 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
   }
   MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "scrape", "detect", "straggler", "gate", "gateway", "engines",
-                                          "actuators", "dry_run", "ha", "rollout"}));
+                                          "actuators", "dry_run", "ha", "rollout", "signals", "autoscale", "pd_ratio"}));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
   if (!net::ParseHostPort(c.listen).ok()) {
     return r.Error(root["listen"], "listen", fmt::format("'{}' is not HOST:PORT", c.listen));
@@ -118,12 +192,16 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     std::set<std::string> names;
     for (size_t i = 0; i < es.size(); ++i) {
       const std::string path = fmt::format("engines[{}]", i);
-      MYRIAD_RETURN_IF_ERROR(r.Map(es[i], path, {"name", "url"}));
+      MYRIAD_RETURN_IF_ERROR(r.Map(es[i], path, {"name", "url", "role"}));
       EngineConfig e;
       MYRIAD_RETURN_IF_ERROR(r.Get(es[i], "name", path, &e.name));
       if (e.name.empty()) return r.Error(es[i], path + ".name", "required");
       if (!es[i]["url"]) return r.Error(es[i], path + ".url", "required");
       MYRIAD_RETURN_IF_ERROR(Url(r, es[i], "url", path, &e.url));
+      MYRIAD_RETURN_IF_ERROR(r.Get(es[i], "role", path, &e.role));
+      MYRIAD_RETURN_IF_ERROR(r.Check(es[i], "role", path, e.role == "prefill" || e.role == "decode" ||
+                                                              e.role == "colocated",
+                                     "must be prefill, decode or colocated", e.role));
       if (!names.insert(e.name).second) {
         return r.Error(es[i]["name"], path + ".name", fmt::format("duplicate engine name '{}'", e.name));
       }
@@ -135,7 +213,8 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
     MYRIAD_RETURN_IF_ERROR(r.Get(a, "gateway", "actuators", &c.drain_in_gateway));
     MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "exec_timeout", "actuators", kMillisecond, kMaxExecTimeout, &c.exec_timeout));
     if (const YAML::Node x = a["exec"]) {
-      MYRIAD_RETURN_IF_ERROR(r.Map(x, "actuators.exec", {"drain", "restart", "readmit", "cordon", "change_role"}));
+      MYRIAD_RETURN_IF_ERROR(r.Map(x, "actuators.exec", {"drain", "restart", "readmit", "cordon", "change_role",
+                                                         "scale_out", "stop"}));
       for (const auto& kv : x) {
         std::string cmd;
         MYRIAD_RETURN_IF_ERROR(r.Read(kv.second, "actuators.exec." + kv.first.Scalar(), &cmd));
@@ -186,6 +265,9 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
       return r.Error(ro, "rollout", "needs gateway.url: the rollout is the gateway's");
     }
   }
+  if (const YAML::Node n = root["signals"]) MYRIAD_RETURN_IF_ERROR(ParseSignals(r, n, &c.signals));
+  if (const YAML::Node a = root["autoscale"]) MYRIAD_RETURN_IF_ERROR(ParseAutoscale(r, a, &c.autoscale));
+  if (const YAML::Node d = root["pd_ratio"]) MYRIAD_RETURN_IF_ERROR(ParsePdRatio(r, d, c.autoscale, &c.pd_ratio));
   if (fleet_given) {
     for (const char* key : {"engines", "gateway"}) {
       if (root[key]) return r.Error(root[key], key, "the cluster's own: leave it out");

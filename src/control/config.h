@@ -9,7 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/time.h"
+#include "policy/autoscaler.h"
 #include "policy/fleet_controller.h"
+#include "policy/pd_ratio.h"
 #include "policy/rollout.h"
 
 namespace myriad::control {
@@ -17,6 +19,7 @@ namespace myriad::control {
 struct EngineConfig {
   std::string name;  // the gateway's backend name: what drain and undrain address
   std::string url;   // http://host:port of the engine's OpenAI API and /metrics
+  std::string role = "colocated";  // its pool: prefill, decode or colocated
 };
 
 // Bounds (docs/controller.md).
@@ -56,6 +59,37 @@ struct RolloutJudgeConfig {
   bool probe = true;
 };
 
+// autoscale: policy::Autoscaler per pool (a pool is the engines of one role), as the
+// simulator's `elastic.autoscale` drives it (control/elastic_driver.h).
+inline constexpr double kMaxEngineConcurrency = 100'000;
+inline constexpr int kMaxForecastBuckets = 10'000;
+struct PoolBounds {
+  int min = 1;
+  int max = 1;
+};
+struct AutoscaleConfig {
+  std::map<std::string, PoolBounds> pools;  // by role; empty: no autoscaling
+  // The scaler's options; min_units and max_units come from each pool's bounds.
+  policy::ScalerOptions scaler;
+  Nanos forecast_period = 24 * kHour;
+  int forecast_buckets = 96;
+};
+
+// signals: how both policies read a pool's load off the engines' metrics.
+struct ElasticSignalsConfig {
+  // Requests in flight (running + waiting) that make one engine fully busy: its utilisation is
+  // in-flight over this, or its KV usage when higher.
+  double engine_concurrency = 8;
+  // The time constant a pool's utilisation is smoothed with (a gauge sampled once a round).
+  Nanos smoothing = 10 * kSecond;
+};
+
+// pd_ratio: policy::PdRatioController over the prefill and decode pools.
+struct PdRatioControlConfig {
+  bool enabled = false;
+  policy::PdRatioOptions options;
+};
+
 struct ControlConfig {
   std::string listen = "127.0.0.1:9300";
   Nanos scrape_interval = kSecond;
@@ -73,14 +107,17 @@ struct ControlConfig {
   std::string gateway_admin_token;
   bool drain_in_gateway = true;  // when gateway_url is set
   std::vector<EngineConfig> engines;
-  // A shell command per action name (drain, restart, readmit, cordon, change_role), run with
-  // MYRIAD_ACTION, MYRIAD_TARGET, MYRIAD_TARGET_URL and MYRIAD_REASON (and MYRIAD_ROLE) in its
-  // environment.
+  // A shell command per action name (drain, restart, readmit, cordon, change_role, scale_out,
+  // stop), run with MYRIAD_ACTION, MYRIAD_TARGET, MYRIAD_TARGET_URL and MYRIAD_REASON (and
+  // MYRIAD_ROLE, MYRIAD_COUNT) in its environment.
   std::map<std::string, std::string> exec;
   Nanos exec_timeout = kMinute;
   bool dry_run = false;
   HaConfig ha;
   RolloutJudgeConfig rollout;
+  ElasticSignalsConfig signals;
+  AutoscaleConfig autoscale;
+  PdRatioControlConfig pd_ratio;
 };
 
 // `fleet_given`: the caller supplies the engines and the gateway (myriad up --control), so the

@@ -47,6 +47,9 @@ Controller::Controller(ControlConfig config, std::shared_ptr<Clock> clock, std::
     auto c = net::HttpClient::FromUrl(config_.gateway_url, {.timeout = config_.scrape_timeout});
     if (c.ok()) gateway_ = *std::move(c);
   }
+  if (config_.pd_ratio.enabled || !config_.autoscale.pools.empty()) {
+    elastic_ = std::make_unique<ElasticDriver>(config_.signals, config_.autoscale, config_.pd_ratio);
+  }
   if (!config_.rollout.model.empty()) {
     // A probe waits one scrape interval at most, as a serving engine's periodic probe does.
     const Nanos probe_timeout = std::min(config_.probe_timeout, config_.scrape_interval);
@@ -142,6 +145,7 @@ void Controller::RefreshEngines() {
     }
     auto e = std::make_unique<Engine>();
     e->config = {name, b["url"].get<std::string>()};
+    if (b.contains("role") && b["role"].is_string()) e->config.role = b["role"];
     e->index = policy_.AddEngine();
     UseKnownAnswer(*e);
     engines_.push_back(std::move(e));
@@ -162,6 +166,8 @@ policy::EngineObservation Controller::Scrape(Engine& e) {
   obs.running = s.running;
   obs.waiting = s.waiting;
   obs.progress = s.generation_tokens;
+  e.kv_usage = s.kv_usage;
+  e.finished = s.finished;
   // The window's mean step time per rank: the inter-token histogram's deltas since last time.
   bool complete = !s.ranks.empty() && e.step_sums.size() == s.ranks.size();
   std::vector<double> times;
@@ -210,6 +216,7 @@ bool Controller::Leading() {
       known_answers_.clear();
       for (const net::EtcdKv& kv : *answers) known_answers_[kv.key.substr(answers_dir.size())] = kv.value;
       policy_ = policy::FleetController(config_.policy);
+      if (elastic_) elastic_ = std::make_unique<ElasticDriver>(config_.signals, config_.autoscale, config_.pd_ratio);
       for (auto& e : engines_) {
         e->index = policy_.AddEngine();
         e->answer.clear();
@@ -263,7 +270,8 @@ absl::Status Controller::RequestRoleChange(const std::string& engine, const std:
     return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
   }
   std::lock_guard l(mu_);
-  if (std::none_of(engines_.begin(), engines_.end(), [&](const auto& e) { return e->config.name == engine; })) {
+  if (std::none_of(engines_.begin(), engines_.end(),
+                   [&](const auto& e) { return e->config.name == engine && !e->stopped; })) {
     return absl::NotFoundError(fmt::format("no engine named '{}'", engine));
   }
   role_changes_.emplace_back(engine, role);
@@ -278,7 +286,9 @@ void Controller::RunRound() {
   {
     std::lock_guard l(mu_);
     ++rounds_;
-    for (auto& e : engines_) list.push_back(e.get());
+    for (auto& e : engines_) {
+      if (!e->stopped) list.push_back(e.get());
+    }
     if (acting) {
       for (const auto& [name, role] : role_changes_) {
         for (auto& e : engines_) {
@@ -301,10 +311,12 @@ void Controller::RunRound() {
         e->waiting = obs.waiting;
         e->progress = obs.progress;
       }
-      if (acting) actions = policy_.Observe(e->index, clock_->Now(), obs);
+      // A retiring engine is the scale-in's: a drain the fleet policy did not make is not its to undo.
+      if (acting && !e->retiring) actions = policy_.Observe(e->index, clock_->Now(), obs);
     }
     Carry(*e, std::move(actions));
   }
+  if (acting && elastic_) Elastic();
   if (acting && rollout_ && gateway_) rollout_->Round(*gateway_);
 }
 
@@ -327,20 +339,20 @@ absl::StatusOr<std::string> Controller::Probe(const std::string& url, int max_to
   return j["choices"][0]["text"].get<std::string>();
 }
 
+absl::Status Controller::GatewayAdmin(const std::string& engine, const char* verb) {
+  net::Headers h;
+  if (!config_.gateway_admin_token.empty()) h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
+  const std::string target = fmt::format("/admin/backends/{}/{}", net::PathSegment(engine), verb);
+  auto r = gateway_->Request("POST", target, "", {}, h);
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
+  return absl::OkStatus();
+}
+
 absl::Status Controller::Actuate(const policy::FleetAction& a, const Engine& e) {
   if (config_.dry_run) return absl::OkStatus();
   absl::Status result = absl::OkStatus();
-  const auto gateway = [&](const char* verb) -> absl::Status {
-    net::Headers h;
-    if (!config_.gateway_admin_token.empty()) {
-      h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
-    }
-    const std::string target = fmt::format("/admin/backends/{}/{}", net::PathSegment(e.config.name), verb);
-    auto r = gateway_->Request("POST", target, "", {}, h);
-    if (!r.ok()) return r.status();
-    if (r->status != 200) return absl::UnavailableError(fmt::format("gateway {}: status {}", target, r->status));
-    return absl::OkStatus();
-  };
+  const auto gateway = [&](const char* verb) { return GatewayAdmin(e.config.name, verb); };
   if ((a.kind == ActionKind::kDrain || a.kind == ActionKind::kReadmit) && gateway_ && config_.drain_in_gateway) {
     result = gateway(a.kind == ActionKind::kDrain ? "drain" : "undrain");
   }
@@ -459,6 +471,10 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
         }
       }
       if (run) st = Actuate(a, e);
+      if (run && st.ok() && !config_.dry_run && a.kind == ActionKind::kChangeRole) {
+        std::lock_guard l(mu_);
+        e.config.role = a.role;  // its pool from now on
+      }
       line["ok"] = st.ok();
       if (!st.ok()) line["error"] = std::string(st.message());
     }
@@ -471,12 +487,19 @@ void Controller::Carry(Engine& e, std::vector<policy::FleetAction> actions) {
   }
 }
 
+std::string Controller::StateName(const Engine& e) const {
+  if (e.stopped) return "stopped";
+  if (e.retiring) return "retiring";
+  return std::string(policy::EngineStateName(policy_.state(e.index)));
+}
+
 std::string Controller::StateOf(const std::string& engine) const {
   std::lock_guard l(mu_);
+  std::string state;
   for (const auto& e : engines_) {
-    if (e->config.name == engine) return std::string(policy::EngineStateName(policy_.state(e->index)));
+    if (e->config.name == engine) state = StateName(*e);  // the last of a name: a new engine under an old name
   }
-  return "";
+  return state;
 }
 
 net::HttpResponse Controller::Handle(const net::HttpRequest& req) {
@@ -492,8 +515,8 @@ net::HttpResponse Controller::AdminEngines() const {
   std::lock_guard l(mu_);
   json list = json::array();
   for (const auto& e : engines_) {
-    list.push_back({{"name", e->config.name}, {"url", e->config.url},
-                    {"state", policy::EngineStateName(policy_.state(e->index))}, {"reachable", e->last_ok},
+    list.push_back({{"name", e->config.name}, {"url", e->config.url}, {"role", e->config.role},
+                    {"state", StateName(*e)}, {"reachable", e->last_ok},
                     {"running", e->running}, {"waiting", e->waiting}, {"progress", e->progress}});
   }
   json radar = json::array();
@@ -521,7 +544,11 @@ net::HttpResponse Controller::Metrics() const {
                        policy::EngineState::kWarmup, policy::EngineState::kCordoned}) {
     by_state[policy::EngineStateName(s)] = 0;
   }
-  for (const auto& e : engines_) ++by_state[policy::EngineStateName(policy_.state(e->index))];
+  by_state["retiring"] = 0;
+  for (const auto& e : engines_) {
+    if (e->stopped) continue;
+    ++by_state[e->retiring ? std::string_view("retiring") : policy::EngineStateName(policy_.state(e->index))];
+  }
   w.Family("myriad_control_engines", "Engines by the controller's state.", net::MetricType::kGauge);
   for (const auto& [state, n] : by_state) w.Sample("myriad_control_engines", {{"state", state}}, n);
   w.Family("myriad_control_radar_step_time_excess",

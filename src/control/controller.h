@@ -9,6 +9,10 @@
 // its endpoints. A leader starts each term with a fresh policy::FleetController and the journal
 // of the actions recorded in etcd (policy/action_journal.h): each action is recorded before it is
 // carried out, and one recorded by an earlier leader is skipped.
+// With `autoscale` or `pd_ratio`, each round also drives the elasticity policies
+// (control/elastic_driver.h): a scale-out starts engines through the local actuator or the
+// scale_out hook, a scale-in drains an engine in the gateway and stops it once idle, a P/D
+// switch is a role change as RequestRoleChange makes one.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -19,8 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/status/statusor.h"
 #include "control/config.h"
+#include "control/elastic_driver.h"
 #include "control/local_actuator.h"
 #include "control/rollout_driver.h"
 #include "core/clock.h"
@@ -72,6 +79,9 @@ class Controller {
     std::vector<std::pair<double, double>> step_sums;
     bool last_ok = false;
     double running = 0, waiting = 0, progress = 0;
+    double kv_usage = 0, finished = 0;  // for the elasticity policies
+    bool retiring = false;  // drained for a scale-in: stopped once idle, no longer observed
+    bool stopped = false;   // scaled in: neither scraped nor listed to the policies again
   };
 
   Controller(ControlConfig config, std::shared_ptr<Clock> clock, std::shared_ptr<LocalActuator> local);
@@ -94,6 +104,17 @@ class Controller {
   // `timeout`.
   absl::StatusOr<std::string> Probe(const std::string& url, int max_tokens, Nanos timeout);
   absl::Status Actuate(const policy::FleetAction& a, const Engine& e);
+  // POST /admin/backends/NAME/VERB on the gateway (drain, undrain).
+  absl::Status GatewayAdmin(const std::string& engine, const char* verb);
+  // The elasticity policies' round (after every engine was scraped): stops the retiring engines
+  // that went idle, then carries out what the policies decide.
+  void Elastic();
+  void ScaleOut(const ElasticAction& a);
+  void StopRetired(Engine& e);
+  // One action line for the log and the action counter.
+  void LogAction(const std::string& action, nlohmann::json line);
+  // "stopped", "retiring", or the fleet policy's state (under mu_).
+  std::string StateName(const Engine& e) const;
   net::HttpResponse Handle(const net::HttpRequest& req);
   net::HttpResponse Metrics() const;
   net::HttpResponse AdminEngines() const;
@@ -107,6 +128,7 @@ class Controller {
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::HttpClient> gateway_;  // the round's thread only
   std::unique_ptr<RolloutDriver> rollout_;    // null: no rollout section; the round's thread only
+  std::unique_ptr<ElasticDriver> elastic_;    // null: no autoscale or pd_ratio; the round's thread only
   std::thread loop_;
   bool stopping_ = false;  // under mu_
   std::unique_ptr<net::EtcdElection> election_;  // null: no HA

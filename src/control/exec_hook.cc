@@ -21,7 +21,8 @@ absl::Status RunHook(const HookCall& call, Nanos timeout) {
   for (char** e = environ; *e; ++e) {
     const std::string_view v(*e);
     if (!v.starts_with("MYRIAD_ACTION=") && !v.starts_with("MYRIAD_TARGET=") &&
-        !v.starts_with("MYRIAD_TARGET_URL=") && !v.starts_with("MYRIAD_REASON=") && !v.starts_with("MYRIAD_ROLE=")) {
+        !v.starts_with("MYRIAD_TARGET_URL=") && !v.starts_with("MYRIAD_REASON=") && !v.starts_with("MYRIAD_ROLE=") &&
+        !v.starts_with("MYRIAD_COUNT=")) {
       env.emplace_back(v);
     }
   }
@@ -30,6 +31,7 @@ absl::Status RunHook(const HookCall& call, Nanos timeout) {
   env.push_back("MYRIAD_TARGET_URL=" + call.target_url);
   env.push_back("MYRIAD_REASON=" + call.reason);
   if (!call.role.empty()) env.push_back("MYRIAD_ROLE=" + call.role);
+  if (call.count > 0) env.push_back("MYRIAD_COUNT=" + std::to_string(call.count));
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);

@@ -26,7 +26,7 @@ std::string_view PrometheusLabelValue(std::string_view labels, std::string_view 
 
 namespace {
 
-enum class Field { kNone, kRunning, kWaiting, kKvUsage, kGenerated, kPreemptions, kStepSum, kStepCount };
+enum class Field { kNone, kRunning, kWaiting, kKvUsage, kGenerated, kPreemptions, kFinished, kStepSum, kStepCount };
 
 Field FieldOf(std::string_view name) {
   if (name == "vllm:num_requests_running" || name == "sglang:num_running_reqs") return Field::kRunning;
@@ -36,6 +36,7 @@ Field FieldOf(std::string_view name) {
   }
   if (name == "vllm:generation_tokens_total" || name == "sglang:generation_tokens_total") return Field::kGenerated;
   if (name == "vllm:num_preemptions_total") return Field::kPreemptions;
+  if (name == "vllm:request_success_total") return Field::kFinished;
   // vLLM V1's name, then V0's for the same histogram.
   if (name == "vllm:inter_token_latency_seconds_sum" || name == "vllm:time_per_output_token_seconds_sum") {
     return Field::kStepSum;
@@ -111,6 +112,7 @@ VllmScrape ParseVllmMetrics(std::string_view text) {
         if (rank) rank->generation_tokens += v;
         break;
       case Field::kPreemptions: out.preemptions += v; break;
+      case Field::kFinished: out.finished += v; break;
       case Field::kStepSum:
         if (rank) rank->step_seconds_sum += v;
         break;

@@ -18,6 +18,9 @@ struct VllmScrape {
   double running = 0, waiting = 0;
   double kv_usage = 0;  // the fullest rank's
   double generation_tokens = 0, preemptions = 0;
+  // Requests finished (vllm:request_success_total, every finished_reason): with the change in
+  // running + waiting between two scrapes, the requests the engine was offered.
+  double finished = 0;
   struct Rank {
     double running = 0, waiting = 0, generation_tokens = 0;
     double kv_usage = 0;

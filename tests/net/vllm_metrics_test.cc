@@ -26,6 +26,8 @@ TEST(VllmMetrics, ReadsCurrentAndOlderNamesPerRank) {
       "vllm:num_requests_running{engine=\"x\"} 10\n"        // not a rank: summed only
       "vllm:num_requests_waiting{engine=\"0\"} NaN\n"       // not a number: skipped
       "vllm:num_requests_waiting{engine=\"99999\"} 1\n"     // beyond any rank: summed only
+      "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\"} 4\n"
+      "vllm:request_success_total{engine=\"1\",finished_reason=\"length\"} 6\n"
       "vllm:unknown_metric 5\n"
       "garbage line\n";
   const VllmScrape s = ParseVllmMetrics(text);
@@ -35,6 +37,7 @@ TEST(VllmMetrics, ReadsCurrentAndOlderNamesPerRank) {
   EXPECT_EQ(s.kv_usage, 0.5);
   EXPECT_EQ(s.generation_tokens, 150);
   EXPECT_EQ(s.preemptions, 7);
+  EXPECT_EQ(s.finished, 10) << "every finished_reason, every rank";
   ASSERT_EQ(s.ranks.size(), 2u);
   EXPECT_EQ(s.ranks[0].running, 3);
   EXPECT_EQ(s.ranks[0].generation_tokens, 100);
