@@ -139,7 +139,9 @@ absl::StatusOr<ControlConfig> ParseControlConfig(std::string_view yaml, std::str
   }
   MYRIAD_RETURN_IF_ERROR(r.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(r.Map(root, "", {"listen", "scrape", "detect", "straggler", "gate", "gateway", "engines",
-                                          "actuators", "dry_run", "ha", "rollout", "signals", "autoscale", "pd_ratio"}));
+                                          "actuators", "dry_run", "ha", "rollout", "signals", "autoscale", "pd_ratio",
+                                          "admin_token"}));
+  MYRIAD_RETURN_IF_ERROR(r.Get(root, "admin_token", "", &c.admin_token));
   MYRIAD_RETURN_IF_ERROR(r.Get(root, "listen", "", &c.listen));
   if (!net::ParseHostPort(c.listen).ok()) {
     return r.Error(root["listen"], "listen", fmt::format("'{}' is not HOST:PORT", c.listen));

@@ -105,6 +105,9 @@ struct ControlConfig {
   // The gateway's admin API: its backend list when `engines` is empty, and drain/undrain.
   std::string gateway_url;
   std::string gateway_admin_token;
+  // The controller's own operator requests (POST /admin/engines/NAME/maintain, repair, role)
+  // need `Authorization: Bearer <admin_token>`; empty: they are refused (403).
+  std::string admin_token;
   bool drain_in_gateway = true;  // when gateway_url is set
   std::vector<EngineConfig> engines;
   // A shell command per action name (drain, restart, readmit, cordon, change_role, scale_out,

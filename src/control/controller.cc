@@ -10,6 +10,7 @@
 #include "control/exec_hook.h"
 #include "net/json_text.h"
 #include "net/prometheus.h"
+#include "net/openai_request.h"
 #include "net/url_path.h"
 #include "net/vllm_metrics.h"
 
@@ -124,14 +125,20 @@ void Controller::Loop() {
   }
 }
 
-void Controller::RefreshEngines() {
-  if (!config_.engines.empty() || !gateway_) return;
+std::optional<json> Controller::GatewayBackends() {
+  if (!gateway_) return std::nullopt;
   net::Headers h;
   if (!config_.gateway_admin_token.empty()) h.emplace_back("Authorization", "Bearer " + config_.gateway_admin_token);
   auto r = gateway_->Request("GET", "/admin/backends", "", {}, h);
-  if (!r.ok() || r->status != 200) return;  // the next round asks again
-  const json j = json::parse(r->body, nullptr, false);
-  if (!j.is_object() || !j.contains("backends") || !j["backends"].is_array()) return;
+  if (!r.ok() || r->status != 200) return std::nullopt;  // the next round asks again
+  json j = json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("backends") || !j["backends"].is_array()) return std::nullopt;
+  return j;
+}
+
+void Controller::RefreshEngines(const std::optional<json>& backends) {
+  if (!config_.engines.empty() || !backends) return;
+  const json& j = *backends;
   std::lock_guard l(mu_);
   for (const json& b : j["backends"]) {
     if (!b.is_object() || !b.contains("name") || !b["name"].is_string() || !b.contains("url") ||
@@ -265,22 +272,47 @@ bool Controller::leader() const {
   return leading_;
 }
 
+absl::Status Controller::Request(OperatorRequest request) {
+  std::lock_guard l(mu_);
+  if (std::none_of(engines_.begin(), engines_.end(),
+                   [&](const auto& e) { return e->config.name == request.engine && !e->stopped; })) {
+    return absl::NotFoundError(fmt::format("no engine named '{}'", request.engine));
+  }
+  if (requests_.size() >= kMaxEngines) return absl::ResourceExhaustedError("too many requests waiting for a round");
+  requests_.push_back(std::move(request));
+  return absl::OkStatus();
+}
+
 absl::Status Controller::RequestRoleChange(const std::string& engine, const std::string& role) {
   if (role != "prefill" && role != "decode" && role != "colocated") {
     return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
   }
-  std::lock_guard l(mu_);
-  if (std::none_of(engines_.begin(), engines_.end(),
-                   [&](const auto& e) { return e->config.name == engine && !e->stopped; })) {
-    return absl::NotFoundError(fmt::format("no engine named '{}'", engine));
-  }
-  role_changes_.emplace_back(engine, role);
-  return absl::OkStatus();
+  return Request({engine, OperatorRequest::Kind::kRole, role});
+}
+
+absl::Status Controller::RequestMaintenance(const std::string& engine) {
+  return Request({engine, OperatorRequest::Kind::kMaintain, ""});
+}
+
+absl::Status Controller::RequestRepair(const std::string& engine) {
+  return Request({engine, OperatorRequest::Kind::kRepair, ""});
 }
 
 void Controller::RunRound() {
   const bool acting = Leading();
-  RefreshEngines();
+  const std::optional<json> backends = GatewayBackends();
+  RefreshEngines(backends);
+  // The gateway's passive ejection (consecutive errors on real traffic) is a second witness of
+  // a crash: FleetController acts on it at the first failed scrape.
+  std::map<std::string, bool> ejected;
+  if (backends) {
+    for (const json& b : (*backends)["backends"]) {
+      if (b.is_object() && b.contains("name") && b["name"].is_string() && b.contains("ejected") &&
+          b["ejected"].is_boolean()) {
+        ejected[b["name"].get<std::string>()] = b["ejected"].get<bool>();
+      }
+    }
+  }
   std::vector<Engine*> list;
   std::vector<std::pair<Engine*, std::vector<policy::FleetAction>>> changes;
   {
@@ -290,17 +322,29 @@ void Controller::RunRound() {
       if (!e->stopped) list.push_back(e.get());
     }
     if (acting) {
-      for (const auto& [name, role] : role_changes_) {
+      for (const OperatorRequest& rq : requests_) {
         for (auto& e : engines_) {
-          if (e->config.name == name) changes.emplace_back(e.get(), policy_.ChangeRole(e->index, clock_->Now(), role));
+          if (e->config.name != rq.engine || e->stopped) continue;
+          switch (rq.kind) {
+            case OperatorRequest::Kind::kRole:
+              changes.emplace_back(e.get(), policy_.ChangeRole(e->index, clock_->Now(), rq.role));
+              break;
+            case OperatorRequest::Kind::kMaintain:
+              changes.emplace_back(e.get(), policy_.Maintain(e->index, clock_->Now()));
+              break;
+            case OperatorRequest::Kind::kRepair:
+              policy_.Repaired(e->index, clock_->Now());
+              break;
+          }
         }
       }
-      role_changes_.clear();
+      requests_.clear();
     }
   }
   for (auto& [e, actions] : changes) Carry(*e, std::move(actions));
   for (Engine* e : list) {
-    const policy::EngineObservation obs = Scrape(*e);
+    policy::EngineObservation obs = Scrape(*e);
+    if (auto it = ejected.find(e->config.name); it != ejected.end()) obs.gateway_ejected = it->second;
     std::vector<policy::FleetAction> actions;
     {
       std::lock_guard l(mu_);
@@ -504,11 +548,49 @@ std::string Controller::StateOf(const std::string& engine) const {
 
 net::HttpResponse Controller::Handle(const net::HttpRequest& req) {
   const std::string_view path = req.path();
-  if (req.method != "GET") return net::JsonError(405, "MethodNotAllowed", "only GET is served");
+  if (req.method == "POST" && path.starts_with("/admin/engines/")) return AdminRequest(req);
+  if (req.method != "GET") return net::JsonError(405, "MethodNotAllowed", "only GET is served, and POST /admin/engines/NAME/...");
   if (path == "/health") return {200, "text/plain", "", {}};
   if (path == "/metrics") return Metrics();
   if (path == "/admin/engines") return AdminEngines();
   return net::JsonError(404, "NotFoundError", fmt::format("no route for GET {}", std::string(path)));
+}
+
+net::HttpResponse Controller::AdminRequest(const net::HttpRequest& req) {
+  if (config_.admin_token.empty()) {
+    return net::JsonError(403, "forbidden", "operator requests are disabled (no admin_token set)");
+  }
+  if (net::BearerToken(req.headers) != config_.admin_token) {
+    return net::JsonError(401, "unauthorized", "operator requests need Authorization: Bearer <admin_token>");
+  }
+  constexpr std::string_view kPrefix = "/admin/engines/";
+  const std::string_view rest = req.path().substr(kPrefix.size());
+  const size_t slash = rest.find('/');
+  const std::optional<std::string> name =
+      slash == std::string_view::npos ? std::nullopt : net::PercentDecode(rest.substr(0, slash));
+  if (!name) return net::JsonError(404, "NotFoundError", "expected /admin/engines/NAME/maintain, repair or role");
+  const std::string_view verb = rest.substr(slash + 1);
+  absl::Status st;
+  std::string role;
+  if (verb == "maintain") {
+    st = RequestMaintenance(*name);
+  } else if (verb == "repair") {
+    st = RequestRepair(*name);
+  } else if (verb == "role") {
+    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (!body.is_object() || !body.contains("role") || !body["role"].is_string()) {
+      return net::JsonError(400, "invalid_request_error", "body: expected {\"role\": \"prefill|decode|colocated\"}");
+    }
+    role = body["role"].get<std::string>();
+    st = RequestRoleChange(*name, role);
+  } else {
+    return net::JsonError(404, "NotFoundError", fmt::format("no operator request '{}': maintain, repair or role", std::string(verb)));
+  }
+  if (absl::IsNotFound(st)) return net::JsonError(404, "NotFoundError", std::string(st.message()));
+  if (!st.ok()) return net::JsonError(400, "invalid_request_error", std::string(st.message()));
+  json out = {{"engine", *name}, {"request", std::string(verb)}, {"state", StateOf(*name)}};
+  if (!role.empty()) out["role"] = role;
+  return {202, "application/json", net::JsonText(out), {}};
 }
 
 net::HttpResponse Controller::AdminEngines() const {

@@ -4,7 +4,8 @@
 // policy::FleetController, and carries out the actions it returns: drain and undrain through
 // the gateway's admin API, the exec hooks, the warmup gate's probes. It decides nothing itself.
 // Its own /metrics and GET /admin/engines (engines, states, the slow-node radar) are served on
-// `listen`. Rounds run on the clock it is given, so tests step virtual time.
+// `listen`, and with `admin_token` the operators' requests (POST /admin/engines/NAME/maintain,
+// repair, role). Rounds run on the clock it is given, so tests step virtual time.
 // With `ha.etcd`, controllers elect a leader (net/etcd_election.h); a follower only scrapes, for
 // its endpoints. A leader starts each term with a fresh policy::FleetController and the journal
 // of the actions recorded in etcd (policy/action_journal.h): each action is recorded before it is
@@ -64,6 +65,13 @@ class Controller {
   // next round through policy::FleetController::ChangeRole (drain, change_role, the warmup gate,
   // readmit). InvalidArgument for an unknown role, NotFound for an unknown engine.
   absl::Status RequestRoleChange(const std::string& engine, const std::string& role);
+  // Asks for planned maintenance of a serving engine (FleetController::Maintain: drained,
+  // restarted, re-admitted through the warmup gate) at the next round. NotFound for an
+  // unknown engine.
+  absl::Status RequestMaintenance(const std::string& engine);
+  // Tells the controller an operator repaired a cordoned engine (FleetController::Repaired):
+  // the next scrape that reaches it runs the warmup gate. NotFound for an unknown engine.
+  absl::Status RequestRepair(const std::string& engine);
   // The engine's state by name ("" when unknown).
   std::string StateOf(const std::string& engine) const;
   // Whether this controller acted in its last round (always, without HA).
@@ -97,7 +105,11 @@ class Controller {
   // its first scrape probes against that answer.
   void UseKnownAnswer(Engine& e);
   absl::Status ConnectEtcd();
-  void RefreshEngines();
+  // The gateway's backend list (GET /admin/backends), once a round; null when there is no
+  // gateway or it did not answer.
+  std::optional<nlohmann::json> GatewayBackends();
+  // Adds the listed backends as engines when the config names none.
+  void RefreshEngines(const std::optional<nlohmann::json>& backends);
   policy::EngineObservation Scrape(Engine& e);
   void Carry(Engine& e, std::vector<policy::FleetAction> actions);
   // Records the answer, or compares it; "" with ok=false when the engine did not answer within
@@ -118,6 +130,8 @@ class Controller {
   net::HttpResponse Handle(const net::HttpRequest& req);
   net::HttpResponse Metrics() const;
   net::HttpResponse AdminEngines() const;
+  // POST /admin/engines/NAME/maintain | repair | role ({"role": ...}), with the admin token.
+  net::HttpResponse AdminRequest(const net::HttpRequest& req);
   void Loop();
 
   ControlConfig config_;
@@ -147,7 +161,15 @@ class Controller {
   uint64_t rounds_ = 0;
   bool leading_ = false;
   uint64_t skipped_ = 0;  // actions an earlier leader had recorded
-  std::vector<std::pair<std::string, std::string>> role_changes_;  // (engine, role) asked for
+  // What operators asked for (the methods above, POST /admin/engines/NAME/...), carried out
+  // at the next round.
+  struct OperatorRequest {
+    std::string engine;
+    enum class Kind { kRole, kMaintain, kRepair } kind;
+    std::string role;
+  };
+  absl::Status Request(OperatorRequest request);
+  std::vector<OperatorRequest> requests_;
 };
 
 }  // namespace myriad::control

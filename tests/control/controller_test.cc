@@ -306,6 +306,88 @@ TEST(Controller, RoleChangeDrainsRunsTheHookWithTheRoleAndReadmitsThroughTheGate
   }
 }
 
+// An operator's requests over the controller's HTTP API: planned maintenance drains, restarts
+// and re-admits through the gate; a cordoned engine reported repaired goes through the gate
+// again. Without the admin token nothing is queued.
+TEST(Controller, OperatorMaintenanceAndRepairOverTheAdminApi) {
+  ControlConfig c;
+  c.admin_token = "op-token";
+  c.policy.probe_period = 2 * kSecond;
+  Fixture f(c);
+  ASSERT_EQ(f.ctl->StateOf("b1"), "serving");
+  net::HttpClient api(net::HostPort{"127.0.0.1", f.ctl->port()});
+  const net::Headers op{{"Authorization", "Bearer op-token"}};
+  const auto post = [&](const std::string& target, const net::Headers& h, const std::string& body = "") {
+    auto r = api.Request("POST", target, body, "application/json", h);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->status : 0;
+  };
+  EXPECT_EQ(post("/admin/engines/b1/maintain", {}), 401);
+  EXPECT_EQ(post("/admin/engines/b1/maintain", {{"Authorization", "Bearer nope"}}), 401);
+  EXPECT_EQ(post("/admin/engines/b9/maintain", op), 404);
+  EXPECT_EQ(post("/admin/engines/b1/reboot", op), 404);
+  EXPECT_EQ(post("/admin/engines/b1/role", op, R"({"role":"verifier"})"), 400);
+  f.Step();
+  EXPECT_EQ(f.ctl->StateOf("b1"), "serving") << "a refused request was queued: " << f.Log();
+
+  ASSERT_EQ(post("/admin/engines/b1/maintain", op), 202);
+  f.Step();
+  for (int i = 0; i < 3 && f.ctl->StateOf("b1") != "serving"; ++i) f.Step();
+  std::vector<std::string> b1 = f.Actions("b1");
+  std::erase_if(b1, [](const std::string& a) { return a.starts_with("probe:"); });  // the periodic probes
+  EXPECT_EQ(b1, (std::vector<std::string>{"record_answer:admission", "drain:maintenance",
+                                                       "restart:maintenance", "warmup:back after restart",
+                                                       "readmit:warmup passed"}))
+      << f.Log();
+  EXPECT_FALSE(Draining(f.h, "b1"));
+
+  // A wrong answer cordons b0; the operator replaces the part and says so.
+  emu::Fault wrong;
+  wrong.kind = emu::Fault::Kind::kWrongAnswer;
+  f.h.emus[0]->SetFault(wrong);
+  for (int i = 0; i < 5 && f.ctl->StateOf("b0") != "cordoned"; ++i) f.Step();
+  ASSERT_EQ(f.ctl->StateOf("b0"), "cordoned") << f.Log();
+  f.Step();
+  EXPECT_EQ(f.ctl->StateOf("b0"), "cordoned") << "a cordoned engine stays out until repaired";
+  f.h.emus[0]->SetFault({});
+  ASSERT_EQ(post("/admin/engines/b0/repair", op), 202);
+  for (int i = 0; i < 4 && f.ctl->StateOf("b0") != "serving"; ++i) f.Step();
+  EXPECT_EQ(f.ctl->StateOf("b0"), "serving") << f.Log();
+  EXPECT_FALSE(Draining(f.h, "b0"));
+}
+
+TEST(Controller, OperatorRequestsAreRefusedWithoutAnAdminToken) {
+  Fixture f;
+  net::HttpClient api(net::HostPort{"127.0.0.1", f.ctl->port()});
+  auto r = api.Request("POST", "/admin/engines/b1/maintain", "", "", {{"Authorization", "Bearer x"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 403);
+  EXPECT_NE(r->body.find("no admin_token set"), std::string::npos) << r->body;
+}
+
+// The gateway's passive ejection (its own errors on real traffic) is a second witness of a
+// crash: with it the controller acts at the first failed scrape instead of after
+// crash_after_failed_probes of them.
+TEST(Controller, TheGatewaysEjectionActsAtTheFirstFailedScrape) {
+  ControlConfig c;
+  Fixture f(c);
+  ASSERT_EQ(f.ctl->StateOf("b0"), "serving");
+  f.h.emus[0]->Crash();
+  // Traffic through the gateway until it has ejected b0 (its consecutive errors).
+  net::HttpClient client = f.h.Client();
+  bool ejected = false;
+  for (int i = 0; i < 40 && !ejected; ++i) {
+    (void)client.Post("/v1/completions", R"({"model":"emu-model","prompt":"hello","max_tokens":1})");
+    auto r = client.Request("GET", "/admin/backends", "", {}, {{"Authorization", std::string("Bearer ") + kToken}});
+    ASSERT_TRUE(r.ok() && r->status == 200);
+    for (const json& b : json::parse(r->body)["backends"]) ejected |= b["name"] == "b0" && b["ejected"].get<bool>();
+  }
+  ASSERT_TRUE(ejected) << "the gateway never ejected the crashed backend";
+  f.Step();  // one failed scrape (crash_after_failed_probes is 2 in the fixture)
+  EXPECT_EQ(f.ctl->StateOf("b0"), "recovering") << f.Log();
+  EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash"}));
+}
+
 // `myriad up --control` without --control-config builds its config in code: it must get the
 // documented defaults too, the periodic known-answer probe every minute included.
 TEST(ControlConfig, ACodeBuiltConfigHasTheDocumentedDefaults) {
