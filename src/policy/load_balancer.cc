@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/strings.h"
+#include "policy/load_peek.h"
 #include "policy/load_ranking.h"
 
 namespace myriad::policy {
@@ -52,21 +53,29 @@ class LeastLoadedBalancer final : public LoadBalancer {
  public:
   std::string_view name() const override { return "least-loaded"; }
   int Pick(LoadView c, Phase phase, Rng&) override {
-    size_t& next = next_[phase == Phase::kPrefill ? 0 : 1];
-    int pick;
+    const int pick = Peek(c, phase);
+    if (pick >= 0) next_[Turn(phase)] = static_cast<size_t>(pick) + 1;
+    return pick;
+  }
+  // What Pick would answer now, without taking its turn.
+  int Peek(LoadView c, Phase phase) const {
     if (c.ranking() != nullptr && c.ranking()->phase() == phase && c.ranking()->size() == c.size()) {
-      pick = c.ranking()->Best();
-      if (pick >= 0 && static_cast<size_t>(pick) < next) {
-        if (const int later = c.ranking()->FirstBestFrom(next); later >= 0) pick = later;
-      }
-    } else {
-      pick = Scan(c, phase, next);
+      return PeekRanked(*c.ranking());
     }
-    if (pick >= 0) next = static_cast<size_t>(pick) + 1;
+    return Scan(c, phase, next_[Turn(phase)]);
+  }
+  // The same from a ranking of the candidates' loads alone.
+  int PeekRanked(const LoadRanking& ranking) const {
+    const size_t next = next_[Turn(ranking.phase())];
+    const int pick = ranking.Best();
+    if (pick >= 0 && static_cast<size_t>(pick) < next) {
+      if (const int later = ranking.FirstBestFrom(next); later >= 0) return later;
+    }
     return pick;
   }
 
  private:
+  static size_t Turn(Phase phase) { return phase == Phase::kPrefill ? 0 : 1; }
   // The scan keeps the best so far in scalars and updates them with selects, not branches:
   // which candidate wins is data-dependent and the branches mispredicted on every few units.
   static int Scan(LoadView c, Phase phase, size_t from) {
@@ -105,6 +114,11 @@ const std::vector<Entry>& Registry() {
 }
 
 }  // namespace
+
+int PeekLeastLoaded(const LoadBalancer& balancer, const LoadRanking& ranking) {
+  const auto* least = dynamic_cast<const LeastLoadedBalancer*>(&balancer);
+  return least == nullptr ? -1 : least->PeekRanked(ranking);
+}
 
 absl::StatusOr<std::unique_ptr<LoadBalancer>> MakeLoadBalancer(std::string_view name) {
   for (const auto& e : Registry()) {

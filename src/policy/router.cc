@@ -1,5 +1,6 @@
 #include "policy/router.h"
 
+#include "policy/load_peek.h"
 #include "policy/load_ranking.h"
 
 #include <fmt/format.h>
@@ -71,7 +72,7 @@ Router::Router(RouterOptions options, PrefixIndex* index) : options_(options), i
 
 int Router::LikelyEntry() const {
   if (options_.policy != RoutingPolicy::kLeastLoaded || entry_ranking_ == nullptr) return -1;
-  return entry_ranking_->Best();
+  return PeekLeastLoaded(*balancer_, *entry_ranking_);
 }
 
 int Router::PickDecode(std::span<const Candidate> decode, Rng& rng) {

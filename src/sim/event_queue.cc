@@ -93,7 +93,10 @@ bool EventQueue::Step() {
   return true;
 }
 
-void EventQueue::RunUntil(Nanos until) {
+// Flattened: Step (and the heap's sift) inline into the loop that runs nearly every event; as a
+// call, its prologue and epilogue cost about 1% of a run's instructions (callgrind, default
+// scenario at 1/16).
+[[gnu::flatten]] void EventQueue::RunUntil(Nanos until) {
   for (;;) {
     const bool heap_due = !heap_.empty() && heap_.front().at <= until;
     if (!heap_due && !(stream_pending_ && stream_at_ <= until)) return;

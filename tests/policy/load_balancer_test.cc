@@ -1,4 +1,5 @@
 #include "policy/load_balancer.h"
+#include "policy/load_peek.h"
 #include "policy/load_ranking.h"
 
 #include <gtest/gtest.h>
@@ -101,6 +102,9 @@ TEST(LoadBalancer, LoadRankingAgreesWithTheScan) {
         first_lb = *MakeLoadBalancer("least-loaded");
         ASSERT_EQ(ranking.Best(), first_lb->Pick(c, phase, rng)) << "n " << n << ", change " << change;
         const int scan = scan_lb->Pick(c, phase, rng);
+        // Asked beforehand (twice: asking takes no turn), the ranked balancer tells its pick.
+        ASSERT_EQ(PeekLeastLoaded(*ranked_lb, ranking), scan) << "n " << n << ", change " << change;
+        ASSERT_EQ(PeekLeastLoaded(*ranked_lb, ranking), scan) << "n " << n << ", change " << change;
         ASSERT_EQ(ranked_lb->Pick(LoadView(c).with_ranking(&ranking), phase, rng), scan)
             << "n " << n << ", change " << change;
       }
@@ -127,6 +131,11 @@ TEST(LoadBalancer, RoundRobinCyclesAndRandomCoversAll) {
   for (int i = 0; i < 3000; ++i) ++hits[static_cast<size_t>(rnd->Pick(c, Phase::kPrefill, rng))];
   EXPECT_EQ(hits[2], 0);
   for (int i : {0, 1, 3}) EXPECT_NEAR(hits[static_cast<size_t>(i)], 1000, 150);
+  // Neither tells its next pick beforehand.
+  LoadRanking ranking(Phase::kPrefill, c.size());
+  for (size_t i = 0; i < c.size(); ++i) ranking.Update(i, c[i]);
+  EXPECT_EQ(PeekLeastLoaded(*rr, ranking), -1);
+  EXPECT_EQ(PeekLeastLoaded(*rnd, ranking), -1);
 }
 
 TEST(LoadBalancer, NoneAvailableAndUnknownName) {

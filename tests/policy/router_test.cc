@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "perf/step_model.h"
+#include "policy/load_ranking.h"
 
 namespace myriad::policy {
 namespace {
@@ -171,6 +172,30 @@ TEST_F(RouterTest, PrefixOnlyTakesTheLongestMatchAndLoadOnlyIgnoresIt) {
   EXPECT_EQ(prefix.Route(Req(), units, {}, rng_).entry, 2);
   Router least(RouterOptions{.policy = RoutingPolicy::kLeastLoaded}, nullptr);
   EXPECT_EQ(least.Route(Req(), units, {}, rng_).entry, 0);
+}
+
+// The unit the simulator warms before admitting (LikelyEntry) is the one Route then picks,
+// also when least-loaded takes turns among equally loaded units: warming the ranking's first
+// minimum instead warmed the wrong unit's cache on most arrivals.
+TEST_F(RouterTest, LikelyEntryIsTheLeastLoadedPickIncludingItsTurn) {
+  auto units = Units(5);
+  units[3].load.queued_prefill_tokens = 7;
+  LoadRanking ranking(Phase::kPrefill, units.size());
+  Router r(RouterOptions{.policy = RoutingPolicy::kLeastLoaded}, nullptr);
+  r.UseLoadRankings(&ranking, nullptr);
+  std::vector<int> picks;
+  for (int i = 0; i < 8; ++i) {
+    for (size_t u = 0; u < units.size(); ++u) ranking.Update(u, units[u].load);
+    const int likely = r.LikelyEntry();
+    const int picked = r.Route(Req(), units, {}, rng_).entry;
+    EXPECT_EQ(likely, picked) << "arrival " << i;
+    picks.push_back(picked);
+  }
+  EXPECT_EQ(picks, (std::vector<int>{0, 1, 2, 4, 0, 1, 2, 4}));
+  // Load-blind or request-dependent policies promise nothing.
+  Router kv(RouterOptions{.policy = RoutingPolicy::kKvAware}, &index_);
+  kv.UseLoadRankings(&ranking, nullptr);
+  EXPECT_EQ(kv.LikelyEntry(), -1);
 }
 
 TEST_F(RouterTest, RejectsWhenNoCandidateCanMeetTheSlo) {
