@@ -57,7 +57,10 @@ struct RouterOptions {
   // this probability x that recompute (priced by the candidate's cost), so a miss goes where it
   // displaces least: an empty slot, or a short prompt. One constant, not a per-conversation
   // guess: the engine's slots are what the model knows. In [0, 1]; 0: ignore displacement.
-  double evict_return_probability = 0.5;
+  // 0.15, not the 0.5 first tried: on bench/approx_routing.sh 0.5 sent new conversations to the
+  // engines holding the shortest prompts, a few of them, and the engines' hit rate fell from
+  // 25% to 14-21% (docs/PERFORMANCE.md, issue 25).
+  double evict_return_probability = 0.15;
 };
 
 // Parses "least-loaded", "kv-aware", "kv-aware+spread", "prefix-only+spread"...; the "+fair"
