@@ -81,6 +81,9 @@ Gateway::Gateway(GatewayConfig config, std::shared_ptr<Clock> clock)
   // Only exact keys have a store tier: the engines' events index it.
   exact.store = policy::StorePath{.bytes_per_s = config_.store_load_gbps * 1e9 / 8, .latency = config_.store_load_latency};
   token_router_ = std::make_unique<policy::Router>(exact, &index_);
+  // A placement on a slot engine is priced with what it displaces there (router.h).
+  router_->UseEngineCaches(&cache_model_);
+  token_router_->UseEngineCaches(&cache_model_);
   indexer_ = std::make_unique<policy::KvEventIndexer>(
       &index_, policy::KvEventIndexerOptions{.block_size = static_cast<uint32_t>(config_.kv_block_size)});
   std::vector<policy::TenantConfig> tenant_configs;
@@ -499,7 +502,7 @@ void Gateway::FirstToken(const Target& target, int64_t queued_tokens, const poli
   if (!b || (queued_tokens == 0 && (!sample || !b->cost_model))) return;
   std::lock_guard l(mu_);
   if (queued_tokens != 0) b->Charge(rank, 0, -queued_tokens);
-  if (sample && b->cost_model) b->cost_model->Observe(*sample);
+  if (sample && b->cost_model) b->cost_model->Observe(*sample, NowNanos());
 }
 
 void Gateway::PickVersionLocked(Exchange& ex) {
@@ -555,6 +558,12 @@ void Gateway::HandOff(const Target& decode) {
 
 Route Gateway::Pick(const Exchange& ex) {
   std::lock_guard l(mu_);
+  const Nanos now = NowNanos();
+  // A backend left unchosen since its last sample is re-priced toward its prior, so that it is
+  // tried again (policy/backend_cost_model.h).
+  for (const auto& b : backends_) {
+    if (b->cost_model) b->cost_model->Age(now);
+  }
   Candidates c = CandidatesFor(ex);
   std::vector<Target>& entries = c.entries;
   std::vector<Target>& decodes = c.decodes;
@@ -569,7 +578,6 @@ Route Gateway::Pick(const Exchange& ex) {
     decode_c.clear();
   }
   Route out;
-  const Nanos now = NowNanos();
   // An attempt after the first is a retry: its tenant was charged once, the limiter takes it.
   policy::AdmissionPipeline& admission = ex.token_keys ? *token_admission_ : *admission_;
   const policy::Admission a = admission.Admit(

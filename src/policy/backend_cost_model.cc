@@ -18,6 +18,9 @@ constexpr double kMinScale = 0.02;
 constexpr double kScaleStep = 1.2;
 constexpr uint64_t kRefitEvery = 8;
 constexpr double kInitialScale = 0.5;
+constexpr double kRepriceStep = 0.01;
+// Discounted weights stop here: far below any fresh sample's, and clear of denormals.
+constexpr double kMinFreshness = 1e-9;
 
 // Solves a x = b (n <= 4, symmetric positive definite in practice) by elimination with
 // partial pivoting; false when singular.
@@ -54,6 +57,8 @@ BackendCostModel::BackendCostModel(const PrefillCost& prior, BackendCostModelOpt
   options_.window = std::clamp(options_.window, 4, kMaxCostWindow);
   options_.prior_samples = std::max(options_.prior_samples, 1e-6);
   options_.clip = std::max(options_.clip, 1.0);
+  options_.stale_after = std::clamp<Nanos>(options_.stale_after, 0, kMaxCostStaleness);
+  options_.stale_half_life = std::clamp<Nanos>(options_.stale_half_life, 1, kMaxCostStaleness);
   const int64_t ref = std::max<int64_t>(options_.reference_tokens, 1);
   const double r = static_cast<double>(ref);
   const double base = prior.PrefillSeconds(0, 0);
@@ -87,8 +92,36 @@ void BackendCostModel::Recount() {
   since_recount_ = 0;
 }
 
-void BackendCostModel::Observe(const CostSample& s) {
+double BackendCostModel::Freshness(Nanos now) const {
+  if (samples_ == 0 || options_.stale_after <= 0) return 1;
+  const Nanos idle = now - last_at_ - options_.stale_after;
+  if (idle <= 0) return 1;
+  return std::exp2(-static_cast<double>(idle) / static_cast<double>(options_.stale_half_life));
+}
+
+void BackendCostModel::Reprice(double freshness) {
+  // Re-pricing on every request would cost the drivers a rebuild each: steps of 1% suffice.
+  if (freshness < 1 && std::abs(freshness - priced_freshness_) < kRepriceStep) return;
+  priced_freshness_ = freshness;
+  auto mix = [&](double fit, double prior) { return freshness * fit + (1 - freshness) * prior; };
+  cost_ = PrefillCost::Linear(mix(fit_.fixed_s, prior_.fixed_s), mix(fit_.per_uncached_s, prior_.per_uncached_s),
+                              mix(fit_.per_cached_s, prior_.per_cached_s), mix(fit_.per_queued_s, prior_.per_queued_s),
+                              kv_bytes_per_token_);
+}
+
+void BackendCostModel::Observe(const CostSample& s, Nanos now) {
   if (!std::isfinite(s.seconds) || s.seconds < 0) return;
+  const double freshness = Freshness(now);
+  if (freshness < 1) {
+    // Evidence from before the gap counts for what it is still worth; the new sample is judged
+    // against the fit (not the drifted price), with the scale widened as far as the old fit is
+    // now doubted.
+    for (Row& r : ring_) r.w *= std::max(freshness, kMinFreshness);
+    Recount();
+    scale_ = std::max(scale_, kInitialScale * (1 - freshness));
+  }
+  if (priced_freshness_ != 1) Reprice(1);
+  last_at_ = std::max(last_at_, now);
   const int64_t uncached = std::max<int64_t>(s.uncached, 0), cached = std::max<int64_t>(s.cached, 0),
                 queued = std::max<int64_t>(s.queued, 0);
   Row row{{1.0, static_cast<double>(uncached), static_cast<double>(cached), static_cast<double>(queued)}, s.seconds, 0};
@@ -125,7 +158,7 @@ void BackendCostModel::Observe(const CostSample& s) {
   if (++since_recount_ >= static_cast<uint64_t>(options_.window)) Recount();
   // Once the window is full one sample moves the fit little, and the simulator feeds millions:
   // every kRefitEvery-th sample then.
-  if (samples_ <= static_cast<uint64_t>(options_.window) || samples_ % kRefitEvery == 0) Refit();
+  if (freshness < 1 || samples_ <= static_cast<uint64_t>(options_.window) || samples_ % kRefitEvery == 0) Refit();
 }
 
 void BackendCostModel::Refit() {
@@ -188,6 +221,7 @@ void BackendCostModel::Refit() {
   fit_ = CostCoefficients{theta[0], theta[1], theta[2], theta[3]};
   cost_ = PrefillCost::Linear(fit_.fixed_s, fit_.per_uncached_s, fit_.per_cached_s, fit_.per_queued_s,
                               kv_bytes_per_token_);
+  priced_freshness_ = 1;
 }
 
 }  // namespace myriad::policy

@@ -20,10 +20,16 @@
 // - bounded: the window is a fixed ring; old samples leave it, so the fit follows a backend
 //   that changes (a new engine version, a neighbour on the host).
 // - non-negative: a coefficient that would fit below zero is held at zero.
+// - ageing: a backend the router stops choosing sends no samples, so one slow sample could
+//   price it out for good. After `stale_after` without a sample its price drifts from the fit
+//   toward the prior (half the remaining way every `stale_half_life`), until the router tries
+//   it again; the sample that comes back is weighed against the old ones discounted by the same
+//   factor, so the fit follows what the backend does now. Time is the driver's `now`.
 // Pure and deterministic: the same samples in the same order give the same fit.
 #include <cstdint>
 #include <vector>
 
+#include "core/time.h"
 #include "policy/prefill_cost.h"
 
 namespace myriad::policy {
@@ -49,6 +55,8 @@ struct CostCoefficients {
 
 // Upper bound of the window (samples kept per backend): memory is 48 bytes a sample.
 inline constexpr int kMaxCostWindow = 4096;
+// Upper bound of the ageing times (a day).
+inline constexpr Nanos kMaxCostStaleness = 86400 * kSecond;
 
 struct BackendCostModelOptions {
   int window = 256;          // samples kept, 4..kMaxCostWindow
@@ -57,14 +65,28 @@ struct BackendCostModelOptions {
   // Where the prior's curve (quadratic in the prompt) is replaced by its chord: tokens of a
   // typical prompt.
   int64_t reference_tokens = 2048;
+  // Ageing (see above); stale_after 0: never. Both 0..kMaxCostStaleness; a half-life of 0 is 1 ns.
+  Nanos stale_after = 30 * kSecond;
+  Nanos stale_half_life = 30 * kSecond;
 };
 
 class BackendCostModel {
  public:
   explicit BackendCostModel(const PrefillCost& prior, BackendCostModelOptions options = {});
 
-  // Learns from one first token. Samples with a non-finite or negative time are ignored.
-  void Observe(const CostSample& s);
+  // Learns from one first token, which came at `now` (the clock Age is given). Samples with a
+  // non-finite or negative time are ignored.
+  void Observe(const CostSample& s, Nanos now = 0);
+  // Re-prices for `now`: the fit while it is fresh, drifting toward the prior once stale. The
+  // drivers call it before routing; cost() keeps its address.
+  void Age(Nanos now) {
+    if (priced_freshness_ == 1 && (samples_ == 0 || options_.stale_after <= 0 || now - last_at_ <= options_.stale_after)) {
+      return;
+    }
+    Reprice(Freshness(now));
+  }
+  // How much the fit's evidence counts at `now`: 1 until stale_after past the last sample.
+  double Freshness(Nanos now) const;
 
   // What the router prices the backend with: the prior until the first sample, then the fit.
   const PrefillCost& cost() const { return cost_; }
@@ -88,6 +110,8 @@ class BackendCostModel {
   void Add(const Row& r, double sign);
   void Recount();
   void Refit();
+  // cost_ from the fit weighted by `freshness` and the prior by the rest.
+  void Reprice(double freshness);
 
   BackendCostModelOptions options_;
   PrefillCost cost_;
@@ -103,6 +127,8 @@ class BackendCostModel {
   uint64_t samples_ = 0, clipped_ = 0;
   uint64_t since_recount_ = 0;
   double scale_ = 0;
+  Nanos last_at_ = 0;             // the last sample's time
+  double priced_freshness_ = 1;  // what cost_ was priced with
 };
 
 }  // namespace myriad::policy

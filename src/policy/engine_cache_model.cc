@@ -72,22 +72,49 @@ int EngineCacheModel::Served(HolderId holder, std::span<const BlockKey> blocks, 
   return slot;
 }
 
-int EngineCacheModel::ServeSlots(Holder& h, std::span<const BlockKey> blocks) {
+std::span<const BlockKey> EngineCacheModel::FitSlot(const Holder& h, std::span<const BlockKey> blocks) {
   // A prompt longer than a slot's context does not stay whole; its head is what a later prompt
   // can reuse.
   if (h.capacity.tokens > 0) {
     blocks = blocks.first(std::min<size_t>(blocks.size(), static_cast<size_t>(h.capacity.tokens / h.block_tokens)));
   }
-  EngineSlotCache& slots = *h.slots;
-  std::optional<int> pick = slots.Pick(blocks);
-  if (!pick) {
-    // Every slot was busy when last observed: the engine defers the request to whichever frees
-    // first, which the gateway cannot know; by then the observation is stale, so decide as if
-    // all were idle (the next observation corrects it).
-    for (int i = 0; i < slots.size(); ++i) slots.SetProcessing(i, false);
-    pick = slots.Pick(blocks);
+  return blocks;
+}
+
+int EngineCacheModel::PickSlot(const Holder& h, std::span<const BlockKey> blocks) {
+  if (std::optional<int> pick = h.slots->Pick(blocks)) return *pick;
+  // Every slot was busy when last observed: the engine defers the request to whichever frees
+  // first, which the gateway cannot know; by then the observation is stale, so decide as if
+  // all were idle (the next observation corrects it).
+  EngineSlotCache idle = *h.slots;
+  for (int i = 0; i < idle.size(); ++i) idle.SetProcessing(i, false);
+  return *idle.Pick(blocks);  // >= 1 slot, all idle
+}
+
+int64_t EngineCacheModel::DisplacedTokens(HolderId holder, std::span<const BlockKey> blocks) const {
+  auto it = holders_.find(holder);
+  if (it == holders_.end() || it->second.capacity.kind != EngineCacheKind::kSlots) return 0;
+  const Holder& h = it->second;
+  blocks = FitSlot(h, blocks);
+  const int slot = PickSlot(h, blocks);
+  const std::vector<BlockKey>& before = h.slots->tokens(slot);
+  // Chain keys name whole prefixes: what survives of `before` is its longest common prefix with
+  // the new prompt or with another slot.
+  size_t kept = EngineSlotCache::CommonPrefix(before, blocks);
+  for (int i = 0; i < h.slots->size() && kept < before.size(); ++i) {
+    if (i != slot) kept = std::max(kept, EngineSlotCache::CommonPrefix(before, h.slots->tokens(i)));
   }
-  const int slot = *pick;  // >= 1 slot, all idle now
+  return static_cast<int64_t>(before.size() - kept) * h.block_tokens;
+}
+
+int EngineCacheModel::ServeSlots(Holder& h, std::span<const BlockKey> blocks) {
+  blocks = FitSlot(h, blocks);
+  EngineSlotCache& slots = *h.slots;
+  const int slot = PickSlot(h, blocks);
+  // Deciding as if all were idle (PickSlot) makes them idle in the model too.
+  if (slots.processing(slot)) {
+    for (int i = 0; i < slots.size(); ++i) slots.SetProcessing(i, false);
+  }
   const std::vector<BlockKey> before = slots.tokens(slot);
   slots.Start(slot, blocks);
   // The gateway does not see the request end: the slot is modelled idle at once, released now.

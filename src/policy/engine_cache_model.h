@@ -97,6 +97,13 @@ class EngineCacheModel {
 
   EngineCacheOccupancy Occupancy(HolderId holder) const;
 
+  // Tokens of other prompts that sending these blocks to `holder` would displace: what the
+  // slot it would take holds past the prompt's common prefix and that no other slot shares.
+  // A conversation whose slot that is recomputes them on its next turn, which the router
+  // prices (RouterOptions::evict_return_probability). No mutation; 0 for a holder that is not
+  // a slot cache (a paged engine drops its least recently used blocks, not a whole prompt).
+  int64_t DisplacedTokens(HolderId holder, std::span<const BlockKey> blocks) const;
+
  private:
   // What the model knows of a slot beyond its content: requests it sent there (a running
   // count) and, at the last observation, the engine's id_task and that count.
@@ -114,6 +121,10 @@ class EngineCacheModel {
     uint64_t evictions = 0;
   };
   int ServeSlots(Holder& h, std::span<const BlockKey> blocks);
+  // The slot ServeSlots would give `blocks` (already cut to a slot's context).
+  static int PickSlot(const Holder& h, std::span<const BlockKey> blocks);
+  // A prompt longer than a slot's context keeps only its head.
+  static std::span<const BlockKey> FitSlot(const Holder& h, std::span<const BlockKey> blocks);
   // Empties `slot`'s modelled content (into evicted_), released at `now` (-1: never used).
   void DropSlot(Holder& h, int slot, int64_t now);
   // Adds to evicted_ the blocks of `before` that no slot holds now.

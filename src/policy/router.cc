@@ -1,5 +1,6 @@
 #include "policy/router.h"
 
+#include "policy/engine_cache_model.h"
 #include "policy/load_peek.h"
 #include "policy/load_ranking.h"
 
@@ -120,15 +121,24 @@ void Router::ReachIntoSharedStore(const RouteRequest& req, std::span<const Candi
   }
 }
 
-int Router::PickAmongTies(const RouteRequest& req, double best_ttft) {
+double Router::DisplacementSeconds(const RouteRequest& req, const Candidate& c) const {
+  if (engine_caches_ == nullptr || options_.evict_return_probability <= 0) return 0;
+  const int64_t lost = engine_caches_->DisplacedTokens(c.holder, req.blocks);
+  if (lost <= 0) return 0;
+  // What the displaced prompt's next turn pays: computing those tokens instead of reading them.
+  const double recompute = c.cost->PrefillSeconds(lost, 0) - c.cost->PrefillSeconds(0, lost);
+  return std::min(options_.evict_return_probability, 1.0) * std::max(recompute, 0.0);
+}
+
+int Router::PickAmongTies(const RouteRequest& req, double best_score) {
   // Equal within the tolerance (at least up to rounding: identical units at the same load
   // estimate the same TTFT, but the sums that make it need not round alike).
-  const double limit = best_ttft + std::max({best_ttft * options_.tie_tolerance, NanosToSeconds(options_.tie_tolerance_abs),
-                                             best_ttft * 1e-9, 1e-12});
+  const double limit = best_score + std::max({best_score * options_.tie_tolerance, NanosToSeconds(options_.tie_tolerance_abs),
+                                              best_score * 1e-9, 1e-12});
   tied_.clear();
   int64_t most_cached = -1;
   for (size_t i = 0; i < estimates_.size(); ++i) {
-    if (estimates_[i].ttft > limit) continue;
+    if (estimates_[i].score > limit) continue;
     // The longest cached prefix among the near-equal: keep a prefix where it is.
     if (estimates_[i].cached > most_cached) {
       most_cached = estimates_[i].cached;
@@ -202,8 +212,10 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
         d.expected_cached_tokens = cached_tokens(d.fetch_from >= 0 ? best_blocks : matched_[static_cast<size_t>(pick)]);
       }
     } else {
-      // kv-aware: minimum estimated TTFT; ties spread (PickAmongTies).
+      // kv-aware: minimum estimated TTFT plus what the placement displaces; ties spread
+      // (PickAmongTies).
       double best_ttft = std::numeric_limits<double>::infinity();
+      double best_score = std::numeric_limits<double>::infinity();
       estimates_.assign(entry.size(), Estimate{});
       for (size_t i = 0; i < entry.size(); ++i) {
         const Candidate& c = entry[i];
@@ -228,11 +240,13 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
             store = 0;
           }
         }
-        estimates_[i] = Estimate{ttft, fetch_from, fetch_blocks, cached, store};
+        const double score = ttft + DisplacementSeconds(req, c);
+        estimates_[i] = Estimate{ttft, score, fetch_from, fetch_blocks, cached, store};
         best_ttft = std::min(best_ttft, ttft);
+        best_score = std::min(best_score, score);
       }
-      if (best_ttft < std::numeric_limits<double>::infinity()) {
-        d.entry = PickAmongTies(req, best_ttft);
+      if (best_score < std::numeric_limits<double>::infinity()) {
+        d.entry = PickAmongTies(req, best_score);
         const Estimate& e = estimates_[static_cast<size_t>(d.entry)];
         d.fetch_from = e.fetch_from;
         d.fetch_blocks = e.fetch_blocks;

@@ -51,6 +51,16 @@ struct RouterOptions {
   // a few milliseconds of timing noise (the live gateway and the simulator then agree).
   double tie_tolerance = 0.05;
   Nanos tie_tolerance_abs = 5 * kMillisecond;
+  // kv-aware with an engine cache model (Router::UseEngineCaches): a request placed on a slot
+  // engine displaces the prompt in the slot it takes, and that prompt's conversation, if it
+  // comes back, recomputes what it had cached. The router ranks candidates by estimated TTFT +
+  // this probability x that recompute (priced by the candidate's cost), so a miss goes where it
+  // displaces least: an empty slot, or a short prompt. One constant, not a per-conversation
+  // guess: the engine's slots are what the model knows. In [0, 1]; 0: ignore displacement.
+  // 0.15, not the 0.5 first tried: on bench/approx_routing.sh 0.5 sent new conversations to the
+  // engines holding the shortest prompts, a few of them, and the engines' hit rate fell from
+  // 25% to 14-21% (docs/PERFORMANCE.md, issue 25).
+  double evict_return_probability = 0.15;
 };
 
 // Parses "least-loaded", "kv-aware", "kv-aware+spread", "prefix-only+spread"...; the "+fair"
@@ -61,6 +71,8 @@ struct PolicyName {
 };
 absl::StatusOr<PolicyName> ParsePolicyName(std::string_view name, RouterOptions base = {});
 std::string FormatPolicyName(const RouterOptions& o, bool fair);
+
+class EngineCacheModel;
 
 // A candidate without a store tier in the index.
 inline constexpr HolderId kNoStoreHolder = ~HolderId{0};
@@ -126,17 +138,24 @@ class Router {
   // kv-aware: a store every candidate can load from, priced past each candidate's own prefix
   // (tier_pricing.h). Null (the default): only the candidates' own store holders.
   void UseSharedStore(const SharedStoreView* store) { shared_store_ = store; }
+  // kv-aware: the model of what engines without KV events hold (engine_cache_model.h), asked
+  // what a placement would displace (RouterOptions::evict_return_probability). Null (the
+  // default): displacement is free.
+  void UseEngineCaches(const EngineCacheModel* caches) { engine_caches_ = caches; }
 
  private:
   void MatchAll(const RouteRequest& req, std::span<const Candidate> entry);
   // Extends each candidate's reach by the shared store's run past its own prefix.
   void ReachIntoSharedStore(const RouteRequest& req, std::span<const Candidate> entry);
-  // Among the kv-aware estimates within rounding of `best_ttft`, the one for this request:
+  // Among the kv-aware scores within rounding of `best_score`, the one for this request:
   // by its last block key, or in turn when it has no full block.
-  int PickAmongTies(const RouteRequest& req, double best_ttft);
+  int PickAmongTies(const RouteRequest& req, double best_score);
+  // kv-aware: the expected recompute that placing the request on candidate `c` causes others.
+  double DisplacementSeconds(const RouteRequest& req, const Candidate& c) const;
 
   struct Estimate {
     double ttft = std::numeric_limits<double>::infinity();  // infinity: not a candidate
+    double score = std::numeric_limits<double>::infinity();  // ttft + displacement: ranks
     int fetch_from = -1;
     int64_t fetch_blocks = 0;
     int64_t cached = 0;
@@ -150,6 +169,7 @@ class Router {
   const LoadRanking* entry_ranking_ = nullptr;
   const LoadRanking* decode_ranking_ = nullptr;
   const SharedStoreView* shared_store_ = nullptr;
+  const EngineCacheModel* engine_caches_ = nullptr;
   std::vector<PrefixMatch> matches_;                 // scratch
   std::vector<std::pair<uint32_t, uint32_t>> store_runs_;  // (own prefix, store's run past it), scratch
   std::vector<uint32_t> matched_;                    // per entry candidate, scratch

@@ -320,6 +320,7 @@ int64_t Cluster::CachedTokens(const policy::AdmissionRequest& req, const policy:
 void Cluster::Admit(uint32_t slot, bool retry) {
   const ReqState& st = table_[slot];
   const Request& r = st.req;
+  for (auto& m : pool_learned_) m->Age(events_.now());  // a pool left unchosen is tried again
   const policy::Admission a = admission_->Admit(
       policy::AdmissionRequest{.blocks = r.blocks,
                                .input_tokens = int64_t{r.input_tokens} + st.generated,
@@ -420,7 +421,7 @@ void Cluster::ObserveFirstToken(int unit, uint32_t slot) {
   PendingCost& p = cost_pending_[slot];
   p.unit = -1;  // once per admission: a recompute after preemption is no first token
   p.sample.seconds = NanosToSeconds(events_.now() - p.start);
-  pool_learned_[static_cast<size_t>(units_[static_cast<size_t>(unit)]->config().pool)]->Observe(p.sample);
+  pool_learned_[static_cast<size_t>(units_[static_cast<size_t>(unit)]->config().pool)]->Observe(p.sample, events_.now());
 }
 
 void Cluster::OnPrefillToken(int unit, uint32_t slot) { ObserveFirstToken(unit, slot); }
