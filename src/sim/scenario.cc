@@ -568,6 +568,31 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
     pd.prefill_initial = std::max(pd.options.min_units, scale_units(pd.prefill_initial, pc));
     pd.decode_initial = std::max(pd.options.min_units, scale_units(pd.decode_initial, dc));
   }
+  for (CanaryUnits& cu : s.elastic.rollout.canary) {
+    // The canary keeps a unit, leaves the stable version one, and stays below the pool's floor
+    // (the floor rises to make room at small scales).
+    const int count = s.pools[static_cast<size_t>(cu.pool_index)].count;
+    if (count < 2) {
+      return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' too few units for the rollout's canary "
+                                                    "and the stable version",
+                                                    s.pools[static_cast<size_t>(cu.pool_index)].name));
+    }
+    cu.units = std::clamp(static_cast<int>(std::floor(cu.units * factor + 1e-9)), 1, count - 1);
+    for (AutoscaleConfig& a : s.elastic.autoscale) {
+      if (a.pool_index != cu.pool_index) continue;
+      a.min = std::max(a.min, cu.units + 1);
+      a.initial = std::max(a.initial, a.min);
+    }
+    if (PdRatioConfig& pd = s.elastic.pd_ratio;
+        pd.enabled && (pd.prefill_index == cu.pool_index || pd.decode_index == cu.pool_index)) {
+      cu.units = std::min(cu.units, pd.options.min_units - 1);
+      if (cu.units < 1) {
+        return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' no unit for the rollout's canary below "
+                                                      "pd_ratio's min_units",
+                                                      s.pools[static_cast<size_t>(cu.pool_index)].name));
+      }
+    }
+  }
   s.workload.synthetic.rate *= factor;
   // A trace keeps its own shape: more or fewer disjoint copies of it, and only when there is
   // a single copy, a faster or slower replay.
