@@ -14,6 +14,7 @@
 #include "core/config_file.h"
 #include "absl/strings/escaping.h"
 #include "core/strings.h"
+#include "policy/tenant_fill.h"
 #include "core/yaml_reader.h"
 #include "gateway/rollout_state.h"
 #include "net/http.h"
@@ -324,7 +325,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       const std::string path = fmt::format("tenants[{}]", i);
       const YAML::Node t = ts[i];
       MYRIAD_RETURN_IF_ERROR(r.Map(t, path, {"name", "api_keys", "weight", "priority",
-                                             "quota_tokens_per_s", "burst_tokens"}));
+                                             "quota_tokens_per_s", "burst_tokens", "fill"}));
       TenantEntry e;
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "name", path, &e.config.name));
       if (e.config.name.empty()) return r.Error(t, path + ".name", "required");
@@ -334,6 +335,19 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "priority", path, &e.config.priority));
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "quota_tokens_per_s", path, &e.config.quota_tokens_per_s));
       MYRIAD_RETURN_IF_ERROR(r.Get(t, "burst_tokens", path, &e.config.burst_tokens));
+      MYRIAD_RETURN_IF_ERROR(r.Check(t, "priority", path,
+                                     e.config.priority >= policy::kMinTenantPriority &&
+                                         e.config.priority <= policy::kMaxTenantPriority,
+                                     fmt::format("must be in [{}, {}]", policy::kMinTenantPriority,
+                                                 policy::kMaxTenantPriority),
+                                     e.config.priority));
+      bool fill = false;
+      MYRIAD_RETURN_IF_ERROR(r.Get(t, "fill", path, &fill));
+      if (fill) {
+        // Fill is a class of its own, below every priority: one or the other.
+        if (t["priority"]) return r.Error(t["priority"], path + ".priority", "a fill tenant has no priority");
+        e.config.priority = policy::kFillPriority;
+      }
       const YAML::Node ks = t["api_keys"];
       if (!ks || !ks.IsSequence() || ks.size() == 0) {
         return r.Error(ks ? ks : t, path + ".api_keys", "expected a non-empty list of keys");

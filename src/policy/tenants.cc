@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "policy/tenant_fill.h"
+
 namespace myriad::policy {
 
 TenantConfig TenantPolicy::Default(uint32_t tenant) {
@@ -63,6 +65,8 @@ std::string_view TenantPolicy::Admit(uint32_t tenant, int64_t tokens, double loa
   s.usage_time = now;
   s.demand += static_cast<double>(tokens);
   const double t = static_cast<double>(tokens);
+  // Fill takes only what nobody else needs: refused before it spends quota or counts as usage.
+  if (IsFill(s.config.priority) && load > options_.contention) return kTenantNoHeadroom;
 
   if (s.config.quota_tokens_per_s > 0) {
     s.bucket = std::min(s.config.burst_tokens,

@@ -107,29 +107,11 @@ absl::Status Cluster::Build() {
     for (const PoolConfig& pool : scenario_.pools) pool_store_paths_.push_back(store_->PathFor(pool.layout.tp));
     router_->UseSharedStore(store_.get());
   }
-  // Sized once: units keep pointers into these.
-  const policy::RoutingPolicy policy = router_->options().policy;
-  const bool ranked = policy != policy::RoutingPolicy::kRandom && policy != policy::RoutingPolicy::kRoundRobin;
-  auto fill = [&](const std::vector<int>& ids, std::vector<policy::Candidate>& cands,
-                  std::unique_ptr<policy::LoadRanking>& ranking, policy::Phase phase) {
-    cands.resize(ids.size());
-    if (ranked) ranking = std::make_unique<policy::LoadRanking>(phase, ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      Unit& u = *units_[static_cast<size_t>(ids[i])];
-      cands[i].holder = static_cast<policy::HolderId>(ids[i]);
-      const auto pool = static_cast<size_t>(u.config().pool);
-      cands[i].cost = pool_learned_.empty() ? &pool_costs_[pool] : &pool_learned_[pool]->cost();
-      if (store_) cands[i].store_path = &pool_store_paths_[pool];
-      u.PublishLoadTo(&cands[i].load, ranking.get(), i);
-      if (bus_ || store_) u.EnableCacheEvents();
-    }
-  };
-  fill(entry_units_, entry_cands_, entry_ranking_, policy::Phase::kPrefill);
-  fill(decode_units_, decode_cands_, decode_ranking_, policy::Phase::kDecode);
-  router_->UseLoadRankings(entry_ranking_.get(), decode_ranking_.get());
+  FillCandidates();
   if (scenario_.elastic.enabled) {
     elastic_ = std::make_unique<ElasticDriver>(scenario_, events_, units_, metrics_, scenario_.elastic.act);
     elastic_->Init();
+    if (scenario_.elastic.rollout.enabled) BuildRollout();
   }
   if (scenario_.faults.enabled) {
     if (absl::Status st = BuildFailures(); !st.ok()) return st;
@@ -276,7 +258,7 @@ void Cluster::ScheduleNextArrival() {
 
 void Cluster::OnArrival(Request r) {
   const Nanos now = events_.now();
-  if (limiter_) {
+  if (limiter_ && !(rollout_ && rollout_->split())) {
     // Admit will read the chosen unit's cache for this prompt: when the router's choice is
     // known already, start those reads now, behind the next arrival's generation.
     if (const int e = router_->LikelyEntry(); e >= 0) {
@@ -300,7 +282,8 @@ void Cluster::Reject(uint32_t slot, const std::string& reason) {
 }
 
 int Cluster::UnitOf(const policy::RouteDecision& d) const {
-  return d.entry < 0 ? decode_units_[static_cast<size_t>(d.decode)] : entry_units_[static_cast<size_t>(d.entry)];
+  return d.entry < 0 ? decode_units_[decode_off_ + static_cast<size_t>(d.decode)]
+                     : entry_units_[entry_off_ + static_cast<size_t>(d.entry)];
 }
 
 std::string_view Cluster::Refuses(const policy::AdmissionRequest& req, const policy::RouteDecision& d) {
@@ -321,6 +304,8 @@ void Cluster::Admit(uint32_t slot, bool retry) {
   const ReqState& st = table_[slot];
   const Request& r = st.req;
   for (auto& m : pool_learned_) m->Age(events_.now());  // a pool left unchosen is tried again
+  // The rollout's split picks the version; the request routes among that version's units.
+  const auto [entry, decode] = UseGroup(rollout_ && rollout_->PicksCanary(r.id));
   const policy::Admission a = admission_->Admit(
       policy::AdmissionRequest{.blocks = r.blocks,
                                .input_tokens = int64_t{r.input_tokens} + st.generated,
@@ -329,7 +314,7 @@ void Cluster::Admit(uint32_t slot, bool retry) {
                                .tenant_tokens = int64_t{r.input_tokens} + r.output_tokens,
                                .now = events_.now(),
                                .retry = retry},
-      entry_cands_, decode_cands_, rng_, this);
+      entry, decode, rng_, this);
   // The reason string is built only on rejection, never on the admission path.
   if (!a.admitted()) return Reject(slot, a.ReasonText());
   const policy::RouteDecision& d = a.route;
@@ -338,7 +323,7 @@ void Cluster::Admit(uint32_t slot, bool retry) {
   if (d.entry < 0) ++prefill_on_decode_;
   if (!pool_learned_.empty()) {
     const policy::Candidate& c =
-        d.entry >= 0 ? entry_cands_[static_cast<size_t>(d.entry)] : decode_cands_[static_cast<size_t>(d.decode)];
+        d.entry >= 0 ? entry[static_cast<size_t>(d.entry)] : decode[static_cast<size_t>(d.decode)];
     if (cost_pending_.size() <= slot) cost_pending_.resize(table_.capacity());
     const int64_t input = int64_t{r.input_tokens} + st.generated;
     cost_pending_[slot] = PendingCost{{.uncached = input - d.expected_cached_tokens,
@@ -347,7 +332,7 @@ void Cluster::Admit(uint32_t slot, bool retry) {
                                       events_.now(),
                                       UnitOf(d)};
   }
-  const int copy_from = d.fetch_from >= 0 ? entry_units_[static_cast<size_t>(d.fetch_from)] : -1;
+  const int copy_from = d.fetch_from >= 0 ? entry_units_[entry_off_ + static_cast<size_t>(d.fetch_from)] : -1;
   const int64_t copy_blocks = d.fetch_from >= 0 ? static_cast<int64_t>(d.expected_cached_tokens / scenario_.kv_block_tokens) : 0;
   Dispatch(slot, UnitOf(d), copy_from, copy_blocks);
 }
@@ -430,11 +415,14 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   ObserveFirstToken(unit, slot);
   ReqState& r = table_[slot];
   if (failures_ && failures_->corrupt(unit)) r.corrupt = true;
-  const int pick = router_->PickDecode(decode_cands_, rng_);
-  const int target = pick < 0 ? -1 : decode_units_[static_cast<size_t>(pick)];
+  // The KV goes to a decode unit of the version that computed it.
+  const auto decode = UseGroup(rollout_ && rollout_->canary(unit)).second;
+  const int pick = router_->PickDecode(decode, rng_);
+  const int target = pick < 0 ? -1 : decode_units_[decode_off_ + static_cast<size_t>(pick)];
   const int64_t kv_tokens = r.kv_reserved;
   if (target < 0) {
     units_[static_cast<size_t>(unit)]->ReleaseKv(kv_tokens);
+    if (rollout_) rollout_->OnError(unit);
     metrics_.OnReject(events_.now(), r.req, "no_decode_unit");
     table_.Release(slot);
     return;
@@ -482,7 +470,9 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
 
 void Cluster::OnRequestDone(int unit, uint32_t slot) {
   if (failures_ && failures_->corrupt(unit)) table_[slot].corrupt = true;
+  const uint64_t good = metrics_.good;
   metrics_.OnComplete(events_.now(), table_[slot]);
+  if (rollout_) rollout_->OnComplete(unit, metrics_.good > good);
   table_.Release(slot);
 }
 
@@ -513,6 +503,7 @@ void Cluster::Run(const ProgressFn& progress) {
   if (failures_) failures_->Start(horizon);
   if (store_) store_->Start(horizon);
   if (elastic_) elastic_->Start(horizon);
+  if (rollout_) rollout_->Start(horizon);
   const Nanos tick = std::max<Nanos>(horizon / 200, kSecond);
   for (Nanos until = tick;; until += tick) {
     if (sampler_) RunSampledUntil(std::min(until, horizon));
@@ -773,6 +764,7 @@ nlohmann::ordered_json Cluster::Report() const {
   }
   if (store_) j["store"] = StoreReport();
   if (elastic_) j["elastic"] = elastic_->Report(end_);
+  if (rollout_) j["elastic"]["rollout"] = rollout_->Report();
   j["simulator"] = {{"events", events_.executed()}, {"peak_requests_in_flight", table_.capacity()}};
   return j;
 }

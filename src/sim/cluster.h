@@ -24,6 +24,7 @@
 #include "sim/event_queue.h"
 #include "sim/failures.h"
 #include "sim/metrics.h"
+#include "sim/rollout_driver.h"
 #include "sim/scenario.h"
 #include "sim/store_tier.h"
 #include "sim/timeseries.h"
@@ -158,6 +159,18 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   std::vector<policy::Candidate> entry_cands_, decode_cands_;
   // Their least-loaded rankings, kept current by the units (none for random and round-robin).
   std::unique_ptr<policy::LoadRanking> entry_ranking_, decode_ranking_;
+  // A rollout's split (cluster_rollout.cc): the canary's units come first in the lists above,
+  // `*_canary_` of them, ranked apart; the stable version's are the rest. 0: no split.
+  size_t entry_canary_ = 0, decode_canary_ = 0;
+  std::unique_ptr<policy::LoadRanking> entry_canary_ranking_, decode_canary_ranking_;
+  // The version group the request being admitted routes in: where its spans start.
+  size_t entry_off_ = 0, decode_off_ = 0;
+  std::unique_ptr<RolloutDriver> rollout_;  // only with an elastic.rollout section
+  // (Re)builds the candidate lists and rankings, the canary's units first while a split is on.
+  void FillCandidates();
+  // Points the router at one version's group; returns its entry and decode candidates.
+  std::pair<std::span<const policy::Candidate>, std::span<const policy::Candidate>> UseGroup(bool canary);
+  void BuildRollout();
   uint64_t hot_spots_ = 0, kv_fetches_ = 0, prefill_on_decode_ = 0;
   double kv_fetch_bytes_ = 0;
   int64_t max_prompt_tokens_ = 0;

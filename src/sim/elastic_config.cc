@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "sim/fault_config.h"
 
@@ -43,10 +44,19 @@ absl::Status ParseDwell(const YamlReader& rd, const YAML::Node& n, const char* k
 
 }  // namespace
 
+int CanaryFloor(const ElasticConfig& c, int pool) {
+  for (const AutoscaleConfig& a : c.autoscale) {
+    if (a.pool_index == pool) return a.min;
+  }
+  const PdRatioConfig& pd = c.pd_ratio;
+  if (pd.enabled && (pd.prefill_index == pool || pd.decode_index == pool)) return pd.options.min_units;
+  return std::numeric_limits<int>::max();
+}
+
 absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::vector<std::string>& pool_names,
                           const std::vector<int>& pool_counts, ElasticConfig* c) {
   const std::string p = "elastic";
-  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"interval", "forecast", "scale_out", "sleep", "autoscale", "pd_ratio"}));
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"interval", "forecast", "scale_out", "sleep", "autoscale", "pd_ratio", "rollout"}));
   c->enabled = true;
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "interval", p, &c->interval));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "interval", p, c->interval >= kMinElasticInterval && c->interval <= kHour,
@@ -149,6 +159,22 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
                                     o.min_units));
     MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, d, "prefill_initial", dp, o.min_units, pc, &r.prefill_initial));
     MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, d, "decode_initial", dp, o.min_units, dc, &r.decode_initial));
+  }
+  if (const YAML::Node ro = n["rollout"]) {
+    const std::string rp = p + ".rollout";
+    MYRIAD_RETURN_IF_ERROR(ParseRollout(rd, ro, rp, pool_names, pool_counts, &c->rollout));
+    for (size_t i = 0; i < c->rollout.canary.size(); ++i) {
+      const CanaryUnits& cu = c->rollout.canary[i];
+      const int floor = CanaryFloor(*c, cu.pool_index);
+      if (cu.units >= floor) {
+        // The canary's units are the pool's first, allocated from the start and never scaled in:
+        // below the pool's floor, so that the stable version always keeps a unit.
+        return rd.Error(ro["canary"][i], fmt::format("{}.canary[{}].units", rp, i),
+                        fmt::format("must be below the pool's floor of {} units (elastic min or pd_ratio "
+                                    "min_units; got {})",
+                                    floor, cu.units));
+      }
+    }
   }
   return absl::OkStatus();
 }

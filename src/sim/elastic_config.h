@@ -13,6 +13,7 @@
 #include "policy/pd_ratio.h"
 #include "policy/recovery.h"
 #include "policy/unit_sleep.h"
+#include "sim/rollout_config.h"
 #include "sim/yaml_reader.h"
 
 namespace myriad::sim {
@@ -53,7 +54,12 @@ struct ElasticConfig {
   policy::SleepOptions sleep;  // its warm-up and readiness are scale_out's
   std::vector<AutoscaleConfig> autoscale;
   PdRatioConfig pd_ratio;
+  RolloutSimConfig rollout;  // a model rollout with its canary (sim/rollout_config.h)
 };
+
+// The fewest units pool `pool` may serve under `c` (its autoscale min, or pd_ratio's min_units;
+// INT_MAX when neither resizes it): a rollout's canary units stay below it.
+int CanaryFloor(const ElasticConfig& c, int pool);
 
 // `pool_names` and `pool_counts` are the scenario's pools, in order.
 absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::vector<std::string>& pool_names,

@@ -338,6 +338,7 @@ int ElasticDriver::LeastLoaded(size_t p) const {
   int64_t best_load = 0;
   for (int u : pools_[p].units) {
     if (rec_[static_cast<size_t>(u)].state != State::kServing) continue;
+    if (pinned_ && (*pinned_)[static_cast<size_t>(u)]) continue;
     const policy::UnitLoad l = units_[static_cast<size_t>(u)]->Load();
     const int64_t load = int64_t{l.running} + l.waiting;
     if (best < 0 || load <= best_load) {
@@ -346,6 +347,18 @@ int ElasticDriver::LeastLoaded(size_t p) const {
     }
   }
   return best;
+}
+
+Nanos ElasticDriver::ReloadTime(int u) const {
+  const Unit& unit = *units_[static_cast<size_t>(u)];
+  const PoolConfig& pool = s_.pools[static_cast<size_t>(unit.config().pool)];
+  const policy::RecoveryOptions& r = s_.elastic.scale_out;
+  return policy::ScaleOutLeadTime({.unit_bytes = unit.model().WeightBytesPerGpu() * pool.layout.gpus(),
+                                   .nodes_per_unit = pool.layout.nodes,
+                                   .loaded_units = r.weights_from_peers ? 1 : 0,
+                                   .peers_allowed = r.weights_from_peers},
+                                  fabric_, r) -
+         r.spare_acquire;
 }
 
 void ElasticDriver::ScaleIn(size_t p, int n, const std::string& reason) {

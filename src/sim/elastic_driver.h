@@ -44,6 +44,11 @@ class ElasticDriver {
   double PoolGpuHours(size_t p, Nanos end) const;
   double PoolDollars(size_t p, Nanos end) const { return PoolGpuHours(p, end) * s_.PoolPrice(p); }
   nlohmann::ordered_json Report(Nanos end) const;
+  // Units (by index, non-zero) never to drain or switch: a rollout's canary (null: none).
+  void Pin(const std::vector<uint8_t>* pinned) { pinned_ = pinned; }
+  // How long unit u takes to load another version's weights from a serving peer (or storage)
+  // and come back: the scale-out pipeline without acquiring a node.
+  Nanos ReloadTime(int u) const;
 
  private:
   enum class State { kOff, kStarting, kServing, kDraining, kSleeping };
@@ -99,6 +104,7 @@ class ElasticDriver {
   const std::vector<std::unique_ptr<Unit>>& units_;
   const RequestMetrics& metrics_;
   const bool act_;
+  const std::vector<uint8_t>* pinned_ = nullptr;
   std::vector<UnitRec> rec_;
   std::vector<PoolRec> pools_;
   std::unique_ptr<policy::PdRatioController> pd_;

@@ -16,6 +16,7 @@
 #include "perf/hardware.h"
 #include "perf/model.h"
 #include "policy/router.h"
+#include "policy/tenant_fill.h"
 #include "sim/hardware_profile.h"
 #include "sim/yaml_reader.h"
 
@@ -314,7 +315,8 @@ absl::Status ParseTenants(const Reader& rd, const YAML::Node& n, std::vector<pol
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string p = fmt::format("tenants[{}]", i);
     const YAML::Node t = n[i];
-    MYRIAD_RETURN_IF_ERROR(rd.Map(t, p, {"name", "weight", "priority", "quota_tokens_per_s", "burst_tokens"}));
+    MYRIAD_RETURN_IF_ERROR(
+        rd.Map(t, p, {"name", "weight", "priority", "quota_tokens_per_s", "burst_tokens", "fill"}));
     policy::TenantConfig c;
     c.name = fmt::format("tenant{}", i);
     MYRIAD_RETURN_IF_ERROR(rd.Get(t, "name", p, &c.name));
@@ -322,6 +324,17 @@ absl::Status ParseTenants(const Reader& rd, const YAML::Node& n, std::vector<pol
     MYRIAD_RETURN_IF_ERROR(rd.Get(t, "priority", p, &c.priority));
     MYRIAD_RETURN_IF_ERROR(rd.Get(t, "quota_tokens_per_s", p, &c.quota_tokens_per_s));
     MYRIAD_RETURN_IF_ERROR(rd.Get(t, "burst_tokens", p, &c.burst_tokens));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(t, "priority", p,
+                                    c.priority >= policy::kMinTenantPriority && c.priority <= policy::kMaxTenantPriority,
+                                    fmt::format("must be in [{}, {}]", policy::kMinTenantPriority, policy::kMaxTenantPriority),
+                                    c.priority));
+    bool fill = false;
+    MYRIAD_RETURN_IF_ERROR(rd.Get(t, "fill", p, &fill));
+    if (fill) {
+      // Fill is a class of its own, below every priority: one or the other.
+      if (t["priority"]) return rd.Error(t["priority"], p + ".priority", "a fill tenant has no priority");
+      c.priority = policy::kFillPriority;
+    }
     MYRIAD_RETURN_IF_ERROR(rd.Check(t, "weight", p, c.weight > 0, "must be positive", c.weight));
     MYRIAD_RETURN_IF_ERROR(rd.Check(t, "quota_tokens_per_s", p, c.quota_tokens_per_s >= 0, "must not be negative",
                                     c.quota_tokens_per_s));
@@ -568,6 +581,31 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
     pd.prefill_initial = std::max(pd.options.min_units, scale_units(pd.prefill_initial, pc));
     pd.decode_initial = std::max(pd.options.min_units, scale_units(pd.decode_initial, dc));
   }
+  for (CanaryUnits& cu : s.elastic.rollout.canary) {
+    // The canary keeps a unit, leaves the stable version one, and stays below the pool's floor
+    // (the floor rises to make room at small scales).
+    const int count = s.pools[static_cast<size_t>(cu.pool_index)].count;
+    if (count < 2) {
+      return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' too few units for the rollout's canary "
+                                                    "and the stable version",
+                                                    s.pools[static_cast<size_t>(cu.pool_index)].name));
+    }
+    cu.units = std::clamp(static_cast<int>(std::floor(cu.units * factor + 1e-9)), 1, count - 1);
+    for (AutoscaleConfig& a : s.elastic.autoscale) {
+      if (a.pool_index != cu.pool_index) continue;
+      a.min = std::max(a.min, cu.units + 1);
+      a.initial = std::max(a.initial, a.min);
+    }
+    if (PdRatioConfig& pd = s.elastic.pd_ratio;
+        pd.enabled && (pd.prefill_index == cu.pool_index || pd.decode_index == cu.pool_index)) {
+      cu.units = std::min(cu.units, pd.options.min_units - 1);
+      if (cu.units < 1) {
+        return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' no unit for the rollout's canary below "
+                                                      "pd_ratio's min_units",
+                                                      s.pools[static_cast<size_t>(cu.pool_index)].name));
+      }
+    }
+  }
   s.workload.synthetic.rate *= factor;
   // A trace keeps its own shape: more or fewer disjoint copies of it, and only when there is
   // a single copy, a faster or slower replay.
@@ -584,6 +622,31 @@ absl::Status ScaleScenario(Scenario& s, double factor) {
 
 absl::Status ScaleLoad(Scenario& s, double factor) {
   if (!(factor > 0) || !std::isfinite(factor)) return absl::InvalidArgumentError("load factor must be positive");
+  for (CanaryUnits& cu : s.elastic.rollout.canary) {
+    // The canary keeps a unit, leaves the stable version one, and stays below the pool's floor
+    // (the floor rises to make room at small scales).
+    const int count = s.pools[static_cast<size_t>(cu.pool_index)].count;
+    if (count < 2) {
+      return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' too few units for the rollout's canary "
+                                                    "and the stable version",
+                                                    s.pools[static_cast<size_t>(cu.pool_index)].name));
+    }
+    cu.units = std::clamp(static_cast<int>(std::floor(cu.units * factor + 1e-9)), 1, count - 1);
+    for (AutoscaleConfig& a : s.elastic.autoscale) {
+      if (a.pool_index != cu.pool_index) continue;
+      a.min = std::max(a.min, cu.units + 1);
+      a.initial = std::max(a.initial, a.min);
+    }
+    if (PdRatioConfig& pd = s.elastic.pd_ratio;
+        pd.enabled && (pd.prefill_index == cu.pool_index || pd.decode_index == cu.pool_index)) {
+      cu.units = std::min(cu.units, pd.options.min_units - 1);
+      if (cu.units < 1) {
+        return absl::InvalidArgumentError(fmt::format("scale leaves pool '{}' no unit for the rollout's canary below "
+                                                      "pd_ratio's min_units",
+                                                      s.pools[static_cast<size_t>(cu.pool_index)].name));
+      }
+    }
+  }
   s.workload.synthetic.rate *= factor;
   s.workload.replay.rate_scale *= factor;
   return CheckScaledWorkload(s);

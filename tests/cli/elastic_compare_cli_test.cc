@@ -18,6 +18,7 @@ TEST(ElasticCompareCli, PrintsOneTableOfStaticAndElastic) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("GPU-hours"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("burst abs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rollback"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nstatic "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nelastic "), std::string::npos) << r.out;
 }

@@ -6,6 +6,7 @@
 #include "gateway_test_util.h"
 #include "perf/step_model.h"
 #include "policy/prefill_cost.h"
+#include "policy/tenant_fill.h"
 
 namespace myriad::gateway {
 namespace {
@@ -42,6 +43,51 @@ TEST(GatewayAdmission, ARequestNoBackendCanServeDoesNotSpendItsTenantsQuota) {
   EXPECT_NE(ErrorMessage(over).find("tenant_quota"), std::string::npos) << over.body;
   EXPECT_NE(ErrorMessage(over).find("'small'"), std::string::npos) << over.body;
   EXPECT_EQ(h.gw->stats().rejected, 2u);
+}
+
+TEST(GatewayAdmission, AFillTenantIsServedOnlyIntoHeadroom) {
+  // policy/tenant_fill.h's class, fairness off: `batch` may only take a request whose TTFT
+  // estimate is at most the contention threshold (half the SLO). With a TTFT SLO of 1 us no
+  // estimate is, and the router rejects nothing (reject_factor 0): the interactive tenant is
+  // served where the fill tenant is refused.
+  auto config = ParseGatewayConfig(R"(
+routing:
+  ttft_slo: 1us
+  reject_factor: 0
+tenants:
+  - {name: chat, api_keys: [key-chat]}
+  - {name: batch, api_keys: [key-batch], fill: true}
+)",
+                                   "gw.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tenants[1].config.priority, policy::kFillPriority);
+  Harness h(1, *config);
+  net::AsyncHttpClient ac;
+  const std::string prompt = Completion("one two three four five six seven eight", 4);
+  const CallResult batch = Send(ac, h.gw->port(), "POST", "/v1/completions", prompt, "key-batch");
+  EXPECT_EQ(batch.status, 429) << batch.body;
+  EXPECT_NE(ErrorMessage(batch).find("tenant_no_headroom"), std::string::npos) << batch.body;
+  EXPECT_EQ(Send(ac, h.gw->port(), "POST", "/v1/completions", prompt, "key-chat").status, 200);
+  // With the default SLO (2 s) the idle backend is all headroom: fill is served.
+  auto roomy = ParseGatewayConfig("tenants:\n  - {name: batch, api_keys: [key-batch], fill: true}\n", "gw.yaml");
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  Harness h2(1, *roomy);
+  EXPECT_EQ(Send(ac, h2.gw->port(), "POST", "/v1/completions", prompt, "key-batch").status, 200);
+}
+
+TEST(GatewayAdmission, FillAndPriorityAreBounded) {
+  auto both = ParseGatewayConfig("tenants:\n  - {name: b, api_keys: [k], fill: true, priority: 3}\n", "gw.yaml");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("gw.yaml:2: tenants[0].priority: a fill tenant has no priority"),
+            std::string::npos)
+      << both.status();
+  auto low = ParseGatewayConfig("tenants:\n  - {name: b, api_keys: [k], priority: -1000000}\n", "gw.yaml");
+  ASSERT_FALSE(low.ok());
+  EXPECT_NE(low.status().message().find("tenants[0].priority: must be in [-999999, 1000000]"), std::string::npos)
+      << low.status();
+  auto word = ParseGatewayConfig("tenants:\n  - {name: b, api_keys: [k], fill: maybe}\n", "gw.yaml");
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.status().message().find("tenants[0].fill"), std::string::npos) << word.status();
 }
 
 TEST(GatewayAdmission, RecomputeLimiterShedsNewRequestsWith429) {

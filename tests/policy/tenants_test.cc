@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "policy/tenant_fill.h"
+
 namespace myriad::policy {
 namespace {
 
@@ -48,6 +50,26 @@ TEST(Tenants, WithoutFairnessNothingIsShed) {
   EXPECT_EQ(p.config(7).name, "tenant7") << "an unconfigured tenant gets the defaults";
   EXPECT_EQ(p.Admit(7, 100, 0.1, kSecond), "");
   EXPECT_EQ(p.size(), 8u);
+}
+
+TEST(Tenants, FillIsAdmittedOnlyIntoHeadroomWithOrWithoutFairness) {
+  for (bool fairness : {false, true}) {
+    TenantPolicy p({{.name = "interactive"}, {.name = "batch", .priority = kFillPriority}},
+                   TenantOptions{.fairness = fairness, .contention = 0.3});
+    EXPECT_EQ(p.Admit(1, 1000, 0.2, 0), "") << "idle capacity: fill soaks it up";
+    EXPECT_EQ(p.Admit(1, 1000, 0.3, 0), "") << "at the bound";
+    EXPECT_EQ(p.Admit(1, 1000, 0.31, 0), kTenantNoHeadroom) << "past the headroom, before any contention";
+    EXPECT_EQ(p.Admit(0, 1000, 0.31, 0), "") << "the interactive tenant is untouched there";
+    // A refused fill request is not charged: its usage is what was admitted.
+    EXPECT_NEAR(p.UsageRate(1, 0), 2000.0 / 10, 1e-9);
+  }
+}
+
+TEST(Tenants, FillIsRefusedBeforeItsQuotaIsSpent) {
+  TenantPolicy p({{.name = "batch", .priority = kFillPriority, .quota_tokens_per_s = 1000, .burst_tokens = 1000}},
+                 TenantOptions{.contention = 0.5});
+  EXPECT_EQ(p.Admit(0, 1000, 0.9, 0), kTenantNoHeadroom);
+  EXPECT_EQ(p.Admit(0, 1000, 0.1, 0), "") << "the bucket was left full";
 }
 
 }  // namespace
