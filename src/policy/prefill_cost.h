@@ -33,13 +33,14 @@ class PrefillCost {
   }
   // Prompt tokens per second the unit computes when every rank is busy with full chunks.
   double ThroughputTokensPerSecond() const {
-    return ranks_ / (per_token_ + step_overhead_ / static_cast<double>(chunk_tokens_));
+    return ranks_ / (chunk_per_token_ + step_overhead_ / static_cast<double>(chunk_tokens_));
   }
   double kv_bytes_per_token() const { return kv_bytes_per_token_; }
 
  private:
   double fixed_ = 0, per_token_ = 0, per_cached_ = 0, per_attended_ = 0, step_overhead_ = 0;
   double queue_per_token_ = 0;  // per queued token on one rank
+  double chunk_per_token_ = 0;  // per token of a full chunk on one rank, its own attention included
   int64_t chunk_tokens_ = 1;
   double ranks_ = 1;
   double kv_bytes_per_token_ = 0;
