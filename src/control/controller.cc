@@ -300,19 +300,8 @@ absl::Status Controller::RequestRepair(const std::string& engine) {
 
 void Controller::RunRound() {
   const bool acting = Leading();
-  const std::optional<json> backends = GatewayBackends();
+  const std::optional<json> backends = config_.engines.empty() ? GatewayBackends() : std::nullopt;
   RefreshEngines(backends);
-  // The gateway's passive ejection (consecutive errors on real traffic) is a second witness of
-  // a crash: FleetController acts on it at the first failed scrape.
-  std::map<std::string, bool> ejected;
-  if (backends) {
-    for (const json& b : (*backends)["backends"]) {
-      if (b.is_object() && b.contains("name") && b["name"].is_string() && b.contains("ejected") &&
-          b["ejected"].is_boolean()) {
-        ejected[b["name"].get<std::string>()] = b["ejected"].get<bool>();
-      }
-    }
-  }
   std::vector<Engine*> list;
   std::vector<std::pair<Engine*, std::vector<policy::FleetAction>>> changes;
   {
@@ -343,8 +332,7 @@ void Controller::RunRound() {
   }
   for (auto& [e, actions] : changes) Carry(*e, std::move(actions));
   for (Engine* e : list) {
-    policy::EngineObservation obs = Scrape(*e);
-    if (auto it = ejected.find(e->config.name); it != ejected.end()) obs.gateway_ejected = it->second;
+    const policy::EngineObservation obs = Scrape(*e);
     std::vector<policy::FleetAction> actions;
     {
       std::lock_guard l(mu_);

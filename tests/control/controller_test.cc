@@ -365,29 +365,6 @@ TEST(Controller, OperatorRequestsAreRefusedWithoutAnAdminToken) {
   EXPECT_NE(r->body.find("no admin_token set"), std::string::npos) << r->body;
 }
 
-// The gateway's passive ejection (its own errors on real traffic) is a second witness of a
-// crash: with it the controller acts at the first failed scrape instead of after
-// crash_after_failed_probes of them.
-TEST(Controller, TheGatewaysEjectionActsAtTheFirstFailedScrape) {
-  ControlConfig c;
-  Fixture f(c);
-  ASSERT_EQ(f.ctl->StateOf("b0"), "serving");
-  f.h.emus[0]->Crash();
-  // Traffic through the gateway until it has ejected b0 (its consecutive errors).
-  net::HttpClient client = f.h.Client();
-  bool ejected = false;
-  for (int i = 0; i < 40 && !ejected; ++i) {
-    (void)client.Post("/v1/completions", R"({"model":"emu-model","prompt":"hello","max_tokens":1})");
-    auto r = client.Request("GET", "/admin/backends", "", {}, {{"Authorization", std::string("Bearer ") + kToken}});
-    ASSERT_TRUE(r.ok() && r->status == 200);
-    for (const json& b : json::parse(r->body)["backends"]) ejected |= b["name"] == "b0" && b["ejected"].get<bool>();
-  }
-  ASSERT_TRUE(ejected) << "the gateway never ejected the crashed backend";
-  f.Step();  // one failed scrape (crash_after_failed_probes is 2 in the fixture)
-  EXPECT_EQ(f.ctl->StateOf("b0"), "recovering") << f.Log();
-  EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash"}));
-}
-
 // `myriad up --control` without --control-config builds its config in code: it must get the
 // documented defaults too, the periodic known-answer probe every minute included.
 TEST(ControlConfig, ACodeBuiltConfigHasTheDocumentedDefaults) {

@@ -85,7 +85,7 @@ TEST(GatewayRolloutState, ABadStateFileIsRefusedByFileAndField) {
   std::ofstream(state) << R"({"rollouts":[{"model":"emu-model","stable":"v1","canary":"v2","share":3}]})";
   c = LoadGatewayConfig(config_path);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("rollouts[0].share"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("rollouts[0]: share: 3 is not in [0, 1]"), std::string::npos) << c.status();
   std::ofstream(state) << "not json";
   c = LoadGatewayConfig(config_path);
   ASSERT_FALSE(c.ok());
