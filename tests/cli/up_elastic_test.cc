@@ -204,6 +204,13 @@ constexpr const char* kPdConfig =
     "pd_ratio: {high: 0.85, low: 0.5, confirm: 1s, dwell: 1m, min_engines: 1}\n";
 
 TEST(UpElasticCli, PdImbalanceIsCorrectedByARoleSwitch) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The switch follows a real-time prefill-pressure signal from 3,000-word prompts; under the
+  // sanitizer the engines and loadgen run several times slower and no pressure built within the
+  // test's 15 s (seen 2026-12-02). The decision is covered under ASan by ElasticDriver.* and
+  // ControllerElastic.* on virtual time; this end-to-end timing runs in the release build.
+  GTEST_SKIP() << "real-time P/D signal; runs in the release build";
+#endif
   const auto dir = myriad::testing::TestTempDir();
   Up up(dir, kPdConfig, {"--prefill", "1", "--decode", "2"});
   ASSERT_NE(up.port, 0);
