@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -300,8 +301,21 @@ absl::Status Controller::RequestRepair(const std::string& engine) {
 
 void Controller::RunRound() {
   const bool acting = Leading();
-  const std::optional<json> backends = config_.engines.empty() ? GatewayBackends() : std::nullopt;
+  const std::optional<json> backends = GatewayBackends();
   RefreshEngines(backends);
+  // The gateway is a second witness of a crash: a backend it ejected for errors on real traffic,
+  // or whose active health checks fail, is out in its eyes too. FleetController then acts at the
+  // first failed scrape (EngineObservation::gateway_ejected).
+  std::map<std::string, bool> out_in_gateway;
+  if (backends) {
+    for (const json& b : (*backends)["backends"]) {
+      if (!b.is_object() || !b.contains("name") || !b["name"].is_string()) continue;
+      const auto flag = [&](const char* key, bool absent) {
+        return b.contains(key) && b[key].is_boolean() ? b[key].get<bool>() : absent;
+      };
+      out_in_gateway[b["name"].get<std::string>()] = flag("ejected", false) || !flag("healthy", true);
+    }
+  }
   std::vector<Engine*> list;
   std::vector<std::pair<Engine*, std::vector<policy::FleetAction>>> changes;
   {
@@ -332,7 +346,8 @@ void Controller::RunRound() {
   }
   for (auto& [e, actions] : changes) Carry(*e, std::move(actions));
   for (Engine* e : list) {
-    const policy::EngineObservation obs = Scrape(*e);
+    policy::EngineObservation obs = Scrape(*e);
+    if (auto it = out_in_gateway.find(e->config.name); it != out_in_gateway.end()) obs.gateway_ejected = it->second;
     std::vector<policy::FleetAction> actions;
     {
       std::lock_guard l(mu_);

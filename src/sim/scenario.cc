@@ -301,7 +301,8 @@ absl::Status ParseRouter(const Reader& rd, const YAML::Node& n, RouterConfig* r)
                                     r->reject_factor));
     MYRIAD_RETURN_IF_ERROR(rd.Check(n, "index_max_entries", p, r->index_max_entries >= 1, "must be at least 1",
                                     r->index_max_entries));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "contention", p, r->contention > 0, "must be positive", r->contention));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "contention", p, r->contention > 0 && r->contention <= 100,
+                                    "must be above 0 and at most 100 (times the TTFT SLO)", r->contention));
   }
   if (auto parsed = policy::ParsePolicyName(r->policy); !parsed.ok()) {
     return rd.Error(n.IsScalar() ? n : n["policy"], n.IsScalar() ? "router" : "router.policy",
@@ -518,7 +519,13 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector
           const std::string& k = keys[i];
           YAML::Node cur = chain.back();
           const bool index = !k.empty() && std::all_of(k.begin(), k.end(), ::isdigit);
-          if (index && cur.IsSequence()) {
+          const std::string walked = fmt::format("{}", fmt::join(keys.begin(), keys.begin() + i + 1, "."));
+          if (cur.IsSequence()) {
+            if (!index) {
+              return absl::InvalidArgumentError(
+                  fmt::format("--set '{}': '{}' is a list: name an entry by its index, not '{}'", o,
+                              fmt::join(keys.begin(), keys.begin() + i, "."), k));
+            }
             const size_t at = std::stoul(k);
             if (at >= cur.size()) {
               return absl::InvalidArgumentError(fmt::format("--set '{}': {} has only {} entries", o, k, cur.size()));
@@ -526,6 +533,19 @@ absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector
             chain.push_back(cur[at]);
           } else {
             chain.push_back(cur[k]);
+          }
+          if (chain.back().IsScalar()) {
+            if (i == 0 && k == "router") {
+              // The shorthand `router: NAME` is `router: {policy: NAME}`: expand it to set another key.
+              YAML::Node expanded(YAML::NodeType::Map);
+              expanded["policy"] = chain.back().Scalar();
+              cur[k] = expanded;
+              chain.back() = cur[k];
+            } else {
+              return absl::InvalidArgumentError(
+                  fmt::format("--set '{}': '{}' is a value ('{}'), not a mapping or list to set a key in", o,
+                              walked, chain.back().Scalar()));
+            }
           }
         }
         chain.back()[keys.back()] = YAML::Load(o.substr(eq + 1));

@@ -138,6 +138,25 @@ TEST(SimInput, DuplicateKeysNameBothLines) {
   EXPECT_TRUE(Has(r, "x.yaml:9: workload.rate: duplicate key (first on line 8)")) << r.out;
 }
 
+TEST(SimInput, SetWalksTheScenarioAndNamesWhatItCannotSet) {
+  const std::string path = Write("set.yaml", Scenario() + "router: kv-aware\n");
+  // The shorthand `router: NAME` expands to a mapping, so its other keys can be set.
+  CommandResult r = RunMyriad("sim " + path + " --json --set router.learn_cost=false --set router.contention=2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = RunMyriad("sim " + path + " --quiet --set router.contention=101");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(Has(r, "router.contention: must be above 0 and at most 100")) << r.out;
+  r = RunMyriad("sim " + path + " --quiet --set model.x=1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(Has(r, "--set 'model.x=1': 'model' is a value ('Llama-3.1-8B'), not a mapping or list")) << r.out;
+  // A key into a list (was: yaml-cpp turned the list into a mapping and the pools vanished).
+  r = RunMyriad("sim " + path + " --quiet --set pools.name.count=2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(Has(r, "--set 'pools.name.count=2': 'pools' is a list: name an entry by its index, not 'name'"))
+      << r.out;
+  EXPECT_EQ(RunMyriad("sim " + path + " --quiet --set pools.0.count=2").code, 0);
+}
+
 TEST(SimInput, SeedMustBeUnsigned) {
   const std::string path = Write("x.yaml", Scenario());
   CommandResult r = RunMyriad("sim " + path + " --quiet --seed -1");

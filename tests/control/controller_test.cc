@@ -48,14 +48,16 @@ bool Draining(Harness& h, const std::string& name) {
 }
 
 struct Fixture {
-  Harness h{2, WithAdmin()};
+  Harness h;
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
   std::filesystem::path dir = myriad::testing::TestTempDir() / ::testing::UnitTest::GetInstance()->current_test_info()->name();
   std::unique_ptr<Controller> ctl;
   std::mutex mu;
   std::vector<json> log;
 
-  explicit Fixture(ControlConfig c = {}) {
+  // `gateway_clock`: the gateway's; a ManualClock nobody advances runs none of its health rounds.
+  explicit Fixture(ControlConfig c = {}, std::shared_ptr<Clock> gateway_clock = nullptr)
+      : h(2, WithAdmin(), {}, std::move(gateway_clock)) {
     std::filesystem::create_directories(dir);
     c.listen = "127.0.0.1:0";
     c.gateway_url = fmt::format("http://127.0.0.1:{}", h.gw->port());
@@ -160,7 +162,9 @@ TEST(Controller, HangIsDrainedInTheGatewayWithinHangAfterAndTheHookSeesItsTarget
 }
 
 TEST(Controller, CrashIsDrainedAfterFailedProbesInARow) {
-  Fixture f;
+  // The gateway runs no health checks and gets no traffic: it never takes b0 out, so only the
+  // controller's own failed scrapes count (TheGatewaysVerdictActsAtTheFirstFailedScrape).
+  Fixture f({}, std::make_shared<ManualClock>());
   f.h.emus[0]->Crash();
   f.Step();  // one failed scrape: not yet
   EXPECT_EQ(f.ctl->StateOf("b0"), "serving");
@@ -363,6 +367,32 @@ TEST(Controller, OperatorRequestsAreRefusedWithoutAnAdminToken) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 403);
   EXPECT_NE(r->body.find("no admin_token set"), std::string::npos) << r->body;
+}
+
+// The gateway is a second witness of a crash: with it the controller acts at the first failed
+// scrape instead of after crash_after_failed_probes of them. The gateway's active checks (every
+// 50 ms in the harness) mark the crashed backend unhealthy before real traffic could eject it
+// (it then gets no requests to fail): either counts.
+TEST(Controller, TheGatewaysVerdictActsAtTheFirstFailedScrape) {
+  ControlConfig c;
+  Fixture f(c);
+  ASSERT_EQ(f.ctl->StateOf("b0"), "serving");
+  f.h.emus[0]->Crash();
+  net::HttpClient client = f.h.Client();
+  const auto out_in_gateway = [&] {
+    (void)client.Post("/v1/completions", R"({"model":"emu-model","prompt":"hello","max_tokens":1})");
+    auto r = client.Request("GET", "/admin/backends", "", {}, {{"Authorization", std::string("Bearer ") + kToken}});
+    if (!r.ok() || r->status != 200) return false;
+    for (const json& b : json::parse(r->body)["backends"]) {
+      if (b["name"] == "b0") return b["ejected"].get<bool>() || !b["healthy"].get<bool>();
+    }
+    return false;
+  };
+  ASSERT_TRUE(myriad::testing::WaitFor(out_in_gateway, 10 * kSecond)) << "the gateway never took b0 out";
+  f.Step();  // one failed scrape (crash_after_failed_probes is 2 in the fixture)
+  EXPECT_EQ(f.ctl->StateOf("b0"), "recovering") << f.Log();
+  EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash"}));
+  EXPECT_EQ(f.ctl->StateOf("b1"), "serving");
 }
 
 // `myriad up --control` without --control-config builds its config in code: it must get the
