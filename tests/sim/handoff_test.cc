@@ -28,7 +28,7 @@ pools:
 workload: )" + workload + "\nrouter: " + router + "\nslo: {ttft: 2s, tpot: 100ms}\nkv_block_tokens: 16\n" + extra;
 }
 
-std::map<uint64_t, RequestOutcome> Run(const std::string& yaml, nlohmann::ordered_json* report = nullptr) {
+std::map<uint64_t, RequestOutcome> RunPd(const std::string& yaml, nlohmann::ordered_json* report = nullptr) {
   auto s = ParseScenario(yaml, "handoff.yaml");
   EXPECT_TRUE(s.ok()) << s.status();
   std::map<uint64_t, RequestOutcome> out;
@@ -44,8 +44,8 @@ constexpr const char* kSparse =
     "output: {mean: 8, cv: 0.5, min: 1, max: 16}}";
 
 TEST(SimHandoff, TheDelayAddsToEveryPdRequestsFirstToken) {
-  const auto base = Run(PdScenario("{policy: least-loaded}", kSparse));
-  const auto later = Run(PdScenario("{policy: least-loaded, handoff_delay: 25ms}", kSparse));
+  const auto base = RunPd(PdScenario("{policy: least-loaded}", kSparse));
+  const auto later = RunPd(PdScenario("{policy: least-loaded, handoff_delay: 25ms}", kSparse));
   ASSERT_GT(base.size(), 10u);
   ASSERT_EQ(base.size(), later.size());
   // Requests far apart meet idle units: each one's first token comes exactly 25 ms later.
@@ -65,7 +65,7 @@ TEST(SimHandoff, APrefillUnitThatDiesDuringTheDelayHasItsRequestsRetried) {
   const std::string busy =
       "{type: synthetic, rate: 20, input: {mean: 2000, cv: 0.5, min: 16, max: 4000}, "
       "output: {mean: 50, cv: 0.5, min: 1, max: 200}}";
-  const auto out = Run(PdScenario("{policy: least-loaded, handoff_delay: 400ms}", busy,
+  const auto out = RunPd(PdScenario("{policy: least-loaded, handoff_delay: 400ms}", busy,
                                   "faults:\n  rates: none\n  scripted: [{at: 20s, kind: crash, unit: 0}]\n"
                                   "  recovery: {spare_nodes: 0, node_repair: 1000h}\n"),
                        &report);
@@ -90,7 +90,7 @@ TEST(SimHandoff, DecodeChoiceCountsWhatWasHandedOverIncludingKvStillOnTheWire) {
       << R"({"timestamp": 0, "input_length": 512, "output_length": 8, "hash_ids": [2]})" << '\n'
       << R"({"timestamp": 0, "input_length": 512, "output_length": 8, "hash_ids": [3]})" << '\n';
   }
-  const auto out = Run(PdScenario("{policy: least-loaded}", "{type: mooncake, path: " + trace.string() + "}"));
+  const auto out = RunPd(PdScenario("{policy: least-loaded}", "{type: mooncake, path: " + trace.string() + "}"));
   ASSERT_EQ(out.size(), 3u);
   EXPECT_NE(out.at(0).unit, out.at(1).unit);
   EXPECT_NE(out.at(1).unit, out.at(2).unit);
