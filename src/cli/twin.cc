@@ -100,7 +100,7 @@ absl::StatusOr<TwinDescription> ParseTwinDescription(const std::string& yaml, co
   if (!root.IsMap()) return rd.Error(root, "", "expected a mapping (docs/twin.md)");
   MYRIAD_RETURN_IF_ERROR(rd.UniqueKeys(root));
   MYRIAD_RETURN_IF_ERROR(rd.Map(root, "", {"name", "seed", "speed", "model", "gpu", "engines", "policy", "learn_cost",
-                                           "kv_block_tokens", "slo_ttft", "tenants",
+                                           "kv_block_tokens", "slo_ttft", "handoff_delay", "tenants",
                                            "workload", "failure"}));
   TwinDescription d;
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "name", "", &d.name));
@@ -112,6 +112,11 @@ absl::StatusOr<TwinDescription> ParseTwinDescription(const std::string& yaml, co
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "learn_cost", "", &d.learn_cost));
   MYRIAD_RETURN_IF_ERROR(rd.Get(root, "kv_block_tokens", "", &d.kv_block_tokens));
   MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "slo_ttft", "", &d.ttft_slo));
+  MYRIAD_RETURN_IF_ERROR(rd.Duration(root, "handoff_delay", "", &d.handoff_delay));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(root, "handoff_delay", "",
+                                  d.handoff_delay >= 0 && d.handoff_delay <= kMaxTwinHandoffDelay,
+                                  fmt::format("must be between 0 and {}", FormatDuration(kMaxTwinHandoffDelay)),
+                                  FormatDuration(d.handoff_delay)));
   MYRIAD_RETURN_IF_ERROR(rd.Check(root, "speed", "", d.speed > 0 && d.speed <= kMaxTwinSpeed,
                                   fmt::format("must be in (0, {}]", kMaxTwinSpeed), d.speed));
   MYRIAD_RETURN_IF_ERROR(rd.Check(root, "kv_block_tokens", "", d.kv_block_tokens >= 8 && 512 % d.kv_block_tokens == 0,
@@ -259,6 +264,9 @@ std::string TwinScenarioYaml(const TwinDescription& d, const std::string& trace_
   }
   // The live engine stays dead: no spare, no repair within the run. The simulator's other
   // detectors (heartbeats) stand in for the gateway's health checks.
+  // The live hand-off's real time counts `speed` times over in emulated time.
+  const int64_t handoff_us =
+      d.prefill > 0 ? std::llround(static_cast<double>(d.handoff_delay) * d.speed / kMicrosecond) : 0;
   std::string faults;
   if (d.fail_engine >= 0) {
     faults = fmt::format("faults:\n  rates: none\n  scripted: [{{at: {}, kind: crash, unit: {}}}]\n"
@@ -271,11 +279,11 @@ std::string TwinScenarioYaml(const TwinDescription& d, const std::string& trace_
       "hardware: {{gpu: {}, nodes: {}, gpus_per_node: 1, nodes_per_rack: 16}}\n"
       "model: {}\npools:\n{}"
       "workload: {{type: mooncake, path: {}, keys: tokens}}\n"
-      "router: {{policy: {}, learn_cost: {}}}\n{}"
+      "router: {{policy: {}, learn_cost: {}, handoff_delay: {}us}}\n{}"
       "slo: {{ttft: {}, tpot: 100ms}}\nkv_block_tokens: {}\n{}",
       d.name, d.name, d.seed, Ms(span + kSecond), d.gpu, n, d.model, pools,
-      json(trace_path).dump(), d.policy, d.learn_cost, tenants, Ms(d.ttft_slo),
-      d.kv_block_tokens, faults);
+      json(trace_path).dump(), d.policy, d.learn_cost, handoff_us, tenants, Ms(d.ttft_slo), d.kv_block_tokens,
+      faults);
 }
 
 namespace {

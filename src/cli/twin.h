@@ -51,6 +51,10 @@ struct TwinDescription {
   bool learn_cost = true;
   int kv_block_tokens = 16;
   Nanos ttft_slo = 2 * kSecond;
+  // P/D: the live path's second exchange (the gateway reads the prefill's whole answer, then
+  // calls the decode engine), in real time; the simulator delays each hand-off by it x speed
+  // (scenario router.handoff_delay), as the live side's real costs count speed times over.
+  Nanos handoff_delay = 0;
   std::vector<TwinTenant> tenants;
   TwinWorkload workload;
   int fail_engine = -1;  // -1: no failure
@@ -62,6 +66,7 @@ struct TwinDescription {
 inline constexpr int kMaxTwinEngines = 16;
 inline constexpr int kMaxTwinRequests = 100'000;
 inline constexpr double kMaxTwinSpeed = 100;
+inline constexpr Nanos kMaxTwinHandoffDelay = 100 * kMillisecond;
 
 absl::StatusOr<TwinDescription> ParseTwinDescription(const std::string& yaml, const std::string& source_name);
 absl::StatusOr<TwinDescription> LoadTwinDescription(const std::string& path);

@@ -25,15 +25,27 @@ policy::UnitLoad LoadOf(int64_t inflight, int64_t queued, double running, double
   return l;
 }
 
+// A decode engine's KV capacity in tokens as far as the gateway knows it (configured, or a paged
+// pool the engine reported); 0: unknown.
+int64_t DecodeCapacity(const BackendConfig& c, const policy::EngineCacheCapacity& probed) {
+  if (c.cache_slots == 0 && c.cache_tokens > 0) return c.cache_tokens;
+  return probed.kind == policy::EngineCacheKind::kPaged ? probed.tokens : 0;
+}
+
 }  // namespace
 
 policy::UnitLoad Backend::Load() const {
-  return LoadOf(inflight, queued_prefill_tokens, running, waiting, kv_usage, available());
+  const policy::UnitLoad l = LoadOf(inflight, queued_prefill_tokens, running, waiting, kv_usage, available());
+  return config.role == BackendRole::kDecode
+             ? policy::DecodeLoad(decode_charge, DecodeCapacity(config, cache_capacity), l)
+             : l;
 }
 
 policy::UnitLoad Backend::RankLoad(size_t rank) const {
   const RankState& r = ranks[rank];
-  return LoadOf(r.inflight, r.queued_prefill_tokens, r.running, r.waiting, r.kv_usage, available());
+  const policy::UnitLoad l = LoadOf(r.inflight, r.queued_prefill_tokens, r.running, r.waiting, r.kv_usage, available());
+  return config.role == BackendRole::kDecode ? policy::DecodeLoad(r.decode_charge, DecodeCapacity(config, cache_capacity), l)
+                                             : l;
 }
 
 
@@ -56,6 +68,13 @@ void Backend::Charge(int rank, int64_t requests, int64_t prefill_tokens) {
   if (rank >= 0 && static_cast<size_t>(rank) < ranks.size()) {
     RankState& r = ranks[static_cast<size_t>(rank)];
     apply(r.inflight, r.queued_prefill_tokens);
+  }
+}
+
+void Backend::ChargeDecode(int rank, int sign, int64_t tokens) {
+  decode_charge.Apply(sign, tokens);
+  if (rank >= 0 && static_cast<size_t>(rank) < ranks.size()) {
+    ranks[static_cast<size_t>(rank)].decode_charge.Apply(sign, tokens);
   }
 }
 

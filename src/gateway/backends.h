@@ -13,6 +13,7 @@
 #include "net/http_client.h"
 #include "policy/backend_cost_model.h"
 #include "policy/backend_health.h"
+#include "policy/decode_load.h"
 #include "policy/engine_cache_model.h"
 #include "policy/load_balancer.h"
 #include "policy/prefix_index.h"
@@ -28,6 +29,7 @@ struct RankState {
   int64_t inflight = 0;
   int64_t queued_prefill_tokens = 0;
   double running = 0, waiting = 0, kv_usage = 0;  // the engine's metrics with engine="<rank>"
+  policy::DecodeCharge decode_charge;
 };
 
 struct Backend {
@@ -49,6 +51,9 @@ struct Backend {
   // Load the gateway itself has placed.
   int64_t inflight = 0;
   int64_t queued_prefill_tokens = 0;
+  // A decode engine: the P/D requests handed to it and not finished, and their KV; what its
+  // load ranks by at hand-off (policy/decode_load.h), not its scraped metrics.
+  policy::DecodeCharge decode_charge;
 
   // From the engine's /metrics (vllm:num_requests_running, _waiting, kv_cache_usage_perc).
   double running = 0, waiting = 0, kv_usage = 0;
@@ -93,6 +98,9 @@ struct Backend {
   std::vector<policy::HolderId> Holders() const;
   // Load placed on (rank) or taken off (-) it by the gateway.
   void Charge(int rank, int64_t requests, int64_t prefill_tokens);
+  // A P/D request of `tokens` prompt + output tokens handed to (rank of) this decode engine
+  // (+1), or its decode call ended (-1).
+  void ChargeDecode(int rank, int sign, int64_t tokens);
 };
 
 // The engine metrics a router needs, summed over label sets (DP ranks, engines). Unknown lines

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -132,7 +133,8 @@ void Exchange::Dispatch() {
 
 void Exchange::StartCall(std::shared_ptr<Backend> b, std::string body, bool prefill_phase) {
   if (gw->shutting_down()) {
-    gw->Finished({b, rank}, true, queued);  // give back the load Pick or AfterPrefill charged
+    // Give back the load Pick or AfterPrefill charged.
+    gw->Finished({b, rank}, true, queued, std::exchange(decode_kv, 0));
     return FinishWithError(503, "service_unavailable", "the gateway is shutting down");
   }
   backend = b;
@@ -286,7 +288,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   if (cancelled) {
     // A stream whose end the client was sent is a success, even when the client closes before
     // the upstream's last bytes: it read the whole answer.
-    gw->Finished({b, rank}, true, queued);
+    gw->Finished({b, rank}, true, queued, std::exchange(decode_kv, 0));
     if (end_relayed) return Finish(status_sent);
     status_sent = 499;  // nginx's "client closed request"
     return Finish(499);
@@ -300,7 +302,7 @@ void Exchange::OnDone(absl::Status st, net::CallStage stage, bool prefill_phase)
   if (call_ok && upstream_status == 200 && !first_token) OnFirstToken(/*observe=*/prefill_phase || !req.stream);
   // A 429 is retried elsewhere (Retryable) but is no fault of the engine's: it does not count
   // toward ejection.
-  gw->Finished({b, rank}, call_ok || upstream_status == 429, queued);
+  gw->Finished({b, rank}, call_ok || upstream_status == 429, queued, std::exchange(decode_kv, 0));
   if (call_ok && prefill_phase) {
     if (upstream_status == 200) {
       l.unlock();
@@ -387,7 +389,9 @@ void Exchange::AfterPrefill(std::shared_ptr<Backend> prefill) {
   }
   std::shared_ptr<Backend> d = decode_backend;
   rank = decode_rank;
-  gw->HandOff({d, rank});
+  // Its KV at most: the prompt and the whole answer (the simulator charges a decode unit alike).
+  decode_kv = std::max<int64_t>(1, input_tokens + static_cast<int64_t>(req.n) * req.max_tokens);
+  gw->HandOff({d, rank}, decode_kv);
   if (spans) spans->HandOff(handoff_begin, Clock::now(), prefill->config.name, d->config.name, rank);
   decision += fmt::format("; prefilled on {}", prefill->config.name);
   prefill_backend = prefill->config.name;

@@ -69,6 +69,7 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   int rank = -1;         // the current call's DP rank (X-data-parallel-rank); -1: the engine's pick
   int decode_rank = -1;  // P/D: the decode side's
   int64_t queued = 0;  // prompt tokens charged to the backend's prefill queue until the first token
+  int64_t decode_kv = 0;  // P/D: the KV tokens the decode call charged to its engine until it ends
   bool first_byte = false;
   bool first_token = false;  // the current call's first-token event has happened
   bool header_sent = false;  // the client's status line is gone: no retry past this

@@ -50,17 +50,19 @@ class ExchangeServices {
   // P/D: the decode engine for an exchange whose prefill is done, chosen from the decode
   // engines' loads at that moment, as the simulator chooses at hand-off ({null, -1}: none left).
   virtual Target PickDecodeAfterPrefill(const Exchange& ex) = 0;
-  // P/D: the request moves to its decode engine, which is charged with it.
-  virtual void HandOff(const Target& decode) = 0;
+  // P/D: the request moves to its decode engine, which is charged with it and its KV (prompt +
+  // output tokens, policy/decode_load.h).
+  virtual void HandOff(const Target& decode, int64_t kv_tokens) = 0;
 
   // Load and health. The first token came: the prompt is computed, so its tokens leave the
   // backend's prefill queue now rather than when the whole answer ends (the simulated unit's
   // load drops as it computes; one load signal in both worlds), and `sample` (null: none)
   // teaches the backend's learned cost model, both in one step.
   virtual void FirstToken(const Target& b, int64_t queued_tokens, const policy::CostSample* sample) = 0;
-  // A call ended: its request and remaining prefill charge leave the backend, and its outcome
-  // counts toward passive ejection.
-  virtual void Finished(const Target& b, bool ok, int64_t queued_tokens) = 0;
+  // A call ended: its request and remaining prefill charge (and a decode call's hand-off charge
+  // of `decode_kv_tokens`, 0: none) leave the backend, and its outcome counts toward passive
+  // ejection.
+  virtual void Finished(const Target& b, bool ok, int64_t queued_tokens, int64_t decode_kv_tokens) = 0;
   // Takes one retry from the budget (and counts it); false when the budget is spent.
   virtual bool SpendRetry() = 0;
 

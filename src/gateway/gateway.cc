@@ -488,11 +488,12 @@ void Gateway::Record(bool chat, int status, const RequestOutcome& outcome) {
 }
 
 
-void Gateway::Finished(const Target& target, bool ok, int64_t queued_tokens) {
+void Gateway::Finished(const Target& target, bool ok, int64_t queued_tokens, int64_t decode_kv_tokens) {
   const auto& [b, rank] = target;
   if (!b) return;
   std::lock_guard l(mu_);
   b->Charge(rank, -1, -queued_tokens);
+  if (decode_kv_tokens > 0) b->ChargeDecode(rank, -1, decode_kv_tokens);
   if (RecordOutcome(*b, ok)) stats_.ejections++;
   if (!ok) stats_.upstream_failures++;
 }
@@ -550,9 +551,10 @@ ExchangeServices::Target Gateway::PickDecodeAfterPrefill(const Exchange& ex) {
   return c.decodes[static_cast<size_t>(pick)];
 }
 
-void Gateway::HandOff(const Target& decode) {
+void Gateway::HandOff(const Target& decode, int64_t kv_tokens) {
   std::lock_guard l(mu_);
   decode.first->Charge(decode.second, 1, 0);
+  decode.first->ChargeDecode(decode.second, +1, kv_tokens);
   stats_.pd_requests++;
 }
 

@@ -115,9 +115,9 @@ class Gateway : private ExchangeServices {
   // Admission (policy::AdmissionPipeline, under mu_).
   Route Pick(const Exchange& ex) override;
   Target PickDecodeAfterPrefill(const Exchange& ex) override;
-  void HandOff(const Target& decode) override;
+  void HandOff(const Target& decode, int64_t kv_tokens) override;
   void FirstToken(const Target& b, int64_t queued_tokens, const policy::CostSample* sample) override;
-  void Finished(const Target& b, bool ok, int64_t queued_tokens) override;
+  void Finished(const Target& b, bool ok, int64_t queued_tokens, int64_t decode_kv_tokens) override;
   bool SpendRetry() override;
   std::shared_ptr<net::Call> StartUpstream(net::CallRequest request, net::CallCallbacks callbacks) override;
   void CountRejected() override;

@@ -337,8 +337,15 @@ void Cluster::Admit(uint32_t slot, bool retry) {
   Dispatch(slot, UnitOf(d), copy_from, copy_blocks);
 }
 
+void Cluster::ReleaseDecodeCharge(ReqState& r) {
+  if (!r.decode_charged) return;
+  r.decode_charged = false;
+  units_[static_cast<size_t>(r.decode_unit)]->ChargeDecode(-1, int64_t{r.req.input_tokens} + r.req.output_tokens);
+}
+
 void Cluster::Retry(uint32_t slot) {
   ReqState& r = table_[slot];
+  ReleaseDecodeCharge(r);
   ++retries_;
   ++r.epoch;
   r.decoding = false;
@@ -415,6 +422,27 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   ObserveFirstToken(unit, slot);
   ReqState& r = table_[slot];
   if (failures_ && failures_->corrupt(unit)) r.corrupt = true;
+  const Nanos delay = scenario_.router.handoff_delay;
+  if (delay > 0) {
+    // The proxy's second exchange (RouterConfig::handoff_delay): the decode unit is picked
+    // when it ends, from the loads of that moment, as the gateway picks it. The KV stays on the
+    // prefill unit meanwhile; a unit that died meanwhile has none to send.
+    events_.After(delay, [this, unit, slot, epoch = r.epoch, inc = units_[static_cast<size_t>(unit)]->incarnation()] {
+      const ReqState& s = table_[slot];
+      if (!s.live || s.epoch != epoch) return;
+      if (units_[static_cast<size_t>(unit)]->incarnation() != inc) {
+        ++failed_transfers_;
+        return Retry(slot);
+      }
+      HandOff(unit, slot);
+    });
+    return;
+  }
+  HandOff(unit, slot);
+}
+
+void Cluster::HandOff(int unit, uint32_t slot) {
+  ReqState& r = table_[slot];
   // The KV goes to a decode unit of the version that computed it.
   const auto decode = UseGroup(rollout_ && rollout_->canary(unit)).second;
   const int pick = router_->PickDecode(decode, rng_);
@@ -453,6 +481,8 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
   r.prefill_unit = unit;
   r.decode_unit = target;
   r.src_incarnation = units_[src]->incarnation();
+  r.decode_charged = true;
+  units_[dst]->ChargeDecode(+1, int64_t{r.req.input_tokens} + r.req.output_tokens);
   events_.At(done, [this, slot] {
     ReqState& s = table_[slot];
     Unit& from = *units_[static_cast<size_t>(s.prefill_unit)];
@@ -470,6 +500,7 @@ void Cluster::OnPrefillDone(int unit, uint32_t slot) {
 
 void Cluster::OnRequestDone(int unit, uint32_t slot) {
   if (failures_ && failures_->corrupt(unit)) table_[slot].corrupt = true;
+  ReleaseDecodeCharge(table_[slot]);
   const uint64_t good = metrics_.good;
   metrics_.OnComplete(events_.now(), table_[slot]);
   if (rollout_) rollout_->OnComplete(unit, metrics_.good > good);

@@ -78,6 +78,10 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   // Routes and admits the request in `slot` (a new arrival, or a retry after a unit failed)
   // through the admission pipeline the gateway runs too.
   void Admit(uint32_t slot, bool retry);
+  // P/D: picks the decode unit for the prompt `unit` computed and starts the KV transfer.
+  void HandOff(int unit, uint32_t slot);
+  // Takes a request off its decode unit's hand-off charge, if it is on one.
+  void ReleaseDecodeCharge(ReqState& r);
   // What the pipeline asks of the chosen unit: its queue and memory, and its cached prefix.
   std::string_view Refuses(const policy::AdmissionRequest& req, const policy::RouteDecision& d) override;
   int64_t CachedTokens(const policy::AdmissionRequest& req, const policy::RouteDecision& d) override;

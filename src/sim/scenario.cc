@@ -283,7 +283,7 @@ absl::Status ParseRouter(const Reader& rd, const YAML::Node& n, RouterConfig* r)
   } else {
     MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"policy", "event_delay", "event_loss", "event_replay", "reject_factor",
                                          "disagg_min_uncached", "hot_queue_seconds", "index_max_entries",
-                                         "provisional_ttl", "contention", "learn_cost"}));
+                                         "provisional_ttl", "contention", "learn_cost", "handoff_delay"}));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "learn_cost", p, &r->learn_cost));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "policy", p, &r->policy));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "event_delay", p, &r->event_delay));
@@ -295,6 +295,9 @@ absl::Status ParseRouter(const Reader& rd, const YAML::Node& n, RouterConfig* r)
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "index_max_entries", p, &r->index_max_entries));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "provisional_ttl", p, &r->provisional_ttl));
     MYRIAD_RETURN_IF_ERROR(rd.Get(n, "contention", p, &r->contention));
+    MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "handoff_delay", p, &r->handoff_delay));
+    MYRIAD_RETURN_IF_ERROR(rd.Check(n, "handoff_delay", p, r->handoff_delay >= 0 && r->handoff_delay <= 10 * kSecond,
+                                    "must be between 0 and 10s", FormatDuration(r->handoff_delay)));
     MYRIAD_RETURN_IF_ERROR(rd.Check(n, "event_loss", p, r->event_loss >= 0 && r->event_loss <= 1,
                                     "must be between 0 and 1", r->event_loss));
     MYRIAD_RETURN_IF_ERROR(rd.Check(n, "reject_factor", p, r->reject_factor >= 0, "must not be negative",

@@ -101,6 +101,10 @@ struct RouterConfig {
   int64_t index_max_entries = int64_t{64} << 20;
   Nanos provisional_ttl = 2 * kSecond;
   double contention = 0.5;                // fairness: contended above this x SLO
+  // P/D: from a prefill's end to the start of its KV hand-off, the decode pick included. A
+  // vLLM-style proxy (our gateway) reads the prefill engine's whole answer and then opens the
+  // decode call: a second exchange of a few milliseconds per request. 0: instant.
+  Nanos handoff_delay = 0;
   // Each pool's prefill cost learned from its simulated first-token times (as the gateway
   // learns each backend's, policy/backend_cost_model.h); false: the performance model alone.
   bool learn_cost = true;

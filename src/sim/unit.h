@@ -14,6 +14,7 @@
 #include "perf/step_model.h"
 #include "perf/step_work.h"
 #include "policy/batch_planner.h"
+#include "policy/decode_load.h"
 #include "policy/load_balancer.h"
 #include "policy/load_ranking.h"
 #include "sim/event_queue.h"
@@ -142,6 +143,13 @@ class Unit {
     Publish();
   }
   int64_t kv_capacity() const { return planner_.limits().kv_capacity; }
+  // A decode unit: the router handed it a sequence of `tokens` prompt + output tokens (+1), or
+  // one of them ended or left (-1). Its published load ranks by this charge
+  // (policy/decode_load.h), as the gateway ranks decode engines by its own.
+  void ChargeDecode(int sign, int64_t tokens) {
+    decode_charge_.Apply(sign, tokens);
+    Publish();
+  }
   int64_t kv_used() const { return kv_used_; }
   // KV tokens held x seconds from the start of the run to `now` (not before the last change).
   double KvTokenSeconds(Nanos now) const {
@@ -240,9 +248,10 @@ class Unit {
   UnitStats stats_;
   void Publish() {
     if (published_ == nullptr) return;
-    *published_ = Load();
+    *published_ = cfg_.role == Role::kDecode ? policy::DecodeLoad(decode_charge_, kv_capacity(), Load()) : Load();
     if (ranking_ != nullptr) ranking_->Update(rank_index_, *published_);
   }
+  policy::DecodeCharge decode_charge_;
   policy::UnitLoad* published_ = nullptr;
   policy::LoadRanking* ranking_ = nullptr;
   size_t rank_index_ = 0;

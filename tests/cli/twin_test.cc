@@ -33,6 +33,7 @@ TEST(TwinDescription, ErrorsNameFileLineAndKey) {
       {"workload:\n  requests: 0\n", "bad.yaml:2: workload.requests: must be in [1, 100000]"},
       {"workload:\n  own_blocks: {min: 3, max: 2}\n", "workload.own_blocks.max: must be in [min, 64]"},
       {"tenants:\n  - {name: a, share: 2}\n", "tenants[0].share: must be in (0, 1]"},
+      {"handoff_delay: 200ms\n", "bad.yaml:1: handoff_delay: must be between 0 and 100.00ms"},
   };
   for (const Case& c : cases) {
     const std::string path = WriteTempFile("bad.yaml", c.yaml);
@@ -86,6 +87,17 @@ TEST(TwinScenario, LearnCostOffReachesTheSimulatedRouter) {
   const auto e = RunMyriad("twin " + bad + " --sim-only --out " + dir + "/out2");
   EXPECT_EQ(e.code, 2) << e.out;
   EXPECT_NE(e.out.find("learn_cost"), std::string::npos) << e.out;
+}
+
+TEST(TwinScenario, TheHandoffDelayReachesTheSimulatedRouterInEmulatedTime) {
+  const std::string dir = testing::TestTempDir().string();
+  const std::string path = WriteTempFile(
+      "hd.yaml", "speed: 2\nhandoff_delay: 3ms\nengines: {prefill: 1, decode: 1}\nworkload: {requests: 20, rate: 5}\n");
+  const auto r = RunMyriad("twin " + path + " --sim-only --out " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string scenario = ReadFile(dir + "/out/scenario.yaml");
+  // 3 real ms on the live side are 6 emulated ms at speed 2.
+  EXPECT_NE(scenario.find("handoff_delay: 6000us"), std::string::npos) << scenario;
 }
 
 TEST(TwinScenario, PdEnginesAreUnitsInOrderAndTheFailureWindowIsLeftOut) {
