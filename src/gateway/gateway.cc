@@ -635,12 +635,16 @@ Route Gateway::Pick(const Exchange& ex) {
   out.queued_tokens = chosen.load.queued_prefill_tokens;
   out.cost_sample = policy::DispatchSample(d, chosen, ex.input_tokens);
   if (LogEnabled()) {  // the reason is for the access log only: not formatted when it is off
-    out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, hit=hbm:{},store:{}, est. ttft {:.3f} s{}{})",
+    out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, hit=hbm:{},store:{}, est. ttft {:.3f} s{}{}{})",
                              policy::FormatPolicyName(admission.router().options(), config_.fairness),
                              out.entry->config.name,
                              out.entry_rank >= 0 ? fmt::format("/dp{}", out.entry_rank) : std::string(),
                              d.expected_cached_tokens, ex.input_tokens, hbm_tokens, d.expected_store_tokens,
                              d.estimated_ttft_s,
+                             out.cost_sample.slot_waits > 0
+                                 ? fmt::format(", waits for {} of {} in flight to end", out.cost_sample.slot_waits,
+                                               chosen.load.running)
+                                 : std::string(),
                              out.decode ? ", decode on " + out.decode->config.name : "",
                              d.hot_spot ? ", hot prefix spread" : "");
   }

@@ -7,6 +7,7 @@
 // an idle cluster) are chosen among by the prompt's blocks, so that distinct prompts spread
 // over them instead of all going to the first. Hot-prefix spreading lets a request leave a saturated
 // holder for another unit that copies the prefix's KV. Pure: the caller passes the state.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
