@@ -80,7 +80,7 @@ TEST(EngineCacheReturns, TheRouterPricesDisplacementWithTheLearnedProbability) {
     std::vector<Candidate> units;
     for (HolderId h = 0; h < 3; ++h) {
       caches.SetCapacity(h, {.kind = EngineCacheKind::kSlots, .slots = 1, .source = CapacitySource::kConfig});
-      units.push_back(Candidate{.holder = h, .cost = &cost});
+      units.push_back(Candidate{.holder = h, .load = {}, .cost = &cost});
     }
     if (learned) {  // engine 2 sees 100 conversations displaced, none returning
       for (int i = 0; i <= 100; ++i) caches.Served(2, Chain(90000 + 10 * static_cast<BlockKey>(i), 2), kBlockTokens, i);
