@@ -13,6 +13,8 @@
 # Usage: bench/approx_routing.sh [path/to/myriad]
 # Settings (environment): ENGINES=4 SLOTS=2 SPEED=2 REPEAT=2 REQUESTS=120 RATE=0.8 SEED=8
 #   BASE_PORT=19100 LIFETIME=1800 POLICIES="round-robin least-loaded kv-aware affinity" VLLM=1
+#   KEEP=DIR: keep each run's loadgen log, the gateway's access log and the trace there
+#   (DIR/<router>_<rep>.run.jsonl, .access.jsonl; DIR/trace.jsonl), for bench/approx_join.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$(realpath "${1:-build/release/myriad}")"
@@ -27,6 +29,7 @@ BASE_PORT=${BASE_PORT:-19100}
 LIFETIME=${LIFETIME:-1800}
 POLICIES=${POLICIES:-"round-robin least-loaded kv-aware affinity"}
 VLLM=${VLLM:-1}
+KEEP=${KEEP:-}
 
 [[ -x "$bin" ]] || { echo "approx_routing: $bin is not built (scripts/build.sh release)" >&2; exit 2; }
 nginx_bin="$(command -v nginx || true)"
@@ -181,6 +184,14 @@ run() {
     -c 256 --log "$tmp/run.log" --json "${extra[@]}" >"$tmp/run.json" || true
   engine_counters >"$tmp/counters.txt"
   stop_all
+  if [[ -n "$KEEP" ]]; then
+    local name="${label//[^A-Za-z0-9.-]/_}_$rep"
+    mkdir -p "$KEEP"
+    cp "$trace" "$KEEP/trace.jsonl"
+    cp "$tmp/run.log" "$KEEP/$name.run.jsonl"
+    if [[ -f "$tmp/access.log" ]]; then mv "$tmp/access.log" "$KEEP/$name.access.jsonl"; fi
+  fi
+  rm -f "$tmp/access.log"
   python3 - "$tmp/run.log" "$tmp/counters.txt" "$label" "$rep" "$SPEED" "$ENGINES" >>"$results" <<'PY'
 import json, sys
 log, counters, label, rep, speed, engines = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])

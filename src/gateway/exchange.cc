@@ -105,7 +105,7 @@ void Exchange::Dispatch() {
   cached_tokens = route.cached_tokens;
   decision = route.reason;
   queued = std::max<int64_t>(0, input_tokens - route.cached_tokens);
-  cost_sample = policy::CostSample{.uncached = queued, .cached = route.cached_tokens, .queued = route.queued_tokens};
+  cost_sample = route.cost_sample;
   first_byte = false;
   upstream_status = 0;
   held.clear();

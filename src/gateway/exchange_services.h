@@ -28,6 +28,8 @@ struct Route {
   int64_t cached_tokens = 0;
   int64_t queued_tokens = 0;  // prompt tokens queued on the entry before this request
   double estimated_ttft_s = 0;
+  // What the first token teaches the entry's learned cost model (policy::DispatchSample).
+  policy::CostSample cost_sample;
   // For the routing span (filled when tracing is on): the prompt tokens expected from the
   // store tier (part of cached_tokens), the candidates weighed, and the policy's name.
   int64_t store_tokens = 0;

@@ -531,7 +531,13 @@ Gateway::Candidates Gateway::CandidatesFor(const Exchange& ex) const {
       (decode ? c.decodes : c.entries).emplace_back(b, rank);
       const policy::PrefillCost* cost = b->cost_model ? &b->cost_model->cost() : &cost_;
       (decode ? c.decode_c : c.entry_c)
-          .push_back(policy::Candidate{.holder = b->HolderOf(rank), .store_holder = b->StoreHolderOf(rank), .load = load, .cost = cost});
+          .push_back(policy::Candidate{.holder = b->HolderOf(rank),
+                                       .store_holder = b->StoreHolderOf(rank),
+                                       .load = load,
+                                       .cost = cost,
+                                       .slots = b->cache_capacity.kind == policy::EngineCacheKind::kSlots
+                                                    ? b->cache_capacity.slots
+                                                    : 0});
     };
     if (b->ranks.empty()) {
       add(-1, b->Load());
@@ -619,22 +625,28 @@ Route Gateway::Pick(const Exchange& ex) {
     // The engine keeps this prompt in place of what its cache has no room for; the index, which
     // the admission just told it holds the prompt, forgets what it dropped.
     cache_model_.Served(out.entry->HolderOf(out.entry_rank), ex.keys,
-                        ex.token_keys ? config_.kv_block_size : admission_->router().options().block_tokens);
+                        ex.token_keys ? config_.kv_block_size : admission_->router().options().block_tokens, now);
   }
   // Where the prefix comes from: HBM and the store tier; the rest is recomputed.
   const int64_t hbm_tokens = d.expected_cached_tokens - d.expected_store_tokens;
   ++stats_.route_tiers[d.expected_store_tokens > 0 ? 2 : hbm_tokens > 0 ? 1 : 0];
   stats_.route_tier_tokens[1] += hbm_tokens;
   stats_.route_tier_tokens[2] += d.expected_store_tokens;
-  out.queued_tokens = d.entry >= 0 ? entry_c[static_cast<size_t>(d.entry)].load.queued_prefill_tokens
-                                   : decode_c[static_cast<size_t>(d.decode)].load.queued_prefill_tokens;
+  const policy::Candidate& chosen =
+      d.entry >= 0 ? entry_c[static_cast<size_t>(d.entry)] : decode_c[static_cast<size_t>(d.decode)];
+  out.queued_tokens = chosen.load.queued_prefill_tokens;
+  out.cost_sample = policy::DispatchSample(d, chosen, ex.input_tokens);
   if (LogEnabled()) {  // the reason is for the access log only: not formatted when it is off
-    out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, hit=hbm:{},store:{}, est. ttft {:.3f} s{}{})",
+    out.reason = fmt::format("{}: {}{} (cached ~{} of {} tokens, hit=hbm:{},store:{}, est. ttft {:.3f} s{}{}{})",
                              policy::FormatPolicyName(admission.router().options(), config_.fairness),
                              out.entry->config.name,
                              out.entry_rank >= 0 ? fmt::format("/dp{}", out.entry_rank) : std::string(),
                              d.expected_cached_tokens, ex.input_tokens, hbm_tokens, d.expected_store_tokens,
                              d.estimated_ttft_s,
+                             out.cost_sample.slot_waits > 0
+                                 ? fmt::format(", waits for {} of {} in flight to end", out.cost_sample.slot_waits,
+                                               chosen.load.running)
+                                 : std::string(),
                              out.decode ? ", decode on " + out.decode->config.name : "",
                              d.hot_spot ? ", hot prefix spread" : "");
   }

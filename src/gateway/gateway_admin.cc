@@ -23,7 +23,8 @@ namespace {
 
 json CoefficientsJson(const policy::CostCoefficients& c) {
   return {{"fixed_s", c.fixed_s}, {"per_uncached_token_s", c.per_uncached_s},
-          {"per_cached_token_s", c.per_cached_s}, {"per_queued_token_s", c.per_queued_s}};
+          {"per_cached_token_s", c.per_cached_s}, {"per_queued_token_s", c.per_queued_s},
+          {"per_slot_wait_s", c.per_slot_wait_s}};
 }
 
 // Rounds between probes of an engine that answered (a restart may change its cache), and the
@@ -112,6 +113,11 @@ net::HttpResponse Gateway::HandleAdmin(const net::HttpRequest& req) {
         cm["samples"] = m->samples();
         cm["clipped"] = m->clipped();
         cm["relative_scale"] = m->relative_scale();
+        // Its age: how long since the last first token taught it, and how much the fit still
+        // counts in the price (1 until routing.learn_cost's stale_after; then toward the prior).
+        const Nanos now = NowNanos();
+        cm["last_sample_age_s"] = m->samples() > 0 ? json(NanosToSeconds(now - m->last_sample_at())) : json();
+        cm["freshness"] = m->Freshness(now);
         cm["prior"] = CoefficientsJson(m->prior());
         list.back()["cost_model"] = std::move(cm);
       }
@@ -214,14 +220,32 @@ net::HttpResponse Gateway::Metrics() const {
   }
   // The learned cost model (routing.learn_cost): one series per backend and term.
   w.Family("myriad_gateway_backend_cost_seconds", "Learned prefill cost per backend: term fixed (seconds), "
-           "per_uncached_token, per_cached_token, per_queued_token (seconds per token).", net::MetricType::kGauge);
+           "per_uncached_token, per_cached_token, per_queued_token (seconds per token), per_slot_wait (seconds per "
+           "request waited for to free a slot).", net::MetricType::kGauge);
   for (const auto& b : backends_) {
     if (!b->cost_model) continue;
     const policy::CostCoefficients& c = b->cost_model->coefficients();
     for (const auto& [term, v] : {std::pair<const char*, double>{"fixed", c.fixed_s}, {"per_uncached_token", c.per_uncached_s},
-                                  {"per_cached_token", c.per_cached_s}, {"per_queued_token", c.per_queued_s}}) {
+                                  {"per_cached_token", c.per_cached_s}, {"per_queued_token", c.per_queued_s},
+                                  {"per_slot_wait", c.per_slot_wait_s}}) {
       w.Sample("myriad_gateway_backend_cost_seconds", {{"backend", b->config.name}, {"term", term}}, v);
     }
+  }
+  w.Family("myriad_gateway_backend_cost_freshness",
+           "How much each backend's learned cost still counts in its price: 1 until stale_after without a sample, "
+           "then halving every stale_half_life toward the configured model.", net::MetricType::kGauge);
+  const Nanos cost_now = NowNanos();
+  for (const auto& b : backends_) {
+    if (!b->cost_model) continue;
+    w.Sample("myriad_gateway_backend_cost_freshness", {{"backend", b->config.name}}, b->cost_model->Freshness(cost_now));
+  }
+  w.Family("myriad_gateway_backend_cost_last_sample_age_seconds",
+           "Seconds since each backend's learned cost model last saw a first token (backends with a sample).",
+           net::MetricType::kGauge);
+  for (const auto& b : backends_) {
+    if (!b->cost_model || b->cost_model->samples() == 0) continue;
+    w.Sample("myriad_gateway_backend_cost_last_sample_age_seconds", {{"backend", b->config.name}},
+             NanosToSeconds(cost_now - b->cost_model->last_sample_at()));
   }
   w.Family("myriad_gateway_backend_cost_samples_total", "First-token times the learned cost model has seen per backend.",
            net::MetricType::kCounter);

@@ -22,7 +22,7 @@ constexpr double kRepriceStep = 0.01;
 // Discounted weights stop here: far below any fresh sample's, and clear of denormals.
 constexpr double kMinFreshness = 1e-9;
 
-// Solves a x = b (n <= 4, symmetric positive definite in practice) by elimination with
+// Solves a x = b (n <= 5, symmetric positive definite in practice) by elimination with
 // partial pivoting; false when singular.
 template <int N>
 bool Solve(double a[N][N], double b[N], int n, double x[N]) {
@@ -67,10 +67,12 @@ BackendCostModel::BackendCostModel(const PrefillCost& prior, BackendCostModelOpt
   prior_.per_uncached_s = std::max(0.0, (uncached - base) / r);
   prior_.per_cached_s = std::max(0.0, (prior.PrefillSeconds(ref, ref) - uncached) / r);
   prior_.per_queued_s = std::max(0.0, prior.QueueSeconds(ref) / r);
+  prior_.per_slot_wait_s = std::max(0.0, prior.SlotWaitSeconds(1));
   if (prior_.per_uncached_s > 0) {
     fixed_ratio_ = prior_.fixed_s / prior_.per_uncached_s;
     cached_ratio_ = prior_.per_cached_s / prior_.per_uncached_s;
     queued_ratio_ = prior_.per_queued_s / prior_.per_uncached_s;
+    wait_ratio_ = prior_.per_slot_wait_s / prior_.per_uncached_s;
   }
   fit_ = prior_;
   ring_.reserve(static_cast<size_t>(options_.window));
@@ -78,6 +80,7 @@ BackendCostModel::BackendCostModel(const PrefillCost& prior, BackendCostModelOpt
 
 void BackendCostModel::Add(const Row& r, double sign) {
   const double w = sign * r.w;
+  if (r.x[4] > 0) waited_rows_ += sign > 0 ? 1 : -1;
   for (int i = 0; i < kTerms; ++i) {
     for (int j = 0; j < kTerms; ++j) xx_[i][j] += w * r.x[i] * r.x[j];
     xy_[i] += w * r.x[i] * r.y;
@@ -88,6 +91,7 @@ void BackendCostModel::Recount() {
   // Sums kept by adding and subtracting drift by rounding; rebuilt once per window.
   for (auto& row : xx_) std::fill(std::begin(row), std::end(row), 0.0);
   std::fill(std::begin(xy_), std::end(xy_), 0.0);
+  waited_rows_ = 0;
   for (const Row& r : ring_) Add(r, 1);
   since_recount_ = 0;
 }
@@ -106,7 +110,7 @@ void BackendCostModel::Reprice(double freshness) {
   auto mix = [&](double fit, double prior) { return freshness * fit + (1 - freshness) * prior; };
   cost_ = PrefillCost::Linear(mix(fit_.fixed_s, prior_.fixed_s), mix(fit_.per_uncached_s, prior_.per_uncached_s),
                               mix(fit_.per_cached_s, prior_.per_cached_s), mix(fit_.per_queued_s, prior_.per_queued_s),
-                              kv_bytes_per_token_);
+                              kv_bytes_per_token_, mix(fit_.per_slot_wait_s, prior_.per_slot_wait_s));
 }
 
 void BackendCostModel::Observe(const CostSample& s, Nanos now) {
@@ -123,9 +127,13 @@ void BackendCostModel::Observe(const CostSample& s, Nanos now) {
   if (priced_freshness_ != 1) Reprice(1);
   last_at_ = std::max(last_at_, now);
   const int64_t uncached = std::max<int64_t>(s.uncached, 0), cached = std::max<int64_t>(s.cached, 0),
-                queued = std::max<int64_t>(s.queued, 0);
-  Row row{{1.0, static_cast<double>(uncached), static_cast<double>(cached), static_cast<double>(queued)}, s.seconds, 0};
-  const double predicted = cost_.QueueSeconds(queued) + cost_.PrefillSeconds(uncached, cached);
+                queued = std::max<int64_t>(s.queued, 0), waits = std::max<int64_t>(s.slot_waits, 0);
+  Row row{{1.0, static_cast<double>(uncached), static_cast<double>(cached), static_cast<double>(queued),
+           static_cast<double>(waits)},
+          s.seconds,
+          0};
+  const double predicted =
+      cost_.QueueSeconds(queued) + cost_.SlotWaitSeconds(waits) + cost_.PrefillSeconds(uncached, cached);
   const double denom = std::max(predicted, kMinSeconds);
   const double rel = (s.seconds - predicted) / denom;
   if (samples_ == 0) {
@@ -182,19 +190,25 @@ void BackendCostModel::Refit() {
   };
   const double k = options_.prior_samples;
   auto scale = [&](int t) { return std::max(xx_[t][t], xx_[0][0]) / n; };
+  // The slot wait is seen only in the samples that waited, a few long ones that weigh little
+  // against the many short ones (weights 1/T^2): its prior counts as prior_samples of those,
+  // not of the window's typical sample, or it would hold the term at the prior for good.
+  const double wait_scale = waited_rows_ > 0 ? xx_[4][4] / static_cast<double>(waited_rows_) : xx_[0][0] / n;
   if (prior_.per_uncached_s > 0) {
-    penalize({1, -fixed_ratio_, 0, 0}, k * scale(0), 0);
-    penalize({0, -cached_ratio_, 1, 0}, k * scale(2), 0);
-    penalize({0, -queued_ratio_, 0, 1}, k * scale(3), 0);
+    penalize({1, -fixed_ratio_, 0, 0, 0}, k * scale(0), 0);
+    penalize({0, -cached_ratio_, 1, 0, 0}, k * scale(2), 0);
+    penalize({0, -queued_ratio_, 0, 1, 0}, k * scale(3), 0);
+    penalize({0, -wait_ratio_, 0, 0, 1}, k * wait_scale, 0);
   } else {  // a prior without a per-token cost has no shape to keep: its values, then
-    penalize({0, 1, 0, 0}, k * scale(1), prior_.per_uncached_s);
-    penalize({1, 0, 0, 0}, k * scale(0), prior_.fixed_s);
-    penalize({0, 0, 1, 0}, k * scale(2), prior_.per_cached_s);
-    penalize({0, 0, 0, 1}, k * scale(3), prior_.per_queued_s);
+    penalize({0, 1, 0, 0, 0}, k * scale(1), prior_.per_uncached_s);
+    penalize({1, 0, 0, 0, 0}, k * scale(0), prior_.fixed_s);
+    penalize({0, 0, 1, 0, 0}, k * scale(2), prior_.per_cached_s);
+    penalize({0, 0, 0, 1, 0}, k * scale(3), prior_.per_queued_s);
+    penalize({0, 0, 0, 0, 1}, k * wait_scale, prior_.per_slot_wait_s);
   }
   // Non-negative least squares by an active set: a term that fits below zero is held at zero
-  // and the rest refitted (four terms: at most four rounds).
-  bool free[kTerms] = {true, true, true, true};
+  // and the rest refitted (at most one round per term).
+  bool free[kTerms] = {true, true, true, true, true};
   double theta[kTerms] = {};
   for (int round = 0; round < kTerms; ++round) {
     int idx[kTerms], m = 0;
@@ -218,9 +232,9 @@ void BackendCostModel::Refit() {
     theta[worst] = 0;
   }
   for (double& t : theta) t = std::max(t, 0.0);
-  fit_ = CostCoefficients{theta[0], theta[1], theta[2], theta[3]};
+  fit_ = CostCoefficients{theta[0], theta[1], theta[2], theta[3], theta[4]};
   cost_ = PrefillCost::Linear(fit_.fixed_s, fit_.per_uncached_s, fit_.per_cached_s, fit_.per_queued_s,
-                              kv_bytes_per_token_);
+                              kv_bytes_per_token_, fit_.per_slot_wait_s);
   priced_freshness_ = 1;
 }
 

@@ -4,7 +4,8 @@
 // prices a CPU engine as a CPU engine even when the configured performance model is a GPU.
 //
 // The model is a line, T = fixed + a*uncached + b*cached + q*queued (tokens queued on the
-// backend at dispatch), fitted by least squares over the last `window` samples, each weighted
+// backend at dispatch) + w*slot_waits (on an engine with a fixed number of slots, the requests
+// that must finish before this one gets a slot: SlotWaits in router.h), fitted by least squares over the last `window` samples, each weighted
 // by 1/T^2 (a first token's noise grows with its time, and the fixed term is only seen in
 // the short ones; T the larger of the observed and the predicted time):
 // - seeded from the configured model (the prior): until the first sample the router prices
@@ -39,6 +40,7 @@ struct CostSample {
   int64_t uncached = 0;  // prompt tokens the router expected the backend to compute
   int64_t cached = 0;    // prompt tokens the router expected it to hold
   int64_t queued = 0;    // prompt tokens queued on it when this one was sent (its load signal)
+  int64_t slot_waits = 0;  // requests that had to finish before it got a slot (router.h SlotWaits)
   double seconds = 0;    // from dispatch to the first token
 };
 
@@ -47,13 +49,14 @@ struct CostCoefficients {
   double per_uncached_s = 0;  // per prompt token computed
   double per_cached_s = 0;    // per prompt token served from the prefix cache
   double per_queued_s = 0;    // per prompt token waited behind
-  double Predict(int64_t uncached, int64_t cached, int64_t queued) const {
+  double per_slot_wait_s = 0;  // per request waited for to free a slot
+  double Predict(int64_t uncached, int64_t cached, int64_t queued, int64_t slot_waits = 0) const {
     return fixed_s + per_uncached_s * static_cast<double>(uncached) + per_cached_s * static_cast<double>(cached) +
-           per_queued_s * static_cast<double>(queued);
+           per_queued_s * static_cast<double>(queued) + per_slot_wait_s * static_cast<double>(slot_waits);
   }
 };
 
-// Upper bound of the window (samples kept per backend): memory is 48 bytes a sample.
+// Upper bound of the window (samples kept per backend): memory is 56 bytes a sample.
 inline constexpr int kMaxCostWindow = 4096;
 // Upper bound of the ageing times (a day).
 inline constexpr Nanos kMaxCostStaleness = 86400 * kSecond;
@@ -87,6 +90,10 @@ class BackendCostModel {
   }
   // How much the fit's evidence counts at `now`: 1 until stale_after past the last sample.
   double Freshness(Nanos now) const;
+  // When the last sample came (the clock Observe was given); meaningless before the first.
+  Nanos last_sample_at() const { return last_at_; }
+  // The freshness cost() is priced with now (1: the fit itself; Age updates it).
+  double priced_freshness() const { return priced_freshness_; }
 
   // What the router prices the backend with: the prior until the first sample, then the fit.
   const PrefillCost& cost() const { return cost_; }
@@ -101,7 +108,7 @@ class BackendCostModel {
   double relative_scale() const { return scale_; }
 
  private:
-  static constexpr int kTerms = 4;
+  static constexpr int kTerms = 5;
   struct Row {
     double x[kTerms];
     double y;
@@ -117,14 +124,15 @@ class BackendCostModel {
   PrefillCost cost_;
   double kv_bytes_per_token_ = 0;
   CostCoefficients prior_, fit_;
-  // The prior's fixed, per-cached and per-queued terms over its per-uncached one.
-  double fixed_ratio_ = 0, cached_ratio_ = 0, queued_ratio_ = 0;
+  // The prior's fixed, per-cached, per-queued and per-slot-wait terms over its per-uncached one.
+  double fixed_ratio_ = 0, cached_ratio_ = 0, queued_ratio_ = 0, wait_ratio_ = 0;
   std::vector<Row> ring_;
   size_t next_ = 0;  // where the next row goes once the ring is full
   // Sums over the ring: x x^T and x y.
   double xx_[kTerms][kTerms] = {};
   double xy_[kTerms] = {};
   uint64_t samples_ = 0, clipped_ = 0;
+  int64_t waited_rows_ = 0;  // rows in the ring that waited for a slot
   uint64_t since_recount_ = 0;
   double scale_ = 0;
   Nanos last_at_ = 0;             // the last sample's time

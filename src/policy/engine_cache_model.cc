@@ -52,7 +52,8 @@ void EngineCacheModel::SetCapacity(HolderId holder, EngineCacheCapacity capacity
 
 void EngineCacheModel::Forget(HolderId holder) { holders_.erase(holder); }
 
-int EngineCacheModel::Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens) {
+int EngineCacheModel::Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens, Nanos now) {
+  NoteReturns(blocks, now);
   auto it = holders_.find(holder);
   if (it == holders_.end()) return -1;
   Holder& h = it->second;
@@ -61,7 +62,14 @@ int EngineCacheModel::Served(HolderId holder, std::span<const BlockKey> blocks, 
   evicted_.clear();
   int slot = -1;
   switch (h.capacity.kind) {
-    case EngineCacheKind::kSlots: slot = ServeSlots(h, blocks); break;
+    case EngineCacheKind::kSlots: {
+      const std::vector<BlockKey>& taken = h.slots->tokens(PickSlot(h, FitSlot(h, blocks)));
+      const BlockKey lost = taken.empty() ? 0 : taken.back();
+      const bool displaces = !taken.empty() && DisplacedTokens(holder, blocks) > 0;
+      slot = ServeSlots(h, blocks);
+      if (displaces) FollowDisplaced(lost, now);
+      break;
+    }
     case EngineCacheKind::kPaged: ServePaged(holder, h, blocks); break;
     case EngineCacheKind::kUnknown: return -1;
   }
@@ -183,6 +191,46 @@ int EngineCacheModel::ObserveSlots(HolderId holder, std::span<const SlotObservat
     index_->Removed(holder, evicted_);
   }
   return dropped;
+}
+
+void EngineCacheModel::FollowDisplaced(BlockKey lost, Nanos now) {
+  if (displaced_.size() >= kMaxFollowedDisplacements) {
+    // The oldest open one leaves undecided: counting it either way would bias the share.
+    const Displaced& old = displaced_.front();
+    auto it = displaced_at_.find(old.tip);
+    if (it != displaced_at_.end() && it->second == displaced_seq_) displaced_at_.erase(it);
+    displaced_.pop_front();
+    ++displaced_seq_;
+  }
+  displaced_at_[lost] = displaced_seq_ + displaced_.size();
+  displaced_.push_back({lost, now, false});
+}
+
+void EngineCacheModel::NoteReturns(std::span<const BlockKey> blocks, Nanos now) {
+  if (!displaced_at_.empty()) {
+    for (BlockKey k : blocks) {
+      auto it = displaced_at_.find(k);
+      if (it == displaced_at_.end()) continue;
+      displaced_[static_cast<size_t>(it->second - displaced_seq_)].returned = true;
+    }
+  }
+  while (!displaced_.empty() && now - displaced_.front().at >= options_.return_horizon) {
+    const Displaced& d = displaced_.front();
+    ++decided_;
+    returned_ += d.returned ? 1 : 0;
+    auto it = displaced_at_.find(d.tip);
+    if (it != displaced_at_.end() && it->second == displaced_seq_) displaced_at_.erase(it);
+    displaced_.pop_front();
+    ++displaced_seq_;
+  }
+}
+
+double EngineCacheModel::ReturnProbability(double prior) const {
+  const double w = std::max(options_.return_prior_weight, 0.0);
+  const double decided = static_cast<double>(decided_);
+  if (decided + w <= 0) return std::clamp(prior, 0.0, kMaxReturnProbability);
+  const double p = (static_cast<double>(returned_) + std::clamp(prior, 0.0, 1.0) * w) / (decided + w);
+  return std::clamp(p, 0.0, kMaxReturnProbability);
 }
 
 void EngineCacheModel::ServePaged(HolderId, Holder& h, std::span<const BlockKey> blocks) {

@@ -14,6 +14,7 @@
 // Blocks the model evicts are removed from the index for that holder. Pure: no I/O, no clock;
 // the capacities come from the caller (the engine's own report, or configuration).
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -21,6 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/block_hash.h"
+#include "core/time.h"
 #include "policy/prefix_cache.h"
 #include "policy/prefix_index.h"
 #include "policy/slot_cache.h"
@@ -63,9 +65,22 @@ struct SlotObservation {
   std::optional<int64_t> tokens;
 };
 
+// Upper bound of the displaced prompts followed at once (ReturnProbability); 40 bytes each.
+inline constexpr size_t kMaxFollowedDisplacements = 4096;
+// The learned return probability is held within [0, this]: at 0.5 the router's displacement
+// price sent new conversations to the few engines holding the shortest prompts
+// (docs/PERFORMANCE.md, issue 25).
+inline constexpr double kMaxReturnProbability = 0.4;
+
 struct EngineCacheModelOptions {
   // llama-server's --slot-prompt-similarity (its default, common/common.h).
   double slot_similarity = 0.1;
+  // A prompt displaced from a slot has returned when a later request (to any modelled engine)
+  // extends it within this time; one that has not by then counts as gone (ReturnProbability).
+  Nanos return_horizon = 30 * kSecond;
+  // The prior's weight, in displacements: the learned probability starts at the router's
+  // configured one and moves as displacements are decided.
+  double return_prior_weight = 20;
 };
 
 class EngineCacheModel {
@@ -83,7 +98,8 @@ class EngineCacheModel {
   // each) was sent to `holder`: the engine now holds them, and what it evicted for them leaves
   // the index. Nothing happens for a holder of unknown capacity.
   // Returns the slot the model put it in (slot caches), else -1.
-  int Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens);
+  // `now` (any monotonic clock, the caller's) times the returns of displaced prompts.
+  int Served(HolderId holder, std::span<const BlockKey> blocks, int64_t block_tokens, Nanos now = 0);
 
   // The engine's own account of its slots (llama-server's GET /slots), merged in: a slot the
   // engine reports empty is empty; a slot that took a task since the last observation while
@@ -103,6 +119,19 @@ class EngineCacheModel {
   // prices (RouterOptions::evict_return_probability). No mutation; 0 for a holder that is not
   // a slot cache (a paged engine drops its least recently used blocks, not a whole prompt).
   int64_t DisplacedTokens(HolderId holder, std::span<const BlockKey> blocks) const;
+
+  // How likely a prompt displaced from a slot comes back (a later request extends it within
+  // options.return_horizon), learned from the slot engines' displacements: of those decided
+  // (returned, or past the horizon), the share that returned, with `prior` weighing
+  // options.return_prior_weight displacements; within [0, kMaxReturnProbability]. Unbiased by
+  // displacements still open: a displacement counts only once its horizon has passed, so a
+  // return seen early does not count before the non-returns of its time do.
+  double ReturnProbability(double prior) const;
+  struct ReturnStats {
+    uint64_t decided = 0, returned = 0;
+    size_t open = 0;  // followed, horizon not yet passed
+  };
+  ReturnStats returns() const { return {decided_, returned_, displaced_.size()}; }
 
  private:
   // What the model knows of a slot beyond its content: requests it sent there (a running
@@ -130,12 +159,27 @@ class EngineCacheModel {
   // Adds to evicted_ the blocks of `before` that no slot holds now.
   void Evict(const Holder& h, const std::vector<BlockKey>& before);
   void ServePaged(HolderId id, Holder& h, std::span<const BlockKey> blocks);
+  // Follows the prompt `lost` (its last block names it: chain keys) displaced at `now`.
+  void FollowDisplaced(BlockKey lost, Nanos now);
+  // A request for `blocks` came at `now`: marks displaced prompts it extends as returned, and
+  // decides those past the horizon.
+  void NoteReturns(std::span<const BlockKey> blocks, Nanos now);
 
   PrefixIndex* index_;
   EngineCacheModelOptions options_;
   absl::flat_hash_map<HolderId, Holder> holders_;
   uint64_t clock_ = 0;
   std::vector<BlockKey> evicted_;  // scratch
+  // Displaced prompts followed, oldest first, and where each is by its last block's key.
+  struct Displaced {
+    BlockKey tip;
+    Nanos at;
+    bool returned;
+  };
+  std::deque<Displaced> displaced_;
+  uint64_t displaced_seq_ = 0;  // sequence number of displaced_.front()
+  absl::flat_hash_map<BlockKey, uint64_t> displaced_at_;  // tip -> sequence number
+  uint64_t decided_ = 0, returned_ = 0;
 };
 
 }  // namespace myriad::policy

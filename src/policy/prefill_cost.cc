@@ -37,13 +37,14 @@ PrefillCost::PrefillCost(const perf::StepModel& model, int64_t chunk_tokens)
 }
 
 PrefillCost PrefillCost::Linear(double fixed_s, double per_uncached_s, double per_cached_s, double per_queued_s,
-                                double kv_bytes_per_token) {
+                                double kv_bytes_per_token, double per_slot_wait_s) {
   PrefillCost c;
   c.fixed_ = fixed_s;
   c.per_token_ = per_uncached_s;
   c.chunk_per_token_ = per_uncached_s;
   c.per_cached_ = per_cached_s;
   c.queue_per_token_ = per_queued_s;
+  c.slot_wait_ = per_slot_wait_s;
   c.kv_bytes_per_token_ = kv_bytes_per_token;
   return c;
 }

@@ -121,13 +121,26 @@ void Router::ReachIntoSharedStore(const RouteRequest& req, std::span<const Candi
   }
 }
 
+CostSample DispatchSample(const RouteDecision& d, const Candidate& chosen, int64_t input_tokens) {
+  return CostSample{.uncached = std::max<int64_t>(0, input_tokens - d.expected_cached_tokens),
+                    .cached = d.expected_cached_tokens,
+                    .queued = chosen.load.queued_prefill_tokens,
+                    .slot_waits = SlotWaits(chosen)};
+}
+
+double Router::WaitSeconds(const Candidate& c) {
+  if (c.cost == nullptr) return static_cast<double>(c.load.queued_prefill_tokens) * 1e-6;
+  return c.cost->QueueSeconds(c.load.queued_prefill_tokens) + c.cost->SlotWaitSeconds(SlotWaits(c));
+}
+
 double Router::DisplacementSeconds(const RouteRequest& req, const Candidate& c) const {
   if (engine_caches_ == nullptr || options_.evict_return_probability <= 0) return 0;
   const int64_t lost = engine_caches_->DisplacedTokens(c.holder, req.blocks);
   if (lost <= 0) return 0;
   // What the displaced prompt's next turn pays: computing those tokens instead of reading them.
   const double recompute = c.cost->PrefillSeconds(lost, 0) - c.cost->PrefillSeconds(0, lost);
-  return std::min(options_.evict_return_probability, 1.0) * std::max(recompute, 0.0);
+  // How likely it comes back: learned from the displacements seen, the option its prior.
+  return engine_caches_->ReturnProbability(options_.evict_return_probability) * std::max(recompute, 0.0);
 }
 
 int Router::PickAmongTies(const RouteRequest& req, double best_score) {
@@ -173,10 +186,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
       }
     }
     const int64_t best_blocks = best_holder >= 0 ? matched_[static_cast<size_t>(best_holder)] : 0;
-    auto queue_s = [&](size_t i) {
-      return entry[i].cost ? entry[i].cost->QueueSeconds(entry[i].load.queued_prefill_tokens)
-                           : static_cast<double>(entry[i].load.queued_prefill_tokens) * 1e-6;
-    };
+    auto queue_s = [&](size_t i) { return WaitSeconds(entry[i]); };
     if (options_.policy == RoutingPolicy::kPrefixOnly) {
       // Longest prefix; ties (and no match at all) go to the least queued.
       int pick = -1;
@@ -277,8 +287,7 @@ RouteDecision Router::Route(const RouteRequest& req, std::span<const Candidate> 
     // still want the estimate.
     const Candidate& c = entry[static_cast<size_t>(d.entry)];
     if (c.cost != nullptr) {
-      d.estimated_ttft_s = c.cost->QueueSeconds(c.load.queued_prefill_tokens) +
-                           c.cost->PrefillSeconds(req.input_tokens - d.expected_cached_tokens, d.expected_cached_tokens);
+      d.estimated_ttft_s = WaitSeconds(c) + c.cost->PrefillSeconds(req.input_tokens - d.expected_cached_tokens, d.expected_cached_tokens);
     }
   }
   if (!decode.empty()) {

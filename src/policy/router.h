@@ -7,6 +7,7 @@
 // an idle cluster) are chosen among by the prompt's blocks, so that distinct prompts spread
 // over them instead of all going to the first. Hot-prefix spreading lets a request leave a saturated
 // holder for another unit that copies the prefix's KV. Pure: the caller passes the state.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "core/block_hash.h"
 #include "core/rng.h"
 #include "core/time.h"
+#include "policy/backend_cost_model.h"
 #include "policy/load_balancer.h"
 #include "policy/prefill_cost.h"
 #include "policy/prefix_index.h"
@@ -59,7 +61,9 @@ struct RouterOptions {
   // guess: the engine's slots are what the model knows. In [0, 1]; 0: ignore displacement.
   // 0.15, not the 0.5 first tried: on bench/approx_routing.sh 0.5 sent new conversations to the
   // engines holding the shortest prompts, a few of them, and the engines' hit rate fell from
-  // 25% to 14-21% (docs/PERFORMANCE.md, issue 25).
+  // 25% to 14-21% (docs/PERFORMANCE.md, issue 25). The probability used is learned from the
+  // displacements the model sees come back or not (EngineCacheModel::ReturnProbability), with
+  // this one as its prior.
   double evict_return_probability = 0.15;
 };
 
@@ -86,7 +90,21 @@ struct Candidate {
   const PrefillCost* cost = nullptr;  // required for entry candidates under kv-aware
   // kv-aware: the path this unit loads store-tier blocks over; null: RouterOptions::store.
   const StorePath* store_path = nullptr;
+  // Sequences the unit runs at once, a request beyond them waiting until one finishes
+  // (llama-server's slots, --parallel); 0: not limited (a batching engine), or not known.
+  int slots = 0;
 };
+
+// Requests in flight on `c` that must finish before one more gets a slot: 0 while a slot is
+// free (a prompt beside running ones shares the compute, which QueueSeconds prices), else the
+// sequences beyond its slots plus one. kv-aware prices each with the unit's learned
+// PrefillCost::SlotWaitSeconds; a holder whose slots are all taken is then weighed against
+// recomputing the prefix on an idle unit.
+inline int64_t SlotWaits(const Candidate& c) {
+  if (c.slots <= 0) return 0;
+  const int64_t busy = int64_t{c.load.running} + c.load.waiting;
+  return std::max<int64_t>(0, busy - c.slots + 1);
+}
 
 struct RouteRequest {
   std::span<const BlockKey> blocks;  // the prompt's full blocks
@@ -108,6 +126,11 @@ struct RouteDecision {
   bool hot_spot = false;         // the longest-prefix holder was passed over for load
   double estimated_ttft_s = 0;
 };
+
+// What a dispatch on `chosen` (the candidate `d` sent the request to) teaches its learned cost
+// model once the first token comes: the router's own token counts and the load it read. One
+// definition for the gateway and the simulator.
+CostSample DispatchSample(const RouteDecision& d, const Candidate& chosen, int64_t input_tokens);
 
 class Router {
  public:
@@ -152,6 +175,9 @@ class Router {
   int PickAmongTies(const RouteRequest& req, double best_score);
   // kv-aware: the expected recompute that placing the request on candidate `c` causes others.
   double DisplacementSeconds(const RouteRequest& req, const Candidate& c) const;
+  // The wait before `c` starts the request's prefill: prompt tokens queued ahead and, on a
+  // slot engine with every slot taken, the requests it waits for (SlotWaits).
+  static double WaitSeconds(const Candidate& c);
 
   struct Estimate {
     double ttft = std::numeric_limits<double>::infinity();  // infinity: not a candidate

@@ -326,11 +326,7 @@ void Cluster::Admit(uint32_t slot, bool retry) {
         d.entry >= 0 ? entry[static_cast<size_t>(d.entry)] : decode[static_cast<size_t>(d.decode)];
     if (cost_pending_.size() <= slot) cost_pending_.resize(table_.capacity());
     const int64_t input = int64_t{r.input_tokens} + st.generated;
-    cost_pending_[slot] = PendingCost{{.uncached = input - d.expected_cached_tokens,
-                                       .cached = d.expected_cached_tokens,
-                                       .queued = c.load.queued_prefill_tokens},
-                                      events_.now(),
-                                      UnitOf(d)};
+    cost_pending_[slot] = PendingCost{policy::DispatchSample(d, c, input), events_.now(), UnitOf(d)};
   }
   const int copy_from = d.fetch_from >= 0 ? entry_units_[entry_off_ + static_cast<size_t>(d.fetch_from)] : -1;
   const int64_t copy_blocks = d.fetch_from >= 0 ? static_cast<int64_t>(d.expected_cached_tokens / scenario_.kv_block_tokens) : 0;

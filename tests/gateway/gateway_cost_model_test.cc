@@ -2,6 +2,8 @@
 // emulated engines behind it, one as fast as the configured performance model, one 20x
 // slower. The emulator, like llama.cpp, sends its response header before it prefills, so
 // only the first streamed event tells the two apart.
+#include <map>
+
 #include "gateway_test_util.h"
 
 namespace myriad::gateway {
@@ -64,18 +66,26 @@ net::HttpResponse Admin(net::HttpClient& cl, const std::string& method, const st
   return r.ok() ? *r : net::HttpResponse{};
 }
 
-json CostModelOf(net::HttpClient& cl, const std::string& backend) {
+// Each backend's cost_model from one GET /admin/backends, by name.
+std::map<std::string, json> CostModels(net::HttpClient& cl) {
   const json list = json::parse(Admin(cl, "GET", "/admin/backends").body, nullptr, false);
-  for (const json& b : list.value("backends", json::array())) {
-    if (b.value("name", "") == backend) return b.value("cost_model", json());
-  }
-  return json();
+  std::map<std::string, json> out;
+  for (const json& b : list.value("backends", json::array())) out[b.value("name", "")] = b.value("cost_model", json());
+  return out;
 }
+
+json CostModelOf(net::HttpClient& cl, const std::string& backend) { return CostModels(cl)[backend]; }
 
 TEST(GatewayCostModelTest, LearnsEachBackendsSpeedAndRoutesUncachedPromptsToTheFastOne) {
   TwoSpeeds emus;
   auto gw = emus.Start(/*learn=*/true);
   net::HttpClient cl(net::HostPort{"127.0.0.1", gw->port()});
+  // Before any sample: the configured model, fully trusted, and no age yet.
+  const json before = CostModelOf(cl, "slow");
+  ASSERT_TRUE(before.is_object()) << before;
+  EXPECT_EQ(before["samples"], 0);
+  EXPECT_TRUE(before["last_sample_age_s"].is_null()) << before;
+  EXPECT_EQ(before["freshness"], 1.0);
   // Warm-up: each backend in turn, the other drained, prompts of 100-650 tokens.
   int seed = 0;
   for (const auto& [drain, serve] : {std::pair<std::string, std::string>{"fast", "slow"}, {"slow", "fast"}}) {
@@ -83,10 +93,18 @@ TEST(GatewayCostModelTest, LearnsEachBackendsSpeedAndRoutesUncachedPromptsToTheF
     for (int i = 0; i < 12; ++i) EXPECT_EQ(Stream(cl, 100 + 50 * i, ++seed), serve);
     Admin(cl, "POST", "/admin/backends/" + drain + "/undrain");
   }
-  const json slow = CostModelOf(cl, "slow"), fast = CostModelOf(cl, "fast");
+  std::map<std::string, json> models = CostModels(cl);
+  const json slow = models["slow"], fast = models["fast"];
   ASSERT_TRUE(slow.is_object() && fast.is_object()) << slow << fast;
   EXPECT_EQ(slow["samples"], 12);
   EXPECT_EQ(fast["samples"], 12);
+  // Their age, read at one moment: the slow engine's last sample came before the fast one's
+  // first; both are fresh (stale_after is 30 s) and neither engine is a slot engine.
+  ASSERT_TRUE(slow["last_sample_age_s"].is_number() && fast["last_sample_age_s"].is_number()) << slow << fast;
+  EXPECT_GT(slow["last_sample_age_s"].get<double>(), fast["last_sample_age_s"].get<double>());
+  EXPECT_GE(fast["last_sample_age_s"].get<double>(), 0.0);
+  EXPECT_EQ(slow["freshness"], 1.0);
+  EXPECT_EQ(slow["per_slot_wait_s"], 0.0);
   // The slow engine's true cost is the prior's over its speed: 20x the configured model.
   const double truth = slow["prior"]["per_uncached_token_s"].get<double>() / kSlowSpeed;
   const double learned = slow["per_uncached_token_s"].get<double>();
@@ -97,6 +115,10 @@ TEST(GatewayCostModelTest, LearnsEachBackendsSpeedAndRoutesUncachedPromptsToTheF
   EXPECT_NE(metrics.find("myriad_gateway_backend_cost_seconds{backend=\"slow\",term=\"per_uncached_token\"}"),
             std::string::npos);
   EXPECT_NE(metrics.find("myriad_gateway_backend_cost_samples_total{backend=\"slow\"} 12"), std::string::npos);
+  EXPECT_NE(metrics.find("myriad_gateway_backend_cost_seconds{backend=\"slow\",term=\"per_slot_wait\"} 0"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("myriad_gateway_backend_cost_freshness{backend=\"slow\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.find("myriad_gateway_backend_cost_last_sample_age_seconds{backend=\"fast\"} "), std::string::npos);
 
   // Fresh uncached prompts on two idle backends: the learned model sends every one to the fast
   // engine, where the configured model sees two equal backends and spreads them.

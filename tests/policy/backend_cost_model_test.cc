@@ -163,5 +163,32 @@ TEST(BackendCostModelTest, SameSamplesSameFit) {
   EXPECT_EQ(a.clipped(), b.clipped());
 }
 
+// A llama-server of 2 slots: a request that finds both taken waits for one to finish (here
+// 0.6 s on average per request ahead). Few samples wait, and they are long ones, which weigh
+// little against the short cached ones (1/T^2): the term is still learned from them.
+TEST(BackendCostModelTest, LearnsTheWaitForASlotFromTheFewSamplesThatWaited) {
+  CostCoefficients truth = kCpu;
+  truth.per_slot_wait_s = 0.6;
+  BackendCostModel m(GpuPrior());
+  Rng rng(17);
+  int waited = 0;
+  for (int i = 0; i < 300; ++i) {
+    CostSample s = Draw(rng, truth);
+    s.slot_waits = rng.Bernoulli(0.12) ? 1 + static_cast<int64_t>(rng.Below(2)) : 0;
+    waited += s.slot_waits > 0;
+    s.seconds = truth.Predict(s.uncached, s.cached, s.queued, s.slot_waits) * (1 + 0.05 * (2 * rng.Uniform() - 1));
+    m.Observe(s);
+  }
+  ASSERT_GT(waited, 20);
+  ASSERT_LT(waited, 60);
+  EXPECT_LT(RelError(m.coefficients().per_slot_wait_s, truth.per_slot_wait_s), 0.15) << m.coefficients().per_slot_wait_s;
+  ExpectNear(m.coefficients(), truth, 0.10);
+  EXPECT_NEAR(m.cost().SlotWaitSeconds(2), 2 * m.coefficients().per_slot_wait_s, 1e-12);
+  // Without a sample that waited, the term stays at the prior's (a batching GPU: none).
+  BackendCostModel never(GpuPrior());
+  for (int i = 0; i < 100; ++i) never.Observe(Draw(rng, kCpu));
+  EXPECT_EQ(never.coefficients().per_slot_wait_s, 0.0);
+}
+
 }  // namespace
 }  // namespace myriad::policy

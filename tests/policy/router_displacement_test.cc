@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "policy/engine_cache_model.h"
+#include "block_chain.h"
 #include "policy/router.h"
 
 namespace myriad::policy {
@@ -13,12 +14,7 @@ namespace {
 
 constexpr int64_t kBlockTokens = 512;
 
-std::vector<BlockKey> Chain(BlockKey first, int n) {
-  std::vector<BlockKey> out;
-  BlockKey parent = kRootBlockKey;
-  for (int i = 0; i < n; ++i) out.push_back(parent = HashContentBlock(parent, first + static_cast<BlockKey>(i)));
-  return out;
-}
+using routing_test::Chain;
 
 // Two CPU-like engines of one slot each, the gateway's view of them.
 struct SlotWorld {
