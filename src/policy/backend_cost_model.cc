@@ -158,9 +158,15 @@ void BackendCostModel::Observe(const CostSample& s, Nanos now) {
     ring_.push_back(row);
     Add(row, 1);
   } else {
-    Add(ring_[next_], -1);
+    // Add(old, -1) then Add(row, 1), in one pass over the sums (each sum takes the same two
+    // steps in the same order, so the same bits).
+    const Row& old = ring_[next_];
+    const double wo = -old.w, wn = row.w;
+    for (int i = 0; i < kTerms; ++i) {
+      for (int j = 0; j < kTerms; ++j) xx_[i][j] = xx_[i][j] + wo * old.x[i] * old.x[j] + wn * row.x[i] * row.x[j];
+      xy_[i] = xy_[i] + wo * old.x[i] * old.y + wn * row.x[i] * row.y;
+    }
     ring_[next_] = row;
-    Add(row, 1);
     next_ = (next_ + 1) % ring_.size();
   }
   if (++since_recount_ >= static_cast<uint64_t>(options_.window)) Recount();

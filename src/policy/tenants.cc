@@ -35,9 +35,18 @@ TenantPolicy::TenantPolicy(std::vector<TenantConfig> tenants, TenantOptions opti
   }
 }
 
+namespace {
+
+// What a value kept since `since` is worth at `now` (1 when now <= since).
+double Decay(Nanos since, Nanos now, Nanos window) {
+  if (now <= since) return 1.0;
+  return std::exp(-NanosToSeconds(now - since) / NanosToSeconds(window));
+}
+
+}  // namespace
+
 double TenantPolicy::Decayed(double value, Nanos since, Nanos now) const {
-  if (now <= since) return value;
-  return value * std::exp(-NanosToSeconds(now - since) / NanosToSeconds(options_.usage_window));
+  return value * Decay(since, now, options_.usage_window);
 }
 
 double TenantPolicy::UsageRate(uint32_t tenant, Nanos now) const {
@@ -60,8 +69,10 @@ double TenantPolicy::FairShare(uint32_t tenant, Nanos now) const {
 
 std::string_view TenantPolicy::Admit(uint32_t tenant, int64_t tokens, double load, Nanos now) {
   State& s = Get(tenant);
-  s.usage = Decayed(s.usage, s.usage_time, now);
-  s.demand = Decayed(s.demand, s.usage_time, now);
+  // Both decay over the same span: one exponential.
+  const double keep = Decay(s.usage_time, now, options_.usage_window);
+  s.usage *= keep;
+  s.demand *= keep;
   s.usage_time = now;
   s.demand += static_cast<double>(tokens);
   const double t = static_cast<double>(tokens);

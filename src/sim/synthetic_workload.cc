@@ -36,16 +36,15 @@ constexpr uint64_t kBlockSeed = 0x5e67a3d1c0ffee11ULL;
 // Ids of messages and outputs start above every system prompt's id.
 constexpr uint64_t kFirstDynamicSegment = uint64_t{1} << 48;
 
-// Keys the full blocks of a prompt made of `segments`. A block's content id absorbs every
+// Keys the full blocks of a prompt, one segment at a time. A block's content id absorbs every
 // (segment, offset, length) piece it covers, so equal segment sequences give equal keys and a
 // block straddling a shared and a unique segment is unique, as in an engine.
-void KeyBlocks(std::span<const Segment> segments, int block_tokens, int32_t total_tokens,
-               BlockList& out) {
-  out.reserve(static_cast<size_t>(total_tokens / block_tokens));
+struct BlockKeyer {
   BlockKey parent = kRootBlockKey;
   uint64_t content = kBlockSeed;
   int fill = 0;
-  for (const Segment& seg : segments) {
+
+  void Absorb(const Segment& seg, int block_tokens, BlockList& out) {
     int32_t offset = 0;
     while (offset < seg.tokens) {
       const int32_t take = std::min(block_tokens - fill, seg.tokens - offset);
@@ -61,6 +60,35 @@ void KeyBlocks(std::span<const Segment> segments, int block_tokens, int32_t tota
       }
     }
   }
+};
+
+// A system prompt is always a prompt's first segment, so its blocks' keys and the keyer's
+// state after it are the same in every prompt that starts with it: computed once, copied after.
+struct SystemKeys {
+  BlockList keys;
+  BlockKeyer after;
+  int32_t tokens = -1;  // the system prompt's length; -1: not met yet
+};
+
+// Keys the full blocks of a prompt made of `segments`. `system` (one entry per system prompt,
+// by id - 1) holds the keys of system prompts met before; null: none cached.
+void KeyBlocks(std::span<const Segment> segments, int block_tokens, int32_t total_tokens,
+               std::vector<SystemKeys>* system, BlockList& out) {
+  out.reserve(static_cast<size_t>(total_tokens / block_tokens));
+  BlockKeyer keyer;
+  if (system != nullptr && !segments.empty() && segments[0].id - 1 < system->size()) {
+    SystemKeys& sys = (*system)[segments[0].id - 1];
+    if (sys.tokens != segments[0].tokens) {
+      sys.keys.clear();
+      keyer.Absorb(segments[0], block_tokens, sys.keys);
+      sys.after = keyer;
+      sys.tokens = segments[0].tokens;
+    }
+    out.insert(out.end(), sys.keys.begin(), sys.keys.end());
+    keyer = sys.after;
+    segments = segments.subspan(1);
+  }
+  for (const Segment& seg : segments) keyer.Absorb(seg, block_tokens, out);
 }
 
 class LengthSampler {
@@ -230,6 +258,7 @@ class SyntheticWorkload final : public Workload {
         len = static_cast<int32_t>(std::clamp(
             std::round(sys_rng.Uniform(0.5, 1.5) * o_.system_prompt_tokens), 1.0, static_cast<double>(cap)));
       }
+      system_keys_.resize(system_lengths_.size());
     }
     if (!o_.tenant_weights.empty()) {
       double sum = 0;
@@ -400,7 +429,7 @@ class SyntheticWorkload final : public Workload {
     req.input_tokens = input;
     req.output_tokens = output;
     req.tenant = tenant;
-    KeyBlocks(segments, o_.block_tokens, input, req.blocks);
+    KeyBlocks(segments, o_.block_tokens, input, &system_keys_, req.blocks);
     return req;
   }
 
@@ -429,6 +458,7 @@ class SyntheticWorkload final : public Workload {
   const bool gamma_;
   const ZipfSampler system_zipf_;        // of a system prompt's rank
   std::vector<int32_t> system_lengths_;  // [tenant * system_prompts + rank]; empty: none
+  std::vector<SystemKeys> system_keys_;  // the same index: keys of the system prompts met so far
   int32_t user_floor_ = 1;               // tokens of user message after a system prompt
   std::vector<double> tenant_cdf_;
   double omega_ = 0, theta0_ = 0, swing_ = 0;  // diurnal curve; swing_ = 0 when flat
