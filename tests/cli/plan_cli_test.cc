@@ -39,21 +39,21 @@ search:
   colocated: {layouts: [{tp: 1, dp: 1}], max_seqs: [32, 256]}
 )";
 
-// A deployment in the spec's space that a user might run today: all 16 GPUs of the budget as
-// colocated H200 units, least-loaded. It meets the SLO, at a price the search should beat.
+// A deployment in the spec's space that a user might run today: four colocated H200 units,
+// kv-aware. It meets the SLO with room to spare, at a price a working search beats by far (the
+// chosen plan is about 0.4 of it; its largest deployments cost four times as much).
 constexpr const char* kGiven = R"(name: given
 seed: 5
 duration: 1m
 drain: 1m
 model: Llama-3.1-8B
-hardware: {gpu: H200, nodes: 2, gpus_per_node: 8, nodes_per_rack: 2}
+hardware: {gpu: H200, nodes: 1, gpus_per_node: 8, nodes_per_rack: 2}
 pools:
-  - {name: colocated, role: colocated, count: 16, layout: {tp: 1, dp: 1}, max_seqs: 256}
+  - {name: colocated, role: colocated, count: 4, layout: {tp: 1, dp: 1}, max_seqs: 256, gpu_hour_price: 3.0}
 workload: {type: synthetic, rate: 40, input: {mean: 800, max: 4096}, output: {mean: 150, max: 1024},
            system_prompts: {count: 10, tokens: 400, fraction: 0.8}}
-router: least-loaded
+router: kv-aware
 slo: {ttft: 500ms, tpot: 40ms}
-gpu_hour_price: 3.0
 )";
 
 TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
@@ -104,8 +104,8 @@ TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   ASSERT_TRUE(base.is_object()) << j.dump(2);
   EXPECT_GE(base["slo_attainment"].get<double>(), target) << base.dump();
   EXPECT_GE(j["confirm"]["slo_attainment"].get<double>(), target) << j["confirm"].dump();
-  EXPECT_LT(base["chosen_slice_cost_ratio"].get<double>(), 0.9) << base.dump();
-  EXPECT_LT(base["chosen_whole_cost_ratio"].get<double>(), 0.9) << base.dump();
+  EXPECT_LT(base["chosen_slice_cost_ratio"].get<double>(), 0.75) << base.dump();
+  EXPECT_LT(base["chosen_whole_cost_ratio"].get<double>(), 0.75) << base.dump();
   EXPECT_NEAR(base["chosen_whole_cost_ratio"].get<double>(),
               j["confirm"]["cost_per_million_tokens_within_slo"].get<double>() /
                   base["cost_per_million_tokens_within_slo"].get<double>(),
