@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -32,6 +33,10 @@ PlanCommand::PlanCommand(CLI::App& app) {
       ->check(CLI::Range(1, kMaxJobs));
   cmd_->add_flag("--confirm", confirm_,
                  "Also simulate the chosen plan's whole cluster (not the slice) and print both figures");
+  cmd_->add_option("--baseline", baseline_path_,
+                   "Also simulate this scenario (a deployment serving the spec's workload) and print the chosen "
+                   "plan's cost against it")
+      ->check(CLI::ExistingFile);
   cmd_->add_flag("-q,--quiet", quiet_, "Print nothing but errors");
 }
 
@@ -76,6 +81,9 @@ std::vector<absl::StatusOr<sim::PlanFigures>> RunSlices(const sim::PlanSpec& spe
 
 std::string Cost(double c) { return std::isfinite(c) ? fmt::format("{:.4f}", c) : "-"; }
 
+// A cost in JSON: null when it does not exist (nothing within the SLO to divide by).
+nlohmann::ordered_json CostJson(double c) { return std::isfinite(c) ? nlohmann::ordered_json(c) : nlohmann::ordered_json(nullptr); }
+
 }  // namespace
 
 int PlanCommand::Run() {
@@ -84,7 +92,22 @@ int PlanCommand::Run() {
     std::fprintf(stderr, "myriad plan: %s\n", std::string(spec.status().message()).c_str());
     return 2;
   }
+  // Read before the search, so that a bad one fails in seconds, not after it.
+  std::optional<sim::Scenario> baseline;
+  if (!baseline_path_.empty()) {
+    auto b = sim::LoadScenario(baseline_path_);
+    if (!b.ok()) {
+      std::fprintf(stderr, "myriad plan: --baseline: %s\n", std::string(b.status().message()).c_str());
+      return 2;
+    }
+    if (auto st = sim::CheckPlanBaseline(*spec, *b); !st.ok()) {
+      std::fprintf(stderr, "myriad plan: --baseline %s: %s\n", baseline_path_.c_str(), std::string(st.message()).c_str());
+      return 2;
+    }
+    baseline = std::move(*b);
+  }
   const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t cpu0 = std::clock();  // the process's CPU time, every thread's
   auto offered = sim::OfferedOutputTokensPerSecond(*spec);
   if (!offered.ok()) {
     std::fprintf(stderr, "myriad plan: %s: workload: %s\n", spec_path_.c_str(), std::string(offered.status().message()).c_str());
@@ -128,13 +151,14 @@ int PlanCommand::Run() {
     }
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
 
   // The choice ranks by cost per token within the SLO; the frontier by what the deployment costs
   // an hour, since per token within the SLO, failing candidates are dearer as well as worse.
   std::vector<policy::PlanScore> per_token, per_hour;
   for (const Candidate& c : candidates) {
     per_token.push_back({c.figures.cost_per_million_tokens, c.figures.attainment});
-    per_hour.push_back({c.copies * slice_gpus[c.shape] * spec->gpus[spec->shapes[c.shape].gpu].price, c.figures.attainment});
+    per_hour.push_back({c.copies * sim::SliceDollarsPerHour(*spec, spec->shapes[c.shape]), c.figures.attainment});
   }
   const std::vector<size_t> frontier = policy::Frontier(per_hour);
   const std::optional<size_t> chosen = policy::Choose(per_token, spec->attainment);
@@ -146,7 +170,7 @@ int PlanCommand::Run() {
 
   auto row = [&](size_t i) {
     const Candidate& c = candidates[i];
-    return fmt::format("{:>9.0f} {:>9} {:>7.2f}% {:>8.2f}s {:>7.1f}ms {:>6} {:>6}  {}\n", per_hour[i].cost,
+    return fmt::format("{:>9.0f} {:>9} {:>7.3f}% {:>8.2f}s {:>7.1f}ms {:>6} {:>6}  {}\n", per_hour[i].cost,
                        Cost(c.figures.cost_per_million_tokens), 100 * c.figures.attainment, c.figures.ttft_p99_s,
                        1e3 * c.figures.tpot_p99_s, c.copies * slice_gpus[c.shape], c.copies,
                        sim::DescribeShape(*spec, spec->shapes[c.shape]));
@@ -170,16 +194,15 @@ int PlanCommand::Run() {
     all.push_back({{"shape", sim::DescribeShape(*spec, spec->shapes[c.shape])},
                    {"copies", c.copies},
                    {"gpus", c.copies * slice_gpus[c.shape]},
-                   {"dollars_per_hour", c.copies * slice_gpus[c.shape] * spec->gpus[spec->shapes[c.shape].gpu].price},
-                   {"cost_per_million_tokens_within_slo", std::isfinite(f.cost_per_million_tokens)
-                                                              ? nlohmann::ordered_json(f.cost_per_million_tokens)
-                                                              : nlohmann::ordered_json(nullptr)},
+                   {"dollars_per_hour", c.copies * sim::SliceDollarsPerHour(*spec, spec->shapes[c.shape])},
+                   {"cost_per_million_tokens_within_slo", CostJson(f.cost_per_million_tokens)},
                    {"slo_attainment", f.attainment},
                    {"ttft_p99_s", f.ttft_p99_s},
                    {"tpot_p99_s", f.tpot_p99_s}});
   }
   json["frontier"] = frontier;
   json["chosen"] = chosen ? nlohmann::ordered_json(*chosen) : nlohmann::ordered_json(nullptr);
+  std::optional<sim::PlanFigures> confirmed;  // the chosen plan's whole cluster, with --confirm
   if (!chosen) {
     text += fmt::format("\nno candidate reached {}% within the SLO: widen the search (more GPUs, other layouts)\n",
                         100 * spec->attainment);
@@ -188,13 +211,12 @@ int PlanCommand::Run() {
     const sim::PlanShape& shape = spec->shapes[c.shape];
     const sim::PlanMagnitudes m = sim::EstimateMagnitudes(*spec, shape, c.copies, c.figures);
     text += fmt::format("\nchosen: {} copies of {}\n", c.copies, sim::DescribeShape(*spec, shape));
-    text += fmt::format("  slice: ${}/M tokens within the SLO, {:.2f}% within it, TTFT p99 {:.2f}s, TPOT p99 {:.1f}ms, "
+    text += fmt::format("  slice: ${}/M tokens within the SLO, {:.3f}% within it, TTFT p99 {:.2f}s, TPOT p99 {:.1f}ms, "
                         "prefix hit rate {:.1f}%\n",
                         Cost(c.figures.cost_per_million_tokens), 100 * c.figures.attainment, c.figures.ttft_p99_s,
                         1e3 * c.figures.tpot_p99_s, 100 * c.figures.prefix_hit_rate);
     text += "  order of magnitude, whole cluster (slice figures x copies; rates per second of the window):\n";
-    text += fmt::format("    GPUs {} (${:.0f}/hour at ${}/GPU-hour)\n", m.gpus, m.dollars_per_hour,
-                        spec->gpus[shape.gpu].price);
+    text += fmt::format("    GPUs {} (${:.0f}/hour at the cards' prices)\n", m.gpus, m.dollars_per_hour);
     text += fmt::format("    KV blocks the units' HBM holds: {:.2g} (report: kv_capacity_tokens_per_unit / kv_block_tokens)\n",
                         m.hbm_kv_blocks);
     text += fmt::format("    objects a store tier would receive: {:.2g}/hour, {:.2g} GB/s written (computed prompt "
@@ -231,16 +253,54 @@ int PlanCommand::Run() {
         std::fprintf(stderr, "myriad plan: --confirm: %s\n", std::string(report.status().message()).c_str());
         return FailureCode(report.status());
       }
-      const sim::PlanFigures f = sim::ReadPlanFigures(*report);
-      text += fmt::format("  whole cluster (--confirm): ${}/M tokens within the SLO, {:.2f}% within it, TTFT p99 "
+      confirmed = sim::ReadPlanFigures(*report);
+      const sim::PlanFigures& f = *confirmed;
+      text += fmt::format("  whole cluster (--confirm): ${}/M tokens within the SLO, {:.3f}% within it, TTFT p99 "
                           "{:.2f}s, TPOT p99 {:.1f}ms, prefix hit rate {:.1f}%\n",
                           Cost(f.cost_per_million_tokens), 100 * f.attainment, f.ttft_p99_s, 1e3 * f.tpot_p99_s,
                           100 * f.prefix_hit_rate);
-      json["confirm"] = {{"cost_per_million_tokens_within_slo", f.cost_per_million_tokens},
+      json["confirm"] = {{"cost_per_million_tokens_within_slo", CostJson(f.cost_per_million_tokens)},
                          {"slo_attainment", f.attainment},
                          {"ttft_p99_s", f.ttft_p99_s},
                          {"tpot_p99_s", f.tpot_p99_s}};
     }
+  }
+  if (baseline) {
+    auto report = sim::RunScenario(*baseline);
+    if (!report.ok()) {
+      std::fprintf(stderr, "myriad plan: --baseline: %s\n", std::string(report.status().message()).c_str());
+      return FailureCode(report.status());
+    }
+    const sim::PlanFigures b = sim::ReadPlanFigures(*report);
+    // The chosen plan's cost against the baseline's, per token within the SLO: its slice's, and
+    // its whole cluster's when --confirm ran it.
+    const bool comparable = std::isfinite(b.cost_per_million_tokens) && b.cost_per_million_tokens > 0;
+    auto versus = [&](double cost) {
+      return comparable && std::isfinite(cost) ? fmt::format("{:+.1f}%", 100 * (cost / b.cost_per_million_tokens - 1))
+                                               : std::string("-");
+    };
+    auto ratio = [&](double cost) { return CostJson(comparable ? cost / b.cost_per_million_tokens : INFINITY); };
+    text += fmt::format("\nbaseline {}: ${}/M tokens within the SLO, {:.3f}% within it, TTFT p99 {:.2f}s, TPOT p99 "
+                        "{:.1f}ms, prefix hit rate {:.1f}%, {:.0f} GPUs\n",
+                        baseline_path_, Cost(b.cost_per_million_tokens), 100 * b.attainment, b.ttft_p99_s,
+                        1e3 * b.tpot_p99_s, 100 * b.prefix_hit_rate, b.gpus);
+    nlohmann::ordered_json bj = {{"scenario", baseline_path_},
+                                 {"cost_per_million_tokens_within_slo", CostJson(b.cost_per_million_tokens)},
+                                 {"slo_attainment", b.attainment},
+                                 {"ttft_p99_s", b.ttft_p99_s},
+                                 {"tpot_p99_s", b.tpot_p99_s},
+                                 {"gpus", b.gpus}};
+    if (chosen) {
+      const double slice_cost = candidates[*chosen].figures.cost_per_million_tokens;
+      text += fmt::format("  the chosen plan's cost per token within the SLO against it: slice {}", versus(slice_cost));
+      bj["chosen_slice_cost_ratio"] = ratio(slice_cost);
+      if (confirmed) {
+        text += fmt::format(", whole cluster (--confirm) {}", versus(confirmed->cost_per_million_tokens));
+        bj["chosen_whole_cost_ratio"] = ratio(confirmed->cost_per_million_tokens);
+      }
+      text += "\n";
+    }
+    json["baseline"] = std::move(bj);
   }
   if (!json_path_.empty()) {
     std::ofstream out(json_path_, std::ios::binary);
@@ -254,7 +314,8 @@ int PlanCommand::Run() {
     std::printf("%s", text.c_str());
     std::fflush(stdout);
     // Wall time varies run to run: stderr, so that stdout stays the same bytes.
-    std::fprintf(stderr, "searched in %.1fs wall with %d job(s)\n", wall, jobs_);
+    std::fprintf(stderr, "searched in %.1fs wall, %.1fs CPU (%zu candidates, %.2fs CPU each) with %d job(s)\n", wall,
+                 cpu, candidates.size(), candidates.empty() ? 0.0 : cpu / static_cast<double>(candidates.size()), jobs_);
   }
   return chosen ? 0 : 1;
 }

@@ -16,7 +16,7 @@ class PlanCommand {
 
  private:
   CLI::App* cmd_;
-  std::string spec_path_, out_path_, json_path_;
+  std::string spec_path_, out_path_, json_path_, baseline_path_;
   int jobs_ = 2;
   bool confirm_ = false;
   bool quiet_ = false;

@@ -2,6 +2,7 @@
 // workload's offered load, the step model's decode bound, and a deployment's magnitudes.
 #include <fmt/format.h>
 
+#include <limits>
 #include <numeric>
 
 #include "perf/hardware.h"
@@ -28,7 +29,7 @@ absl::StatusOr<double> OfferedOutputTokensPerSecond(const PlanSpec& spec) {
 namespace {
 
 absl::StatusOr<perf::StepModel> PoolModel(const PlanSpec& spec, const PlanShape& shape, const PlanShape::Pool& p) {
-  auto gpu = perf::FindGpu(spec.gpus[shape.gpu].type);
+  auto gpu = perf::FindGpu(PoolCard(spec, shape, p).type);
   if (!gpu.ok()) return gpu.status();
   auto model = perf::FindModel(spec.base.model);
   if (!model.ok()) return model.status();
@@ -42,6 +43,9 @@ absl::StatusOr<double> SliceDecodeBound(const PlanSpec& spec, const PlanShape& s
   double bound = 0;
   for (const auto& p : shape.pools) {
     if (p.role == Role::kPrefill) continue;
+    // Overlap hides communication behind compute, which the plain step model's shortest step
+    // does not: no bound, rather than one that could reject a deployment that keeps up.
+    if (spec.Choices(p.role).moes[p.moe].two_batch_overlap) return std::numeric_limits<double>::infinity();
     auto m = PoolModel(spec, shape, p);
     if (!m.ok()) return m.status();
     bound += p.units * policy::DecodeTokensPerSecondBound(*m, p.max_seqs);
@@ -55,7 +59,7 @@ PlanMagnitudes EstimateMagnitudes(const PlanSpec& spec, const PlanShape& shape, 
   auto whole = BuildPlanScenario(spec, shape, copies, true);
   if (!whole.ok()) return m;
   m.gpus = copies * SliceGpus(spec, shape);
-  m.dollars_per_hour = m.gpus * spec.gpus[shape.gpu].price;
+  m.dollars_per_hour = copies * SliceDollarsPerHour(spec, shape);
   const double window_s = NanosToSeconds(spec.window);
   double kv_bytes_per_token = 0, decode_nic_bytes_per_s = 0, unit_gpus_weighted = 0, pool_gpus = 0;
   for (size_t i = 0; i < shape.pools.size(); ++i) {

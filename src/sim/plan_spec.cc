@@ -41,9 +41,26 @@ absl::Status ReadIntList(const Reader& rd, const YAML::Node& map, const char* ke
 }
 
 absl::Status ParseChoices(const Reader& rd, const YAML::Node& n, const std::string& p, const HardwareConfig& hw,
-                          Role role, PlanPoolChoices* c) {
-  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"layouts", "max_batch_tokens", "max_seqs", "units"}));
+                          const std::vector<PlanGpu>& cards, Role role, PlanPoolChoices* c) {
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"gpus", "layouts", "max_batch_tokens", "max_seqs", "units", "moe"}));
   c->enabled = true;
+  if (const YAML::Node gs = n["gpus"]) {
+    if (!gs.IsSequence() || gs.size() == 0 || gs.size() > cards.size()) {
+      return rd.Error(gs, p + ".gpus", fmt::format("expected a list of 1 to {} of search.gpus' types", cards.size()));
+    }
+    for (size_t i = 0; i < gs.size(); ++i) {
+      const std::string at = fmt::format("{}.gpus[{}]", p, i);
+      std::string type;
+      MYRIAD_RETURN_IF_ERROR(rd.Read(gs[i], at, &type));
+      const auto it = std::find_if(cards.begin(), cards.end(), [&](const PlanGpu& g) { return g.type == type; });
+      if (it == cards.end()) return rd.Error(gs[i], at, fmt::format("'{}' is not one of search.gpus' types", type));
+      const auto idx = static_cast<size_t>(it - cards.begin());
+      if (std::find(c->gpus.begin(), c->gpus.end(), idx) != c->gpus.end()) {
+        return rd.Error(gs[i], at, fmt::format("'{}' is listed twice", type));
+      }
+      c->gpus.push_back(idx);
+    }
+  }
   const YAML::Node ls = n["layouts"];
   if (!ls || !ls.IsSequence() || ls.size() == 0 || ls.size() > static_cast<size_t>(kMaxPlanListEntries)) {
     return rd.Error(ls ? ls : n, p + ".layouts",
@@ -59,16 +76,53 @@ absl::Status ParseChoices(const Reader& rd, const YAML::Node& n, const std::stri
   MYRIAD_RETURN_IF_ERROR(ReadIntList(rd, n, "max_batch_tokens", p, 1, kMaxTokens, {mbt}, &c->max_batch_tokens));
   MYRIAD_RETURN_IF_ERROR(ReadIntList(rd, n, "max_seqs", p, 1, kMaxPlanSeqs, {128}, &c->max_seqs));
   MYRIAD_RETURN_IF_ERROR(ReadIntList(rd, n, "units", p, 1, kMaxPlanSliceUnits, {1}, &c->units));
+  if (const YAML::Node ms = n["moe"]) {
+    if (!ms.IsSequence() || ms.size() == 0 || ms.size() > static_cast<size_t>(kMaxPlanListEntries)) {
+      return rd.Error(ms, p + ".moe",
+                      fmt::format("expected a list of 1 to {} entries, each off or a pool's moe mapping", kMaxPlanListEntries));
+    }
+    c->moes.clear();
+    c->moe_yaml.clear();
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const std::string at = fmt::format("{}.moe[{}]", p, i);
+      MoeConfig moe;
+      if (ms[i].IsScalar() && ms[i].Scalar() == "off") {
+        c->moe_yaml.emplace_back();
+      } else if (ms[i].IsMap()) {
+        MYRIAD_RETURN_IF_ERROR(ParseMoeConfig(rd, ms[i], at, &moe));
+        c->moe_yaml.push_back(ms[i]);
+      } else {
+        return rd.Error(ms[i], at, "expected off or a mapping such as {placement: eplb, two_batch_overlap: true}");
+      }
+      c->moes.push_back(std::move(moe));
+    }
+  }
   return absl::OkStatus();
+}
+
+// How many combinations Combos() gives, counted without building them.
+double ComboCount(const PlanPoolChoices& c) {
+  if (!c.enabled) return 0;
+  return static_cast<double>(std::max<size_t>(c.gpus.size(), 1)) * static_cast<double>(c.layouts.size()) *
+         static_cast<double>(c.max_batch_tokens.size()) * static_cast<double>(c.max_seqs.size()) *
+         static_cast<double>(c.units.size()) * static_cast<double>(c.moes.size());
 }
 
 // Every combination of one role's choices, in the spec's order.
 std::vector<PlanShape::Pool> Combos(const PlanPoolChoices& c, Role role) {
   std::vector<PlanShape::Pool> out;
-  for (size_t l = 0; l < c.layouts.size(); ++l) {
-    for (int mbt : c.max_batch_tokens) {
-      for (int seqs : c.max_seqs) {
-        for (int units : c.units) out.push_back({role, l, mbt, seqs, units});
+  if (!c.enabled) return out;
+  std::vector<int> cards;
+  for (size_t g : c.gpus) cards.push_back(static_cast<int>(g));
+  if (cards.empty()) cards.push_back(-1);  // the shape's card
+  for (int g : cards) {
+    for (size_t l = 0; l < c.layouts.size(); ++l) {
+      for (int mbt : c.max_batch_tokens) {
+        for (int seqs : c.max_seqs) {
+          for (int units : c.units) {
+            for (size_t m = 0; m < c.moes.size(); ++m) out.push_back({role, g, l, mbt, seqs, units, m});
+          }
+        }
       }
     }
   }
@@ -123,10 +177,10 @@ absl::Status ParseSearch(const Reader& rd, const YAML::Node& n, PlanSpec* spec) 
   // Layouts are checked against the largest cluster the budget allows.
   HardwareConfig hw = b.hardware;
   hw.nodes = (spec->max_gpus + hw.gpus_per_node - 1) / hw.gpus_per_node;
-  if (const YAML::Node c = n["prefill"]) MYRIAD_RETURN_IF_ERROR(ParseChoices(rd, c, "search.prefill", hw, Role::kPrefill, &spec->prefill));
-  if (const YAML::Node c = n["decode"]) MYRIAD_RETURN_IF_ERROR(ParseChoices(rd, c, "search.decode", hw, Role::kDecode, &spec->decode));
+  if (const YAML::Node c = n["prefill"]) MYRIAD_RETURN_IF_ERROR(ParseChoices(rd, c, "search.prefill", hw, spec->gpus, Role::kPrefill, &spec->prefill));
+  if (const YAML::Node c = n["decode"]) MYRIAD_RETURN_IF_ERROR(ParseChoices(rd, c, "search.decode", hw, spec->gpus, Role::kDecode, &spec->decode));
   if (const YAML::Node c = n["colocated"]) {
-    MYRIAD_RETURN_IF_ERROR(ParseChoices(rd, c, "search.colocated", hw, Role::kColocated, &spec->colocated));
+    MYRIAD_RETURN_IF_ERROR(ParseChoices(rd, c, "search.colocated", hw, spec->gpus, Role::kColocated, &spec->colocated));
   }
   if (spec->prefill.enabled != spec->decode.enabled) {
     return rd.Error(n, spec->prefill.enabled ? "search.decode" : "search.prefill",
@@ -135,23 +189,32 @@ absl::Status ParseSearch(const Reader& rd, const YAML::Node& n, PlanSpec* spec) 
   if (!spec->prefill.enabled && !spec->colocated.enabled) {
     return rd.Error(n, "search", "needs prefill and decode choices, colocated choices, or both");
   }
-  // Counted in doubles before anything is built: a few long lists multiply quickly.
-  const auto pc = Combos(spec->prefill, Role::kPrefill), dc = Combos(spec->decode, Role::kDecode),
-             cc = Combos(spec->colocated, Role::kColocated);
-  const double shapes = static_cast<double>(spec->gpus.size()) * static_cast<double>(spec->routers.size()) *
-                        (static_cast<double>(pc.size()) * static_cast<double>(dc.size()) + static_cast<double>(cc.size()));
+  // Counted in doubles before anything is built: a few long lists multiply quickly. A
+  // combination whose pools all have their own cards takes no shape-level card: counted once.
+  const double cards = static_cast<double>(spec->gpus.size());
+  const double pairs = ComboCount(spec->prefill) * ComboCount(spec->decode);
+  const double own_pairs = !spec->prefill.gpus.empty() && !spec->decode.gpus.empty() ? pairs : 0;
+  const double colocated = ComboCount(spec->colocated), own_colocated = spec->colocated.gpus.empty() ? 0 : colocated;
+  const double shapes = static_cast<double>(spec->routers.size()) *
+                        ((pairs - own_pairs) * cards + own_pairs + (colocated - own_colocated) * cards + own_colocated);
   if (shapes > kMaxPlanShapes) {
     return rd.Error(n, "search",
                     fmt::format("the lists combine into {:.0f} deployment shapes, more than the maximum of {}; "
                                 "shorten them",
                                 shapes, kMaxPlanShapes));
   }
+  const auto pc = Combos(spec->prefill, Role::kPrefill), dc = Combos(spec->decode, Role::kDecode),
+             cc = Combos(spec->colocated, Role::kColocated);
   for (size_t g = 0; g < spec->gpus.size(); ++g) {
     for (size_t r = 0; r < spec->routers.size(); ++r) {
       for (const auto& pp : pc) {
-        for (const auto& dp : dc) spec->shapes.push_back({g, r, {pp, dp}});
+        for (const auto& dp : dc) {
+          if (g == 0 || pp.gpu < 0 || dp.gpu < 0) spec->shapes.push_back({g, r, {pp, dp}});
+        }
       }
-      for (const auto& cp : cc) spec->shapes.push_back({g, r, {cp}});
+      for (const auto& cp : cc) {
+        if (g == 0 || cp.gpu < 0) spec->shapes.push_back({g, r, {cp}});
+      }
     }
   }
   return absl::OkStatus();
@@ -265,6 +328,18 @@ int64_t NodesFor(const PlanSpec& spec, const PlanShape& shape, int64_t copies) {
 
 }  // namespace
 
+const PlanGpu& PoolCard(const PlanSpec& spec, const PlanShape& shape, const PlanShape::Pool& pool) {
+  return spec.gpus[pool.gpu >= 0 ? static_cast<size_t>(pool.gpu) : shape.gpu];
+}
+
+double SliceDollarsPerHour(const PlanSpec& spec, const PlanShape& shape) {
+  double dollars = 0;
+  for (const auto& p : shape.pools) {
+    dollars += static_cast<double>(p.units) * spec.Choices(p.role).layouts[p.layout].gpus() * PoolCard(spec, shape, p).price;
+  }
+  return dollars;
+}
+
 int SliceGpus(const PlanSpec& spec, const PlanShape& shape) {
   int64_t gpus = 0;
   for (const auto& p : shape.pools) gpus += int64_t{p.units} * spec.Choices(p.role).layouts[p.layout].gpus();
@@ -274,9 +349,11 @@ int SliceGpus(const PlanSpec& spec, const PlanShape& shape) {
 absl::StatusOr<Scenario> BuildPlanScenario(const PlanSpec& spec, const PlanShape& shape, int copies, bool whole) {
   if (copies < 1) return absl::InvalidArgumentError("a deployment needs at least one copy of its slice");
   Scenario s = spec.base;
-  const PlanGpu& gpu = spec.gpus[shape.gpu];
-  s.hardware.gpu = gpu.type;
-  s.gpu_hour_price = gpu.price;
+  // The first pool's card names the cluster's (the report's `scenario.gpu`); a pool on another
+  // card names its own.
+  const PlanGpu& lead = PoolCard(spec, shape, shape.pools.front());
+  s.hardware.gpu = lead.type;
+  s.gpu_hour_price = lead.price;
   s.router.policy = spec.routers[shape.router];
   const int64_t nodes = NodesFor(spec, shape, whole ? copies : 1);
   if (nodes * s.hardware.gpus_per_node > kMaxGpus) {
@@ -292,9 +369,12 @@ absl::StatusOr<Scenario> BuildPlanScenario(const PlanSpec& spec, const PlanShape
     pc.layout = spec.Choices(p.role).layouts[p.layout];
     pc.max_batch_tokens = p.max_batch_tokens;
     pc.max_seqs = p.max_seqs;
+    pc.moe = spec.Choices(p.role).moes[p.moe];
+    const PlanGpu& card = PoolCard(spec, shape, p);
+    if (card.type != lead.type) pc.gpu = card.type;
     // Priced per pool, so that the report counts the GPUs in units, not the nodes' spare ones:
     // a slice of small units would otherwise pay for whole nodes its copies would share.
-    pc.gpu_hour_price = gpu.price;
+    pc.gpu_hour_price = card.price;
     s.pools.push_back(std::move(pc));
   }
   if (!whole) {
@@ -307,12 +387,17 @@ absl::StatusOr<Scenario> BuildPlanScenario(const PlanSpec& spec, const PlanShape
 }
 
 std::string DescribeShape(const PlanSpec& spec, const PlanShape& shape) {
-  std::string out = fmt::format("{} {}", spec.gpus[shape.gpu].type, spec.routers[shape.router]);
+  const std::string& lead = PoolCard(spec, shape, shape.pools.front()).type;
+  std::string out = fmt::format("{} {}", lead, spec.routers[shape.router]);
   for (const auto& p : shape.pools) {
     const perf::UnitLayout& l = spec.Choices(p.role).layouts[p.layout];
     const char* tag = p.role == Role::kPrefill ? "P" : p.role == Role::kDecode ? "D" : "C";
-    out += fmt::format(" {} {}x(tp{} dp{} ep{}, mbt {}, seqs {})", tag, p.units, l.tp, l.dp, l.ep, p.max_batch_tokens,
-                       p.max_seqs);
+    const std::string& card = PoolCard(spec, shape, p).type;
+    const MoeConfig& moe = spec.Choices(p.role).moes[p.moe];
+    const std::string moe_tag =
+        moe.enabled ? fmt::format(", moe {}{}", moe.placement, moe.two_batch_overlap ? " tbo" : "") : "";
+    out += fmt::format(" {} {}x{}(tp{} dp{} ep{}, mbt {}, seqs {}{})", tag, p.units, card == lead ? "" : card, l.tp,
+                       l.dp, l.ep, p.max_batch_tokens, p.max_seqs, moe_tag);
   }
   return out;
 }
@@ -337,11 +422,13 @@ std::string FormatPlanScenarioYaml(const PlanSpec& spec, const PlanShape& shape,
   root["hardware"] = hw;
   root["model"] = s->model;
   YAML::Node pools(YAML::NodeType::Sequence);
-  for (const PoolConfig& p : s->pools) {
+  for (size_t i = 0; i < s->pools.size(); ++i) {
+    const PoolConfig& p = s->pools[i];
     YAML::Node n;
     n["name"] = p.name;
     n["role"] = std::string(RoleName(p.role));
     n["count"] = p.count;
+    if (!p.gpu.empty()) n["gpu"] = p.gpu;
     YAML::Node l;
     l["tp"] = p.layout.tp;
     l["dp"] = p.layout.dp;
@@ -353,6 +440,8 @@ std::string FormatPlanScenarioYaml(const PlanSpec& spec, const PlanShape& shape,
     n["max_batch_tokens"] = p.max_batch_tokens;
     n["max_seqs"] = p.max_seqs;
     n["gpu_hour_price"] = fmt::format("{}", p.gpu_hour_price);
+    const PlanShape::Pool& sp = shape.pools[i];
+    if (const YAML::Node& moe = spec.Choices(sp.role).moe_yaml[sp.moe]; !moe.IsNull()) n["moe"] = YAML::Clone(moe);
     pools.push_back(n);
   }
   root["pools"] = pools;
@@ -376,6 +465,28 @@ std::string FormatPlanScenarioYaml(const PlanSpec& spec, const PlanShape& shape,
   e << root;
   return fmt::format("# Written by `myriad plan {}`: {} copies of its slice (docs/plan.md).\n# {}\n{}\n", spec.source,
                      copies, DescribeShape(spec, shape), e.c_str());
+}
+
+absl::Status CheckPlanBaseline(const PlanSpec& spec, const Scenario& b) {
+  const Scenario& s = spec.base;
+  auto differ = [](const char* what, const std::string& spec_value, const std::string& baseline_value) {
+    return absl::InvalidArgumentError(
+        fmt::format("its {} ({}) is not the spec's ({}): the two costs would not compare", what, baseline_value, spec_value));
+  };
+  if (b.model != s.model) return differ("model", s.model, b.model);
+  if (b.slo.ttft != s.slo.ttft || b.slo.tpot != s.slo.tpot) {
+    return differ("SLO", fmt::format("ttft {}, tpot {}", FormatDuration(s.slo.ttft), FormatDuration(s.slo.tpot)),
+                  fmt::format("ttft {}, tpot {}", FormatDuration(b.slo.ttft), FormatDuration(b.slo.tpot)));
+  }
+  if (b.duration != s.duration) return differ("duration", FormatDuration(s.duration), FormatDuration(b.duration));
+  if (b.workload.type != s.workload.type) return differ("workload type", s.workload.type, b.workload.type);
+  if (s.workload.type == "synthetic" && b.workload.synthetic.rate != s.workload.synthetic.rate) {
+    return differ("workload rate", fmt::format("{}", s.workload.synthetic.rate), fmt::format("{}", b.workload.synthetic.rate));
+  }
+  if (s.workload.type != "synthetic" && b.workload.trace_path != s.workload.trace_path) {
+    return differ("trace", s.workload.trace_path, b.workload.trace_path);
+  }
+  return absl::OkStatus();
 }
 
 PlanFigures ReadPlanFigures(const nlohmann::ordered_json& r) {

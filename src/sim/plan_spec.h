@@ -29,23 +29,31 @@ struct PlanGpu {
 // The choices for one pool role: every combination of these is tried.
 struct PlanPoolChoices {
   bool enabled = false;
+  // The role's own cards (indices into PlanSpec::gpus); empty: the shape's card, one for all pools.
+  std::vector<size_t> gpus;
   std::vector<perf::UnitLayout> layouts;
   std::vector<int> max_batch_tokens;
   std::vector<int> max_seqs;
   std::vector<int> units;  // units of this role in one slice
+  // Rank-by-rank MoE stepping (a scenario pool's `moe`): the first entry's `enabled` false is
+  // the scenario's default, no such stepping. `moe_yaml` keeps each entry's text for --out.
+  std::vector<MoeConfig> moes{MoeConfig{}};
+  std::vector<YAML::Node> moe_yaml{YAML::Node()};
 };
 
 // One deployment shape: everything but how many copies of its slice the cluster holds.
 struct PlanShape {
-  size_t gpu = 0;
+  size_t gpu = 0;  // the card of every pool without its own
   size_t router = 0;
   // One pool (colocated) or two (prefill, then decode).
   struct Pool {
     Role role = Role::kColocated;
+    int gpu = -1;       // its own card (into PlanSpec::gpus), or -1: the shape's
     size_t layout = 0;  // into that role's choices
     int max_batch_tokens = 0;
     int max_seqs = 0;
     int units = 0;
+    size_t moe = 0;  // into that role's choices
   };
   std::vector<Pool> pools;
 };
@@ -78,6 +86,12 @@ absl::StatusOr<PlanSpec> ParsePlanSpec(std::string_view yaml, const std::string&
 // node are not counted).
 int SliceGpus(const PlanSpec& spec, const PlanShape& shape);
 
+// The card a pool of the shape runs on, with its price.
+const PlanGpu& PoolCard(const PlanSpec& spec, const PlanShape& shape, const PlanShape::Pool& pool);
+
+// What one copy of the shape's slice costs an hour: its units' GPUs at their cards' prices.
+double SliceDollarsPerHour(const PlanSpec& spec, const PlanShape& shape);
+
 // The scenario of `copies` copies of the shape's slice serving the whole workload (`whole`), or
 // of one copy serving 1/copies of it for `spec.window` (the slice a candidate is scored by).
 absl::StatusOr<Scenario> BuildPlanScenario(const PlanSpec& spec, const PlanShape& shape, int copies, bool whole);
@@ -87,6 +101,11 @@ std::string DescribeShape(const PlanSpec& spec, const PlanShape& shape);
 
 // The whole-cluster scenario as YAML that `myriad sim` runs.
 std::string FormatPlanScenarioYaml(const PlanSpec& spec, const PlanShape& shape, int copies);
+
+// Whether a scenario (`myriad plan --baseline`) serves what the spec plans for, so that their
+// costs compare: the same model, SLO, duration, and workload type with its rate (synthetic) or
+// trace. Not compared: seeds, layouts, routers, the workload's finer shape.
+absl::Status CheckPlanBaseline(const PlanSpec& spec, const Scenario& baseline);
 
 // What the planner reads out of a simulation report; the one place that knows its keys.
 struct PlanFigures {

@@ -118,35 +118,37 @@ absl::Status ParseUnitLayout(const Reader& rd, const YAML::Node& l, const std::s
   return absl::OkStatus();
 }
 
+absl::Status ParseMoeConfig(const Reader& rd, const YAML::Node& m, const std::string& mp, MoeConfig* moe) {
+  MYRIAD_RETURN_IF_ERROR(rd.Map(m, mp, {"expert_skew", "placement", "two_batch_overlap", "dp_padding",
+                                        "drift_interval", "drift_fraction", "rebalance_interval",
+                                        "rebalance_mode", "rebalance_tolerance"}));
+  MYRIAD_RETURN_IF_ERROR(ParseReplaceSettings(rd, m, mp, &moe->rebalance_mode, &moe->rebalance_tolerance));
+  MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "drift_interval", mp, &moe->drift_interval));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(m, "drift_fraction", mp, &moe->drift_fraction));
+  MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "rebalance_interval", mp, &moe->rebalance_interval));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(m, "drift_fraction", mp, moe->drift_fraction >= 0 && moe->drift_fraction <= 1,
+                                  "must be between 0 and 1", moe->drift_fraction));
+  moe->enabled = true;
+  MYRIAD_RETURN_IF_ERROR(rd.Get(m, "expert_skew", mp, &moe->expert_skew));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(m, "placement", mp, &moe->placement));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(m, "two_batch_overlap", mp, &moe->two_batch_overlap));
+  MYRIAD_RETURN_IF_ERROR(rd.Get(m, "dp_padding", mp, &moe->dp_padding));
+  MYRIAD_RETURN_IF_ERROR(rd.Check(m, "expert_skew", mp, moe->expert_skew >= 0, "must not be negative",
+                                  moe->expert_skew));
+  const std::string& pl = moe->placement;
+  if (pl != "eplb" && pl != "contiguous" && pl != "balanced") {
+    return rd.Error(m["placement"], mp + ".placement", fmt::format("'{}' is not eplb, contiguous or balanced", pl));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 absl::Status ParsePool(const Reader& rd, const YAML::Node& n, const std::string& p,
                        const HardwareConfig& hw, PoolConfig* pool) {
   MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"name", "role", "count", "layout", "max_batch_tokens", "max_seqs",
                                        "max_waiting", "moe", "gpu", "gpu_hour_price"}));
-  if (const YAML::Node m = n["moe"]) {
-    const std::string mp = p + ".moe";
-    MYRIAD_RETURN_IF_ERROR(rd.Map(m, mp, {"expert_skew", "placement", "two_batch_overlap", "dp_padding",
-                                          "drift_interval", "drift_fraction", "rebalance_interval",
-                                          "rebalance_mode", "rebalance_tolerance"}));
-    MYRIAD_RETURN_IF_ERROR(ParseReplaceSettings(rd, m, mp, &pool->moe.rebalance_mode, &pool->moe.rebalance_tolerance));
-    MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "drift_interval", mp, &pool->moe.drift_interval));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "drift_fraction", mp, &pool->moe.drift_fraction));
-    MYRIAD_RETURN_IF_ERROR(rd.Duration(m, "rebalance_interval", mp, &pool->moe.rebalance_interval));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(m, "drift_fraction", mp, pool->moe.drift_fraction >= 0 && pool->moe.drift_fraction <= 1,
-                                    "must be between 0 and 1", pool->moe.drift_fraction));
-    pool->moe.enabled = true;
-    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "expert_skew", mp, &pool->moe.expert_skew));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "placement", mp, &pool->moe.placement));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "two_batch_overlap", mp, &pool->moe.two_batch_overlap));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(m, "dp_padding", mp, &pool->moe.dp_padding));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(m, "expert_skew", mp, pool->moe.expert_skew >= 0, "must not be negative",
-                                    pool->moe.expert_skew));
-    const std::string& pl = pool->moe.placement;
-    if (pl != "eplb" && pl != "contiguous" && pl != "balanced") {
-      return rd.Error(m["placement"], mp + ".placement", fmt::format("'{}' is not eplb, contiguous or balanced", pl));
-    }
-  }
+  if (const YAML::Node m = n["moe"]) MYRIAD_RETURN_IF_ERROR(ParseMoeConfig(rd, m, p + ".moe", &pool->moe));
   std::string role = "colocated";
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "name", p, &pool->name));
   MYRIAD_RETURN_IF_ERROR(rd.Get(n, "role", p, &role));

@@ -151,6 +151,8 @@ absl::StatusOr<Scenario> ParseScenarioTree(const YAML::Node& root, const std::st
 // the cluster's node size and count.
 absl::Status ParseUnitLayout(const YamlReader& rd, const YAML::Node& layout, const std::string& path,
                              const HardwareConfig& hw, perf::UnitLayout* out);
+// One pool's `moe:` mapping at key path `path` (rank-by-rank MoE stepping; sets `enabled`).
+absl::Status ParseMoeConfig(const YamlReader& rd, const YAML::Node& moe, const std::string& path, MoeConfig* out);
 // The same, after applying overrides "a.b.0.c=value" (keys, or list indices) to the YAML.
 absl::StatusOr<Scenario> LoadScenario(const std::string& path, const std::vector<std::string>& overrides);
 

@@ -39,12 +39,31 @@ search:
   colocated: {layouts: [{tp: 1, dp: 1}], max_seqs: [32, 256]}
 )";
 
+// A deployment in the spec's space that a user might run today: four colocated H200 units,
+// kv-aware. It meets the SLO with room to spare, at a price a working search beats by far (the
+// chosen plan is about 0.4 of it; its largest deployments cost four times as much).
+constexpr const char* kGiven = R"(name: given
+seed: 5
+duration: 1m
+drain: 1m
+model: Llama-3.1-8B
+hardware: {gpu: H200, nodes: 1, gpus_per_node: 8, nodes_per_rack: 2}
+pools:
+  - {name: colocated, role: colocated, count: 4, layout: {tp: 1, dp: 1}, max_seqs: 256, gpu_hour_price: 3.0}
+workload: {type: synthetic, rate: 40, input: {mean: 800, max: 4096}, output: {mean: 150, max: 1024},
+           system_prompts: {count: 10, tokens: 400, fraction: 0.8}}
+router: kv-aware
+slo: {ttft: 500ms, tpot: 40ms}
+)";
+
 TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   const std::string spec = WriteTempFile("tiny_plan.yaml", kSpec);
+  const std::string given = WriteTempFile("given.yaml", kGiven);
   const std::string dir = TestTempDir().string();
   auto run = [&](const std::string& tag) {
-    return RunMyriad("plan " + spec + " --out " + dir + "/plan" + tag + ".yaml -o " + dir + "/plan" + tag + ".json", "",
-                     120);
+    return RunMyriad("plan " + spec + " --confirm --baseline " + given + " --out " + dir + "/plan" + tag + ".yaml -o " +
+                         dir + "/plan" + tag + ".json",
+                     "", 120);
   };
   auto r = run("1");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -79,6 +98,20 @@ TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   }
   EXPECT_GE(j["frontier"].size(), 2u) << "the search should span cheap failing and dear passing deployments";
 
+  // Cheaper than the given deployment at no less attainment, on its slice and on the whole
+  // cluster --confirm ran.
+  const auto& base = j["baseline"];
+  ASSERT_TRUE(base.is_object()) << j.dump(2);
+  EXPECT_GE(base["slo_attainment"].get<double>(), target) << base.dump();
+  EXPECT_GE(j["confirm"]["slo_attainment"].get<double>(), target) << j["confirm"].dump();
+  EXPECT_LT(base["chosen_slice_cost_ratio"].get<double>(), 0.75) << base.dump();
+  EXPECT_LT(base["chosen_whole_cost_ratio"].get<double>(), 0.75) << base.dump();
+  EXPECT_NEAR(base["chosen_whole_cost_ratio"].get<double>(),
+              j["confirm"]["cost_per_million_tokens_within_slo"].get<double>() /
+                  base["cost_per_million_tokens_within_slo"].get<double>(),
+              1e-12);
+  EXPECT_NE(r.out.find("the chosen plan's cost per token within the SLO against it: slice -"), std::string::npos) << r.out;
+
   // The written plan is a scenario `myriad sim` runs, with the chosen shape's GPU.
   const std::string plan_yaml = ReadFile(dir + "/plan1.yaml");
   auto sim = RunMyriad("sim " + dir + "/plan1.yaml -q -o " + dir + "/sim.json", "", 120);
@@ -95,7 +128,7 @@ TEST(PlanCli, SmallSpecChoosesTheCheapestWithinSloAndWritesAScenarioSimRuns) {
   EXPECT_EQ(ReadFile(dir + "/plan1.json"), ReadFile(dir + "/plan2.json"));
   EXPECT_EQ(plan_yaml, ReadFile(dir + "/plan2.yaml"));
   // One job gives the same answer as two.
-  auto serial = RunMyriad("plan " + spec + " --jobs 1 -o " + dir + "/plan3.json", "", 120);
+  auto serial = RunMyriad("plan " + spec + " --confirm --baseline " + given + " --jobs 1 -o " + dir + "/plan3.json", "", 120);
   ASSERT_EQ(serial.code, 0) << serial.out;
   EXPECT_EQ(ReadFile(dir + "/plan1.json"), ReadFile(dir + "/plan3.json"));
 }
@@ -122,6 +155,13 @@ TEST(PlanCli, BadInputExitsTwoNamingFileLineAndKey) {
 
   auto missing = RunMyriad("plan " + (TestTempDir() / "nope.yaml").string());
   EXPECT_EQ(missing.code, 2) << missing.out;
+
+  // A baseline serving another workload would not compare: refused before the search.
+  std::string other = kGiven;
+  other.replace(other.find("rate: 40"), 8, "rate: 50");
+  auto baseline = RunMyriad("plan " + WriteTempFile("ok2.yaml", kSpec) + " --baseline " + WriteTempFile("other.yaml", other));
+  EXPECT_EQ(baseline.code, 2) << baseline.out;
+  EXPECT_NE(baseline.out.find("its workload rate (50) is not the spec's (40)"), std::string::npos) << baseline.out;
 
   auto syntax = RunMyriad("plan " + WriteTempFile("syntax.yaml", "search: [\n"));
   EXPECT_EQ(syntax.code, 2) << syntax.out;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace myriad::sim {
@@ -128,6 +129,93 @@ TEST(PlanSpecTest, TooManyCombinationsAreRefusedBeforeBuilding) {
   ASSERT_FALSE(spec.ok());
   EXPECT_NE(std::string(spec.status().message()).find("more than the maximum of 4096"), std::string::npos)
       << spec.status();
+}
+
+// Roles with their own cards and MoE stepping choices: a prefill pool on H100 feeding decode on
+// H200 is one shape, priced per pool, and the written plan keeps both.
+TEST(PlanSpecTest, RolesChooseTheirOwnCardsAndMoeStepping) {
+  std::string text = kSpec;
+  text.replace(text.find("prefill: {layouts"), 17, "prefill: {gpus: [H100, H200], layouts");
+  text.replace(text.find("decode: {layouts"), 16,
+               "decode: {gpus: [H200], moe: [off, {placement: balanced, two_batch_overlap: true}], layouts");
+  auto spec = ParsePlanSpec(text, "tiny.yaml", "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // Disaggregated pairs have their own cards, so no shape-level card: 2 routers x (2 cards x 2
+  // prefill units) x (2 max_seqs x 2 moe); colocated ones still take each of the 2 cards.
+  EXPECT_EQ(spec->shapes.size(), 2u * (4 * 4) + 2u * 2 * 2);
+  const PlanShape* mixed = nullptr;
+  for (const PlanShape& sh : spec->shapes) {
+    if (sh.pools.size() == 2 && sh.pools[0].gpu == 0 && sh.pools[0].units == 1 && sh.pools[1].moe == 1 &&
+        sh.pools[1].max_seqs == 128) {
+      mixed = &sh;
+      break;
+    }
+  }
+  ASSERT_NE(mixed, nullptr);
+  EXPECT_DOUBLE_EQ(SliceDollarsPerHour(*spec, *mixed), 2.5 + 3.0);
+  const std::string name = DescribeShape(*spec, *mixed);
+  EXPECT_EQ(name.substr(0, 4), "H100") << name;
+  EXPECT_NE(name.find(" D 1xH200(tp1 dp1 ep1, mbt 2048, seqs 128, moe balanced tbo)"), std::string::npos) << name;
+  auto whole = BuildPlanScenario(*spec, *mixed, 3, true);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->hardware.gpu, "H100");
+  EXPECT_EQ(whole->PoolGpu(0), "H100");
+  EXPECT_EQ(whole->PoolGpu(1), "H200");
+  EXPECT_EQ(whole->PoolPrice(0), 2.5);
+  EXPECT_EQ(whole->PoolPrice(1), 3.0);
+  EXPECT_TRUE(whole->pools[1].moe.enabled);
+  EXPECT_TRUE(whole->pools[1].moe.two_batch_overlap);
+  EXPECT_FALSE(whole->pools[0].moe.enabled);
+  // Overlap is outside the plain step model's bound: such a shape is never rejected unrun.
+  auto bound = SliceDecodeBound(*spec, *mixed);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_TRUE(std::isinf(*bound));
+
+  const std::string yaml = FormatPlanScenarioYaml(*spec, *mixed, 3);
+  auto back = ParseScenario(yaml, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  EXPECT_EQ(back->PoolGpu(1), "H200");
+  EXPECT_EQ(back->PoolPrice(1), 3.0);
+  EXPECT_TRUE(back->pools[1].moe.two_batch_overlap);
+  EXPECT_EQ(back->pools[1].moe.placement, "balanced");
+  EXPECT_FALSE(back->pools[0].moe.enabled);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"gpus: [H100, H200], layouts", "gpus: [B200], layouts"},
+      {"gpus: [H100, H200], layouts", "gpus: [H100, H100], layouts"},
+      {"moe: [off, {placement: balanced", "moe: [on, {placement: balanced"},
+      {"placement: balanced", "placement: random"},
+  };
+  const char* want[] = {"tiny.yaml:14: search.prefill.gpus[0]: 'B200' is not one of search.gpus' types",
+                        "tiny.yaml:14: search.prefill.gpus[1]: 'H100' is listed twice",
+                        "tiny.yaml:15: search.decode.moe[0]: expected off or a mapping",
+                        "tiny.yaml:15: search.decode.moe[1].placement: 'random' is not eplb"};
+  for (size_t i = 0; i < std::size(bad); ++i) {
+    std::string t = text;
+    t.replace(t.find(bad[i].first), bad[i].first.size(), bad[i].second);
+    auto r = ParsePlanSpec(t, "tiny.yaml", "");
+    ASSERT_FALSE(r.ok()) << want[i];
+    EXPECT_NE(std::string(r.status().message()).find(want[i]), std::string::npos)
+        << "want: " << want[i] << "\ngot:  " << r.status().message();
+  }
+}
+
+TEST(PlanSpecTest, BaselineMustServeTheSpecsWorkloadUnderItsSlo) {
+  auto spec = ParsePlanSpec(kSpec, "tiny.yaml", "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto same = BuildPlanScenario(*spec, spec->shapes[0], 2, true);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(CheckPlanBaseline(*spec, *same).ok());
+  Scenario other = *same;
+  other.workload.synthetic.rate = 9;
+  auto st = CheckPlanBaseline(*spec, other);
+  EXPECT_NE(std::string(st.message()).find("its workload rate (9) is not the spec's (8)"), std::string::npos) << st;
+  other = *same;
+  other.slo.tpot = 60 * kMillisecond;
+  EXPECT_NE(std::string(CheckPlanBaseline(*spec, other).message()).find("its SLO"), std::string::npos);
+  other = *same;
+  other.model = "DeepSeek-V3";
+  EXPECT_NE(std::string(CheckPlanBaseline(*spec, other).message()).find("its model (DeepSeek-V3)"), std::string::npos);
 }
 
 }  // namespace
