@@ -55,6 +55,14 @@ class YamlReader {
     return absl::OkStatus();
   }
 
+  // An option a policy's check refused (its key in `map`, and why): at the key's line, with the
+  // value as written.
+  absl::Status Refused(const YAML::Node& map, const std::string& path, const std::string& key,
+                       const std::string& why) const {
+    const YAML::Node n = map[key];
+    return Error(n ? n : map, Join(path, key), n && n.IsScalar() ? fmt::format("{} (got {})", why, n.Scalar()) : why);
+  }
+
   static std::string Join(const std::string& path, const std::string& key) {
     return path.empty() ? key : path + "." + key;
   }

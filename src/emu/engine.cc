@@ -358,7 +358,8 @@ int64_t Engine::EnsureGrowthRoom(Clock::time_point now) {
     int64_t growth = 0;
     for (const auto& r : running_) growth += r->ready_at <= now ? GrowthBlocks(*r) : 0;
     if (!planner_.MustPreempt({HeldBlocks(), growth})) return growth;
-    const std::optional<size_t> victim = policy::BatchPlanner::Victim(running_.size(), [](size_t) { return true; });
+    const std::optional<size_t> victim = policy::BatchPlanner::Victim(
+        running_.size(), [](size_t) { return true; }, [this](size_t i) { return running_[i]->in.priority; });
     if (!victim) return growth;
     Preempt(running_[*victim]);
   }

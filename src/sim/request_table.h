@@ -30,6 +30,7 @@ struct alignas(64) ReqState {
   int32_t gen_at_join = 0;
   uint32_t src_incarnation = 0;  // of the prefill unit when its KV left for decode
   bool corrupt = false;          // served by a unit with silent data corruption
+  bool fill = false;             // a low-priority fill tenant's: preempted first (policy/tenant_fill.h)
   int32_t expected_cached = 0;   // the router's expected prefix hit (fits the first line's padding)
   Request req;
 

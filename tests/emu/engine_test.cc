@@ -22,12 +22,14 @@ namespace {
 struct Job {
   int prompt;
   int output;
+  int64_t priority = 0;  // vLLM's: the highest value is preempted first (a fill tenant's)
 };
 
 // Runs `jobs` through an engine, all submitted before its first step; returns each request's
 // usage, in submission order, and the steps the engine planned.
 struct EngineRun {
   std::vector<Usage> usage;
+  std::vector<size_t> finish_order;  // job indices
   std::vector<perf::BatchShape> steps;
   EngineStats stats;
 };
@@ -52,10 +54,12 @@ EngineRun RunEngine(EngineOptions o, const std::vector<Job>& jobs) {
     // Distinct first tokens: no prompt shares a block with another.
     for (int t = 0; t < jobs[i].prompt; ++t) g.prompt.push_back(static_cast<uint32_t>(i * 100000 + t));
     g.max_tokens = jobs[i].output;
+    g.priority = jobs[i].priority;
     g.on_finish = [&, i](std::string_view reason, const Usage& u) {
       EXPECT_EQ(reason, "length");
       std::lock_guard l(mu);
       run.usage[i] = u;
+      run.finish_order.push_back(i);
       ++finished;
       cv.notify_all();
     };
@@ -141,6 +145,51 @@ TEST(EngineTest, ReservesTheContextAndPreemptsTheNewestWhenGrowthRunsOut) {
   EXPECT_EQ(run.stats.finished_length, 3u);
   EXPECT_EQ(run.stats.running, 0);
   EXPECT_EQ(run.stats.kv_usage, 0.0);
+}
+
+// Low-priority fill gives way first (policy::BatchPlanner::Victim), in the emulator and in a
+// simulated unit alike: of three sequences that outgrow the KV together, the oldest is the fill
+// tenant's (vLLM priority 1), and it is the one preempted, so it finishes last; with one class
+// the newest is preempted, as before.
+TEST(EngineTest, TheFillSequenceIsPreemptedFirstInTheEmulatorAndInASimulatedUnit) {
+  EngineOptions o;
+  o.kv_blocks = 20;
+  for (const bool fill_first : {true, false}) {
+    SCOPED_TRACE(fill_first ? "the oldest is fill" : "one class");
+    const std::vector<Job> jobs = {{64, 100, fill_first ? 1 : 0}, {64, 100}, {64, 100}};
+    const EngineRun emu = RunEngine(o, jobs);
+    ASSERT_GT(emu.stats.preemptions, 0u);
+    ASSERT_EQ(emu.finish_order.size(), 3u);
+    EXPECT_EQ(emu.finish_order.back(), fill_first ? 0u : 2u);
+
+    auto engine = Engine::Create(o);
+    ASSERT_TRUE(engine.ok());
+    sim::EventQueue events;
+    sim::RequestTable table;
+    RecordingHost host;
+    sim::UnitConfig cfg;
+    cfg.role = sim::Role::kColocated;
+    cfg.block_tokens = 16;
+    cfg.kv_tokens = 20 * 16;  // the engine's 20 blocks of 16
+    sim::Unit unit(cfg, (*engine)->step_model(), events, table, host);
+    unit.Halt();
+    std::vector<uint32_t> slots;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      sim::Request r;
+      r.id = i;
+      r.input_tokens = jobs[i].prompt;
+      r.output_tokens = jobs[i].output;
+      slots.push_back(table.Add(std::move(r)));
+      table[slots.back()].fill = jobs[i].priority > 0;
+      unit.EnqueuePrefill(slots.back());
+    }
+    unit.Resume();
+    while (events.Step()) {
+    }
+    ASSERT_EQ(host.done.size(), 3u);
+    EXPECT_GT(unit.stats().preemptions, 0);
+    EXPECT_EQ(host.done.back(), slots[fill_first ? 0 : 2]);
+  }
 }
 
 TEST(EngineTest, ACachedPrefixSavesComputeNotRoomAsInASimulatedUnit) {
