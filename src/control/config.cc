@@ -74,16 +74,9 @@ absl::Status ParseAutoscale(const YamlReader& r, const YAML::Node& a, AutoscaleC
     c->pools[kv.first.Scalar()] = b;
   }
   // The scaler's bounds are the policy's own, the simulator's elastic.autoscale's too.
-  policy::ScalerOptions& o = c->scaler;
-  MYRIAD_RETURN_IF_ERROR(r.Get(a, "target_utilisation", p, &o.target_utilisation));
-  MYRIAD_RETURN_IF_ERROR(r.Get(a, "headroom", p, &o.headroom));
-  MYRIAD_RETURN_IF_ERROR(r.Duration(a, "lead_time", p, &o.lead_time));
-  MYRIAD_RETURN_IF_ERROR(r.Duration(a, "scale_in_dwell", p, &o.scale_in_dwell));
-  MYRIAD_RETURN_IF_ERROR(r.Get(a, "scale_in_margin", p, &o.scale_in_margin));
-  MYRIAD_RETURN_IF_ERROR(r.Get(a, "scale_in_step", p, &o.scale_in_step));
-  MYRIAD_RETURN_IF_ERROR(r.Duration(a, "smoothing", p, &o.smoothing));
-  MYRIAD_RETURN_IF_ERROR(r.Duration(a, "trend_window", p, &o.trend_window));
-  if (const auto bad = policy::CheckScalerOptions(o)) return r.Refused(a, p, bad->key, bad->why);
+  const policy::OptionFields fields = policy::ScalerFields(c->scaler);
+  MYRIAD_RETURN_IF_ERROR(r.Fields(a, p, fields.numbers, fields.durations));
+  if (const auto bad = policy::CheckScalerOptions(c->scaler)) return r.Refused(a, p, bad->key, bad->why);
   if (const YAML::Node f = a["forecast"]) {
     const std::string fp = p + ".forecast";
     MYRIAD_RETURN_IF_ERROR(r.Map(f, fp, {"period", "buckets"}));
@@ -118,12 +111,10 @@ absl::Status ParsePdRatio(const YamlReader& r, const YAML::Node& d, const Autosc
   }
   c->enabled = true;
   policy::PdRatioOptions& o = c->options;
-  // The policy's own bounds, the simulator's elastic.pd_ratio's too; min_engines is this file's.
-  MYRIAD_RETURN_IF_ERROR(r.Get(d, "high", p, &o.high));
-  MYRIAD_RETURN_IF_ERROR(r.Get(d, "low", p, &o.low));
-  MYRIAD_RETURN_IF_ERROR(r.Get(d, "queue_high", p, &o.queue_high));
-  MYRIAD_RETURN_IF_ERROR(r.Duration(d, "confirm", p, &o.confirm));
-  MYRIAD_RETURN_IF_ERROR(r.Duration(d, "dwell", p, &o.dwell));
+  // The policy's own keys and bounds, the simulator's elastic.pd_ratio's too; min_engines is
+  // this file's.
+  const policy::OptionFields fields = policy::PdRatioFields(o);
+  MYRIAD_RETURN_IF_ERROR(r.Fields(d, p, fields.numbers, fields.durations));
   if (const auto bad = policy::CheckPdRatioOptions(o)) return r.Refused(d, p, bad->key, bad->why);
   return BoundedNumber(r, d, "min_engines", p, 1, static_cast<int>(kMaxEngines), &o.min_units);
 }

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,6 +54,16 @@ class YamlReader {
                      fmt::format("unknown key (known here: {})", myriad::Join(names, ", ")));
       }
     }
+    return absl::OkStatus();
+  }
+
+  // Reads each of a policy's fields present in `map` (policy::OptionFields' numbers and
+  // durations, passed as spans of key and pointer).
+  absl::Status Fields(const YAML::Node& map, const std::string& path,
+                      std::span<const std::pair<const char*, double*>> numbers,
+                      std::span<const std::pair<const char*, Nanos*>> durations) const {
+    for (const auto& [key, out] : numbers) MYRIAD_RETURN_IF_ERROR(Get(map, key, path, out));
+    for (const auto& [key, out] : durations) MYRIAD_RETURN_IF_ERROR(Duration(map, key, path, out));
     return absl::OkStatus();
   }
 

@@ -163,6 +163,17 @@ std::optional<OptionError> CheckScalerOptions(const ScalerOptions& o) {
   return std::nullopt;
 }
 
+OptionFields ScalerFields(ScalerOptions& o) {
+  return {.numbers = {{"target_utilisation", &o.target_utilisation},
+                      {"headroom", &o.headroom},
+                      {"scale_in_margin", &o.scale_in_margin},
+                      {"scale_in_step", &o.scale_in_step}},
+          .durations = {{"lead_time", &o.lead_time},
+                        {"scale_in_dwell", &o.scale_in_dwell},
+                        {"smoothing", &o.smoothing},
+                        {"trend_window", &o.trend_window}}};
+}
+
 std::optional<OptionError> CheckForecast(Nanos period, int buckets) {
   if (period < kMinute || period > 7 * 24 * kHour) return OptionError{"period", "must be in [1m, 168h]"};
   if (buckets < 1 || buckets > kMaxForecastBuckets) {

@@ -67,6 +67,8 @@ inline constexpr int kMaxForecastBuckets = 10'000;
 // scale_in_margin [0, 0.9], scale_in_step [0.01, 1], smoothing and trend_window [1ms, 1h],
 // min_units >= 1 and max_units >= min_units; nullopt when all hold.
 std::optional<OptionError> CheckScalerOptions(const ScalerOptions& o);
+// The keys a configuration sets them by (the units and lead time are each driver's own).
+OptionFields ScalerFields(ScalerOptions& o);
 // The forecast's period [1m, 168h] and buckets [1, kMaxForecastBuckets].
 std::optional<OptionError> CheckForecast(Nanos period, int buckets);
 

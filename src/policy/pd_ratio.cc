@@ -19,6 +19,11 @@ std::optional<OptionError> CheckPdRatioOptions(const PdRatioOptions& o) {
   return std::nullopt;
 }
 
+OptionFields PdRatioFields(PdRatioOptions& o) {
+  return {.numbers = {{"high", &o.high}, {"low", &o.low}, {"queue_high", &o.queue_high}},
+          .durations = {{"confirm", &o.confirm}, {"dwell", &o.dwell}}};
+}
+
 double Pressure(const PoolSignals& s, const PdRatioOptions& o) {
   const double queue = o.queue_high > 0 ? s.queue_per_unit / o.queue_high : 0;
   return std::max({s.utilisation, queue, s.latency_over_slo});

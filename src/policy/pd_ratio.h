@@ -36,6 +36,8 @@ struct PdRatioOptions {
 // [0s, 24h], min_units >= 1 (each configuration bounds it above by its pools); nullopt when all
 // hold. The simulator's elastic.pd_ratio and the controller's pd_ratio both check with it.
 std::optional<OptionError> CheckPdRatioOptions(const PdRatioOptions& o);
+// The keys a configuration sets them by (min_units is each configuration's own).
+OptionFields PdRatioFields(PdRatioOptions& o);
 
 enum class PdSide { kPrefill, kDecode };
 

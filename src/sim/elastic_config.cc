@@ -116,14 +116,11 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
       s.min = std::min(1, count);
       MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, e, "min", ap, 1, count, &s.min));
       MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, e, "initial", ap, s.min, count, &s.initial));
-      // The scaler's bounds are the policy's own, the controller's autoscale's too.
-      policy::ScalerOptions& o = s.scaler;
-      MYRIAD_RETURN_IF_ERROR(rd.Get(e, "target_utilisation", ap, &o.target_utilisation));
-      MYRIAD_RETURN_IF_ERROR(rd.Get(e, "headroom", ap, &o.headroom));
-      MYRIAD_RETURN_IF_ERROR(rd.Duration(e, "scale_in_dwell", ap, &o.scale_in_dwell));
-      MYRIAD_RETURN_IF_ERROR(rd.Get(e, "scale_in_margin", ap, &o.scale_in_margin));
-      MYRIAD_RETURN_IF_ERROR(rd.Get(e, "scale_in_step", ap, &o.scale_in_step));
-      if (const auto bad = policy::CheckScalerOptions(o)) return rd.Refused(e, ap, bad->key, bad->why);
+      // The scaler's keys and bounds are the policy's own, the controller's autoscale's too (the
+      // keys allowed above are the subset a scenario sets).
+      const policy::OptionFields fields = policy::ScalerFields(s.scaler);
+      MYRIAD_RETURN_IF_ERROR(rd.Fields(e, ap, fields.numbers, fields.durations));
+      if (const auto bad = policy::CheckScalerOptions(s.scaler)) return rd.Refused(e, ap, bad->key, bad->why);
       c->autoscale.push_back(std::move(s));
     }
   }
@@ -144,12 +141,9 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
       }
     }
     policy::PdRatioOptions& o = r.options;
-    // The policy's own bounds, the controller's pd_ratio's too; min_units is bounded here.
-    MYRIAD_RETURN_IF_ERROR(rd.Get(d, "high", dp, &o.high));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(d, "low", dp, &o.low));
-    MYRIAD_RETURN_IF_ERROR(rd.Get(d, "queue_high", dp, &o.queue_high));
-    MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "confirm", dp, &o.confirm));
-    MYRIAD_RETURN_IF_ERROR(rd.Duration(d, "dwell", dp, &o.dwell));
+    // The policy's own keys and bounds, the controller's pd_ratio's too; min_units is bounded here.
+    const policy::OptionFields fields = policy::PdRatioFields(o);
+    MYRIAD_RETURN_IF_ERROR(rd.Fields(d, dp, fields.numbers, fields.durations));
     if (const auto bad = policy::CheckPdRatioOptions(o)) return rd.Refused(d, dp, bad->key, bad->why);
     const int pc = pool_counts[static_cast<size_t>(r.prefill_index)], dc = pool_counts[static_cast<size_t>(r.decode_index)];
     MYRIAD_RETURN_IF_ERROR(rd.Get(d, "min_units", dp, &o.min_units));

@@ -1,6 +1,7 @@
 // The autoscaler's and the P/D ratio's bounds are the policies' own (CheckScalerOptions,
 // CheckForecast, CheckPdRatioOptions): the controller's file and the simulator's scenario refuse
 // the same value with the same words, each at its own line.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
