@@ -36,7 +36,7 @@ absl::Status Controller::RequestPoolRestart(const std::string& role, policy::Res
       return absl::FailedPreconditionError(fmt::format("a rolling restart of the {} pool is running", role));
     }
   }
-  RollingRestart r{.role = role, .options = options, .asked = clock_->Now()};
+  RollingRestart r{.role = role, .options = options, .engines = {}, .state = {}, .asked = clock_->Now(), .done = -1};
   for (const auto& e : engines_) {
     if (e->stopped || e->retiring || e->config.role != role) continue;
     if (policy_.state(e->index) != policy::EngineState::kServing) continue;

@@ -198,7 +198,11 @@ TEST(GatewayRollout, ACanaryWithoutEnginesFallsBackToStableAndSaysSo) {
 TEST(GatewayRollout, WithinSloTimesTheStreamAfterItsFirstToken) {
   const policy::SloTargets slo{.ttft = 2 * kSecond, .tpot = 100 * kMillisecond};
   // 11 tokens, the first at 0.5 s and the last at 1.5 s: 100 ms each after the first.
-  RequestOutcome o{.ok = true, .duration_s = 1.5, .ttft_s = 0.5, .output_tokens = 11};
+  RequestOutcome o;
+  o.ok = true;
+  o.duration_s = 1.5;
+  o.ttft_s = 0.5;
+  o.output_tokens = 11;
   EXPECT_EQ(OutcomeTpot(o), 100 * kMillisecond);
   EXPECT_TRUE(WithinSlo(o, slo));
   o.duration_s = 1.6;
@@ -206,7 +210,9 @@ TEST(GatewayRollout, WithinSloTimesTheStreamAfterItsFirstToken) {
   o.output_tokens = 1;
   EXPECT_TRUE(WithinSlo(o, slo)) << "one token: no gap to time";
   // Unstreamed: no first-token time, the whole answer held to the TTFT target.
-  o = RequestOutcome{.ok = true, .duration_s = 1.9, .ttft_s = -1, .output_tokens = 100};
+  o.duration_s = 1.9;
+  o.ttft_s = -1;
+  o.output_tokens = 100;
   EXPECT_EQ(OutcomeTpot(o), -1);
   EXPECT_TRUE(WithinSlo(o, slo));
   o.duration_s = 2.1;
