@@ -474,7 +474,6 @@ void EmuServer::Generate(const net::HttpRequest& req, bool chat, std::shared_ptr
   live->remote_decode = parsed.remote_decode;
   GenRequest g;
   g.cache_salt = parsed.cache_salt;
-  g.priority = parsed.priority;
   g.remote_prefill = parsed.remote_prefill;
   {
     std::lock_guard l(mu_);

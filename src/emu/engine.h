@@ -94,10 +94,6 @@ struct GenRequest {
   bool remote_prefill = false;
   // vLLM's cache_salt: seeds the first block's hash, so only equally salted prompts share KV.
   std::string cache_salt;
-  // vLLM's request priority (lower is served first): under KV pressure the running sequence of
-  // the highest value is preempted first (policy::BatchPlanner::Victim); the gateway sends a
-  // fill tenant's requests with kFillEnginePriority.
-  int64_t priority = 0;
   // Called from the engine thread, outside its lock: each output token, then once at the end
   // with "length" or "abort".
   std::function<void(int index, uint32_t token)> on_token;
