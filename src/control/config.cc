@@ -73,20 +73,18 @@ absl::Status ParseAutoscale(const YamlReader& r, const YAML::Node& a, AutoscaleC
     MYRIAD_RETURN_IF_ERROR(BoundedNumber(r, kv.second, "min", pp, 1, b.max, &b.min));
     c->pools[kv.first.Scalar()] = b;
   }
-  policy::ScalerOptions& o = c->scaler;
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "target_utilisation", p, 0.05, 1, &o.target_utilisation));
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "headroom", p, 0, 10, &o.headroom));
-  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "lead_time", p, 0, kHour, &o.lead_time));
-  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "scale_in_dwell", p, 0, 24 * kHour, &o.scale_in_dwell));
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "scale_in_margin", p, 0, 0.9, &o.scale_in_margin));
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, a, "scale_in_step", p, 0.01, 1, &o.scale_in_step));
-  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "smoothing", p, kMillisecond, kHour, &o.smoothing));
-  MYRIAD_RETURN_IF_ERROR(Bounded(r, a, "trend_window", p, kMillisecond, kHour, &o.trend_window));
+  // The scaler's bounds are the policy's own, the simulator's elastic.autoscale's too.
+  const policy::OptionFields fields = policy::ScalerFields(c->scaler);
+  MYRIAD_RETURN_IF_ERROR(r.Fields(a, p, fields.numbers, fields.durations));
+  if (const auto bad = policy::CheckScalerOptions(c->scaler)) return r.Refused(a, p, bad->key, bad->why);
   if (const YAML::Node f = a["forecast"]) {
     const std::string fp = p + ".forecast";
     MYRIAD_RETURN_IF_ERROR(r.Map(f, fp, {"period", "buckets"}));
-    MYRIAD_RETURN_IF_ERROR(Bounded(r, f, "period", fp, kMinute, 7 * 24 * kHour, &c->forecast_period));
-    MYRIAD_RETURN_IF_ERROR(BoundedNumber(r, f, "buckets", fp, 1, kMaxForecastBuckets, &c->forecast_buckets));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(f, "period", fp, &c->forecast_period));
+    MYRIAD_RETURN_IF_ERROR(r.Get(f, "buckets", fp, &c->forecast_buckets));
+    if (const auto bad = policy::CheckForecast(c->forecast_period, c->forecast_buckets)) {
+      return r.Refused(f, fp, bad->key, bad->why);
+    }
   }
   return absl::OkStatus();
 }
@@ -113,12 +111,11 @@ absl::Status ParsePdRatio(const YamlReader& r, const YAML::Node& d, const Autosc
   }
   c->enabled = true;
   policy::PdRatioOptions& o = c->options;
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, d, "high", p, 0.01, 100, &o.high));
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, d, "low", p, 0, 100, &o.low));
-  MYRIAD_RETURN_IF_ERROR(r.Check(d, "low", p, o.low < o.high, fmt::format("must be below high ({})", o.high), o.low));
-  MYRIAD_RETURN_IF_ERROR(Fraction(r, d, "queue_high", p, 0, 1e6, &o.queue_high));
-  MYRIAD_RETURN_IF_ERROR(Bounded(r, d, "confirm", p, 0, 24 * kHour, &o.confirm));
-  MYRIAD_RETURN_IF_ERROR(Bounded(r, d, "dwell", p, 0, 24 * kHour, &o.dwell));
+  // The policy's own keys and bounds, the simulator's elastic.pd_ratio's too; min_engines is
+  // this file's.
+  const policy::OptionFields fields = policy::PdRatioFields(o);
+  MYRIAD_RETURN_IF_ERROR(r.Fields(d, p, fields.numbers, fields.durations));
+  if (const auto bad = policy::CheckPdRatioOptions(o)) return r.Refused(d, p, bad->key, bad->why);
   return BoundedNumber(r, d, "min_engines", p, 1, static_cast<int>(kMaxEngines), &o.min_units);
 }
 

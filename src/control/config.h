@@ -22,6 +22,11 @@ struct EngineConfig {
   std::string role = "colocated";  // its pool: prefill, decode or colocated
 };
 
+// An engine's role, which is also the name of its pool.
+inline bool IsEngineRole(std::string_view role) {
+  return role == "prefill" || role == "decode" || role == "colocated";
+}
+
 // Bounds (docs/controller.md).
 inline constexpr size_t kMaxEngines = 10'000;
 inline constexpr Nanos kMinScrapeInterval = 10 * kMillisecond;
@@ -62,7 +67,6 @@ struct RolloutJudgeConfig {
 // autoscale: policy::Autoscaler per pool (a pool is the engines of one role), as the
 // simulator's `elastic.autoscale` drives it (control/elastic_driver.h).
 inline constexpr double kMaxEngineConcurrency = 100'000;
-inline constexpr int kMaxForecastBuckets = 10'000;
 struct PoolBounds {
   int min = 1;
   int max = 1;

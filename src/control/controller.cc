@@ -285,7 +285,7 @@ absl::Status Controller::Request(OperatorRequest request) {
 }
 
 absl::Status Controller::RequestRoleChange(const std::string& engine, const std::string& role) {
-  if (role != "prefill" && role != "decode" && role != "colocated") {
+  if (!IsEngineRole(role)) {
     return absl::InvalidArgumentError(fmt::format("role '{}' is not prefill, decode or colocated", role));
   }
   return Request({engine, OperatorRequest::Kind::kRole, role});
@@ -363,6 +363,7 @@ void Controller::RunRound() {
     }
     Carry(*e, std::move(actions));
   }
+  if (acting) RestartRound();
   if (acting && elastic_) Elastic();
   if (acting && rollout_ && gateway_) rollout_->Round(*gateway_);
 }
@@ -552,20 +553,29 @@ std::string Controller::StateOf(const std::string& engine) const {
 net::HttpResponse Controller::Handle(const net::HttpRequest& req) {
   const std::string_view path = req.path();
   if (req.method == "POST" && path.starts_with("/admin/engines/")) return AdminRequest(req);
-  if (req.method != "GET") return net::JsonError(405, "MethodNotAllowed", "only GET is served, and POST /admin/engines/NAME/...");
+  if (req.method == "POST" && path.starts_with("/admin/pools/")) return AdminPoolRequest(req);
+  if (req.method != "GET") {
+    return net::JsonError(405, "MethodNotAllowed",
+                          "only GET is served, and POST /admin/engines/NAME/... and /admin/pools/ROLE/restart");
+  }
   if (path == "/health") return {200, "text/plain", "", {}};
   if (path == "/metrics") return Metrics();
   if (path == "/admin/engines") return AdminEngines();
   return net::JsonError(404, "NotFoundError", fmt::format("no route for GET {}", std::string(path)));
 }
 
-net::HttpResponse Controller::AdminRequest(const net::HttpRequest& req) {
+std::optional<net::HttpResponse> Controller::OperatorRefusal(const net::HttpRequest& req) const {
   if (config_.admin_token.empty()) {
     return net::JsonError(403, "forbidden", "operator requests are disabled (no admin_token set)");
   }
   if (net::BearerToken(req.headers) != config_.admin_token) {
     return net::JsonError(401, "unauthorized", "operator requests need Authorization: Bearer <admin_token>");
   }
+  return std::nullopt;
+}
+
+net::HttpResponse Controller::AdminRequest(const net::HttpRequest& req) {
+  if (auto refused = OperatorRefusal(req)) return *std::move(refused);
   constexpr std::string_view kPrefix = "/admin/engines/";
   const std::string_view rest = req.path().substr(kPrefix.size());
   const size_t slash = rest.find('/');
@@ -610,7 +620,9 @@ net::HttpResponse Controller::AdminEngines() const {
                      {"step_time_excess", r.excess}});
   }
   return {200, "application/json",
-          net::JsonText(json({{"leader", leading_}, {"term", term_}, {"engines", list}, {"radar", radar}})), {}};
+          net::JsonText(json({{"leader", leading_}, {"term", term_}, {"engines", list}, {"radar", radar},
+                              {"restarts", RestartsJson()}})),
+          {}};
 }
 
 net::HttpResponse Controller::Metrics() const {

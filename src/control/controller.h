@@ -72,6 +72,12 @@ class Controller {
   // Tells the controller an operator repaired a cordoned engine (FleetController::Repaired):
   // the next scrape that reaches it runs the warmup gate. NotFound for an unknown engine.
   absl::Status RequestRepair(const std::string& engine);
+  // Asks for a rolling restart of the serving engines of `role` (a pool): each round,
+  // policy::NextToRestart names those to take out within the buffer `options` keeps, and each is
+  // maintained (FleetController::Maintain: drained, restarted, re-admitted through the warmup
+  // gate) until every one has come back. InvalidArgument for an unknown role or options out of
+  // bounds, NotFound when the pool has no serving engine, FailedPrecondition while one runs.
+  absl::Status RequestPoolRestart(const std::string& role, policy::RestartOptions options);
   // The engine's state by name ("" when unknown).
   std::string StateOf(const std::string& engine) const;
   // Whether this controller acted in its last round (always, without HA).
@@ -132,6 +138,13 @@ class Controller {
   net::HttpResponse AdminEngines() const;
   // POST /admin/engines/NAME/maintain | repair | role ({"role": ...}), with the admin token.
   net::HttpResponse AdminRequest(const net::HttpRequest& req);
+  // 403 without an admin token configured, 401 without the right one; nullopt: allowed.
+  std::optional<net::HttpResponse> OperatorRefusal(const net::HttpRequest& req) const;
+  // POST /admin/pools/ROLE/restart ({"max_out": N, "min_serving_fraction": F}), with the token.
+  net::HttpResponse AdminPoolRequest(const net::HttpRequest& req);
+  // A round of each rolling restart (control/controller_restart.cc), after the scrapes.
+  void RestartRound();
+  nlohmann::json RestartsJson() const;  // under mu_
   void Loop();
 
   ControlConfig config_;
@@ -170,6 +183,16 @@ class Controller {
   };
   absl::Status Request(OperatorRequest request);
   std::vector<OperatorRequest> requests_;
+  // Rolling restarts (RequestPoolRestart): the pool's engines when it was asked for, by name,
+  // each old, out (maintained, not back yet) or done.
+  struct RollingRestart {
+    std::string role;
+    policy::RestartOptions options;
+    std::vector<std::string> engines;
+    std::vector<policy::UnitState> state;
+    Nanos asked = 0, done = -1;
+  };
+  std::vector<RollingRestart> restarts_;
 };
 
 }  // namespace myriad::control

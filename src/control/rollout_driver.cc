@@ -40,10 +40,6 @@ policy::VersionWindow WindowOf(const json& versions, const std::string& version)
   return w;
 }
 
-policy::VersionWindow Minus(const policy::VersionWindow& a, const policy::VersionWindow& b) {
-  return {.requests = a.requests - b.requests, .slo_met = a.slo_met - b.slo_met, .errors = a.errors - b.errors};
-}
-
 }  // namespace
 
 void RolloutDriver::ProbeCanary(net::HttpClient& gateway, const std::string& stable,
@@ -81,15 +77,10 @@ void RolloutDriver::Round(net::HttpClient& gateway) {
   const std::string stable = ro->value("stable", ""), canary = ro->value("canary", "");
   const double share = (*ro)["share"].get<double>();
   const json& versions = (*ro)["versions"];
-  // A change (ours, an operator's, a restart's) starts a new window: the canary at 25% is not
-  // judged on what it did at 5%.
-  const std::string state = fmt::format("{}/{}/{}", stable, canary, share);
-  if (state != seen_) {
-    seen_ = state;
-    baseline_ = {{stable, WindowOf(versions, stable)}, {canary, WindowOf(versions, canary)}};
-  }
-  const policy::VersionWindow s = Minus(WindowOf(versions, stable), baseline_[stable]);
-  policy::VersionWindow c = Minus(WindowOf(versions, canary), baseline_[canary]);
+  // A change (ours, an operator's, a restart's) starts a new window.
+  window_.Observe(fmt::format("{}/{}/{}", stable, canary, share), WindowOf(versions, stable), WindowOf(versions, canary));
+  const policy::VersionWindow s = window_.stable();
+  policy::VersionWindow c = window_.canary();
   if (config_.probe && share > 0 && stable != canary) ProbeCanary(gateway, stable, canary, &c);
   const policy::Judgement j = policy::Judge(config_.judge, share, s, c);
   if (j.verdict == policy::Verdict::kHold) return;

@@ -5,7 +5,6 @@
 // probe and compares them with a stable engine's answer, asks the judge, and applies its verdict
 // through the gateway's admin API (POST /admin/rollouts/MODEL). It decides nothing itself.
 #include <functional>
-#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,9 +38,8 @@ class RolloutDriver {
   bool dry_run_;
   ProbeFn probe_;
   LogFn log_;
-  // The counts when the rollout last changed (its share or versions): the window starts there.
-  std::string seen_;  // "stable/canary/share" of that change
-  std::map<std::string, policy::VersionWindow> baseline_;  // by version
+  // Each version's counts since the rollout last changed (its share or versions).
+  policy::RolloutWindow window_;
 };
 
 }  // namespace myriad::control

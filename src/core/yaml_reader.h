@@ -7,10 +7,12 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,6 +55,24 @@ class YamlReader {
       }
     }
     return absl::OkStatus();
+  }
+
+  // Reads each of a policy's fields present in `map` (policy::OptionFields' numbers and
+  // durations, passed as spans of key and pointer).
+  absl::Status Fields(const YAML::Node& map, const std::string& path,
+                      std::span<const std::pair<const char*, double*>> numbers,
+                      std::span<const std::pair<const char*, Nanos*>> durations) const {
+    for (const auto& [key, out] : numbers) MYRIAD_RETURN_IF_ERROR(Get(map, key, path, out));
+    for (const auto& [key, out] : durations) MYRIAD_RETURN_IF_ERROR(Duration(map, key, path, out));
+    return absl::OkStatus();
+  }
+
+  // An option a policy's check refused (its key in `map`, and why): at the key's line, with the
+  // value as written.
+  absl::Status Refused(const YAML::Node& map, const std::string& path, const std::string& key,
+                       const std::string& why) const {
+    const YAML::Node n = map[key];
+    return Error(n ? n : map, Join(path, key), n && n.IsScalar() ? fmt::format("{} (got {})", why, n.Scalar()) : why);
   }
 
   static std::string Join(const std::string& path, const std::string& key) {

@@ -262,7 +262,7 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
   }
 
   if (const YAML::Node rt = root["routing"]) {
-    MYRIAD_RETURN_IF_ERROR(r.Map(rt, "routing", {"policy", "ttft_slo", "reject_factor", "perf_model",
+    MYRIAD_RETURN_IF_ERROR(r.Map(rt, "routing", {"policy", "ttft_slo", "tpot_slo", "reject_factor", "perf_model",
                                                  "perf_gpu", "perf_tp", "disagg_min_uncached",
                                                  "approx_chunk_bytes", "approx_ttl",
                                                  "index_max_entries", "kv_block_size", "seed",
@@ -310,6 +310,9 @@ absl::StatusOr<GatewayConfig> ParseGatewayConfig(std::string_view yaml, std::str
                                    fmt::format("must be in [1, {}]", kMaxIndexEntries), c.index_max_entries));
     MYRIAD_RETURN_IF_ERROR(r.Check(rt, "ttft_slo", "routing", c.ttft_slo > 0, "must be > 0",
                                    FormatDuration(c.ttft_slo)));
+    MYRIAD_RETURN_IF_ERROR(r.Duration(rt, "tpot_slo", "routing", &c.tpot_slo));
+    MYRIAD_RETURN_IF_ERROR(r.Check(rt, "tpot_slo", "routing", c.tpot_slo >= kMillisecond && c.tpot_slo <= kMinute,
+                                   "must be in [1ms, 1m]", FormatDuration(c.tpot_slo)));
     MYRIAD_RETURN_IF_ERROR(r.Check(rt, "reject_factor", "routing",
                                    std::isfinite(c.reject_factor) && c.reject_factor >= 0,
                                    "must be a finite number >= 0", c.reject_factor));

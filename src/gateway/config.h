@@ -112,6 +112,9 @@ struct GatewayConfig {
   // and the performance model the TTFT estimate uses for every backend.
   std::string policy = "kv-aware";
   Nanos ttft_slo = 2 * kSecond;
+  // The rollout windows' per-token target (policy/slo.h): a streamed answer of more than one
+  // token is within the SLO only if its mean time per output token is at most this.
+  Nanos tpot_slo = 100 * kMillisecond;
   double reject_factor = 0;  // reject when the best estimate exceeds this x SLO; 0: never
   std::string perf_model = "Llama-3.1-8B";
   std::string perf_gpu = "H100";

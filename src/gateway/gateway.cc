@@ -67,6 +67,7 @@ Gateway::Gateway(GatewayConfig config, std::shared_ptr<Clock> clock)
       clock_(std::move(clock)),
       index_(policy::PrefixIndexOptions{config_.index_max_entries, 1, config_.approx_ttl}),
       rollouts_(config_.rollouts),
+      decode_pressure_(config_.tpot_slo),
       tenants_({}, policy::TenantOptions{config_.fairness}),
       rng_(config_.seed) {
   policy::RouterOptions base;
@@ -476,12 +477,12 @@ void Gateway::Record(bool chat, int status, const RequestOutcome& outcome) {
     std::lock_guard l(mu_);
     responses_[{chat, status}]++;
     if (status == 499) stats_.client_cancels++;
+    if (outcome.ok) decode_pressure_.Observe(NowNanos(), OutcomeTpot(outcome));
     if (!outcome.version.empty()) {
-      // An unstreamed answer has no first-token time: its whole duration is held to the SLO.
-      const double latency_s = outcome.ttft_s >= 0 ? outcome.ttft_s : outcome.duration_s;
       const bool error = status >= 500;
       rollouts_.Record(outcome.model, outcome.version,
-                       !error && outcome.ok && latency_s <= NanosToSeconds(config_.ttft_slo), error);
+                       !error && outcome.ok && WithinSlo(outcome, {.ttft = config_.ttft_slo, .tpot = config_.tpot_slo}),
+                       error);
     }
   }
   request_metrics_.Record(outcome);  // its own lock
@@ -594,6 +595,7 @@ Route Gateway::Pick(const Exchange& ex) {
                                .output_tokens = ex.req.max_tokens,
                                .tenant = ex.tenant,
                                .tenant_tokens = ex.input_tokens + ex.req.n * ex.req.max_tokens,
+                               .decode_load = decode_pressure_.Load(now),
                                .now = now,
                                .retry = ex.attempts > 0},
       entry_c, decode_c, rng_);

@@ -28,6 +28,7 @@
 #include "gateway/exchange_services.h"
 #include "gateway/request_metrics.h"
 #include "gateway/rollouts.h"
+#include "policy/tenant_fill.h"
 #include "gateway/tracing.h"
 #include "net/kv_event_subscriber.h"
 #include "net/async_http_client.h"
@@ -174,6 +175,8 @@ class Gateway : private ExchangeServices {
   std::atomic<bool> events_started_{false};
   std::unique_ptr<EtcdDiscovery> discovery_;
   RolloutTable rollouts_;  // under mu_
+  // Fill admission's decode signal: the TPOT of the streams relayed lately (under mu_).
+  policy::DecodePressure decode_pressure_;
   policy::TenantPolicy tenants_;
   std::unordered_map<std::string, uint32_t> tenant_by_key_;
   Rng rng_;

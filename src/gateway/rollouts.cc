@@ -6,6 +6,16 @@ namespace myriad::gateway {
 
 using json = nlohmann::json;
 
+Nanos OutcomeTpot(const RequestOutcome& o) {
+  if (o.ttft_s < 0) return -1;
+  return policy::TimePerOutputToken(SecondsToNanos(o.duration_s) - SecondsToNanos(o.ttft_s), o.output_tokens);
+}
+
+bool WithinSlo(const RequestOutcome& o, const policy::SloTargets& slo) {
+  if (o.ttft_s < 0) return policy::MeetsSlo(slo, SecondsToNanos(o.duration_s), -1);
+  return policy::MeetsSlo(slo, SecondsToNanos(o.ttft_s), OutcomeTpot(o));
+}
+
 RolloutTable::RolloutTable(std::vector<RolloutConfig> rollouts) {
   for (RolloutConfig& ro : rollouts) {
     const std::string model = ro.model;

@@ -14,10 +14,21 @@
 
 #include "absl/status/status.h"
 #include "gateway/config.h"
+#include "gateway/request_metrics.h"
 #include "net/prometheus.h"
 #include "policy/rollout.h"
+#include "policy/slo.h"
 
 namespace myriad::gateway {
+
+// The SLO verdict of one finished request (policy::MeetsSlo, the simulator's): its first
+// streamed token within `slo.ttft` and its mean time per output token after the first (the rest
+// of the stream over the engine's token count less one) within `slo.tpot`. An unstreamed answer
+// has neither time: its whole duration is held to the TTFT target.
+bool WithinSlo(const RequestOutcome& o, const policy::SloTargets& slo);
+// Its mean time per output token after the first (policy::TimePerOutputToken); -1 when not
+// streamed or of one token (or an unknown count).
+Nanos OutcomeTpot(const RequestOutcome& o);
 
 class RolloutTable {
  public:

@@ -38,7 +38,7 @@ Admission AdmissionPipeline::Admit(const AdmissionRequest& req, std::span<const 
     // The per-request signal: a tenant is judged by the load this very request meets.
     const double slo_s = NanosToSeconds(router_->options().ttft_slo);
     const double load = slo_s > 0 ? d.estimated_ttft_s / slo_s : 0;
-    if (std::string_view why = tenants_->Admit(req.tenant, req.tenant_tokens, load, req.now); !why.empty()) {
+    if (std::string_view why = tenants_->Admit(req.tenant, req.tenant_tokens, load, req.now, req.decode_load); !why.empty()) {
       a.reason = why;
       return a;
     }

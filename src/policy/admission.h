@@ -30,6 +30,9 @@ struct AdmissionRequest {
   int64_t output_tokens = 0;  // still to generate
   uint32_t tenant = 0;
   int64_t tenant_tokens = 0;  // what the tenant is charged: prompt + expected output
+  // The decode side's load (policy::DecodePressure: recent TPOT over the SLO), which fill
+  // admission reads beside the request's TTFT estimate; 0: none known.
+  double decode_load = 0;
   Nanos now = 0;
   bool retry = false;
 };

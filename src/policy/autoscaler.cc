@@ -144,3 +144,42 @@ std::optional<ScaleAction> Autoscaler::Decide(const ScalerSignals& s, Nanos now)
 }
 
 }  // namespace myriad::policy
+
+namespace myriad::policy {
+
+std::optional<OptionError> CheckScalerOptions(const ScalerOptions& o) {
+  const auto within = [](double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; };
+  const auto in = [](Nanos v, Nanos lo, Nanos hi) { return v >= lo && v <= hi; };
+  if (!within(o.target_utilisation, 0.05, 1)) return OptionError{"target_utilisation", "must be in [0.05, 1]"};
+  if (!within(o.headroom, 0, 10)) return OptionError{"headroom", "must be in [0, 10]"};
+  if (!in(o.lead_time, 0, kHour)) return OptionError{"lead_time", "must be in [0s, 1h]"};
+  if (!in(o.scale_in_dwell, 0, 24 * kHour)) return OptionError{"scale_in_dwell", "must be in [0s, 24h]"};
+  if (!within(o.scale_in_margin, 0, 0.9)) return OptionError{"scale_in_margin", "must be in [0, 0.9]"};
+  if (!within(o.scale_in_step, 0.01, 1)) return OptionError{"scale_in_step", "must be in [0.01, 1]"};
+  if (!in(o.smoothing, kMillisecond, kHour)) return OptionError{"smoothing", "must be in [1ms, 1h]"};
+  if (!in(o.trend_window, kMillisecond, kHour)) return OptionError{"trend_window", "must be in [1ms, 1h]"};
+  if (o.min_units < 1) return OptionError{"min", "must be at least 1"};
+  if (o.max_units < o.min_units) return OptionError{"max", fmt::format("must be at least min ({})", o.min_units)};
+  return std::nullopt;
+}
+
+OptionFields ScalerFields(ScalerOptions& o) {
+  return {.numbers = {{"target_utilisation", &o.target_utilisation},
+                      {"headroom", &o.headroom},
+                      {"scale_in_margin", &o.scale_in_margin},
+                      {"scale_in_step", &o.scale_in_step}},
+          .durations = {{"lead_time", &o.lead_time},
+                        {"scale_in_dwell", &o.scale_in_dwell},
+                        {"smoothing", &o.smoothing},
+                        {"trend_window", &o.trend_window}}};
+}
+
+std::optional<OptionError> CheckForecast(Nanos period, int buckets) {
+  if (period < kMinute || period > 7 * 24 * kHour) return OptionError{"period", "must be in [1m, 168h]"};
+  if (buckets < 1 || buckets > kMaxForecastBuckets) {
+    return OptionError{"buckets", fmt::format("must be in [1, {}]", kMaxForecastBuckets)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace myriad::policy

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/time.h"
+#include "policy/option_error.h"
 
 namespace myriad::policy {
 
@@ -58,6 +59,18 @@ struct ScalerOptions {
   Nanos smoothing = kMinute;        // time constant of the observed rate
   Nanos trend_window = 3 * kMinute; // the rate's rise is measured over this
 };
+
+// The bounds a configuration is held to, one definition for the simulator's elastic.autoscale
+// and elastic.forecast and the controller's autoscale (docs/elasticity.md, docs/controller.md).
+inline constexpr int kMaxForecastBuckets = 10'000;
+// target_utilisation [0.05, 1], headroom [0, 10], lead_time [0s, 1h], scale_in_dwell [0s, 24h],
+// scale_in_margin [0, 0.9], scale_in_step [0.01, 1], smoothing and trend_window [1ms, 1h],
+// min_units >= 1 and max_units >= min_units; nullopt when all hold.
+std::optional<OptionError> CheckScalerOptions(const ScalerOptions& o);
+// The keys a configuration sets them by (the units and lead time are each driver's own).
+OptionFields ScalerFields(ScalerOptions& o);
+// The forecast's period [1m, 168h] and buckets [1, kMaxForecastBuckets].
+std::optional<OptionError> CheckForecast(Nanos period, int buckets);
 
 // What a controller scrapes for one pool.
 struct ScalerSignals {

@@ -10,6 +10,7 @@
 // references count as free, since the engine evicts them on demand.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "perf/step_model.h"
@@ -55,14 +56,28 @@ class BatchPlanner {
   // When the running sequences' next step no longer fits, the engine preempts (recompute: the
   // victim's KV is dropped and it goes back to waiting) until it does.
   bool MustPreempt(const KvState& kv) const { return kv.used + kv.growth > limits_.kv_capacity; }
-  // vLLM's victim: the sequence admitted last. `is_running(i)` tells whether the i-th of the
-  // engine's `count` sequences, oldest first, still runs (engines may keep stale entries).
-  template <class IsRunning>
-  static std::optional<size_t> Victim(size_t count, IsRunning is_running) {
+  // The victim, vLLM's under priority scheduling: a running sequence of the lowest class (the
+  // highest `demotion`, vLLM's request priority: a low-priority fill tenant's sequence,
+  // policy/tenant_fill.h, goes before any interactive one), the last admitted of that class;
+  // with one class, vLLM's default, the last admitted. `is_running(i)` and `demotion(i)` for
+  // the i-th of the engine's `count` sequences, oldest first (engines may keep stale entries).
+  // `top`: the highest demotion any sequence may have; the scan stops at the first running one
+  // of it, so an engine that knows it holds one class scans no further than vLLM's default.
+  template <class IsRunning, class Demotion>
+  static std::optional<size_t> Victim(size_t count, IsRunning is_running, Demotion demotion,
+                                      int64_t top = std::numeric_limits<int64_t>::max()) {
+    std::optional<size_t> best;
+    int64_t worst = 0;
     for (size_t i = count; i-- > 0;) {
-      if (is_running(i)) return i;
+      if (!is_running(i)) continue;
+      const int64_t d = demotion(i);
+      if (!best || d > worst) {
+        best = i;
+        worst = d;
+        if (d >= top) break;
+      }
     }
-    return std::nullopt;
+    return best;
   }
 
   class Step;

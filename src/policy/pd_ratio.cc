@@ -1,10 +1,28 @@
 #include "policy/pd_ratio.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
 namespace myriad::policy {
+
+std::optional<OptionError> CheckPdRatioOptions(const PdRatioOptions& o) {
+  const auto within = [](double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; };
+  if (!within(o.high, 0.01, 100)) return OptionError{"high", "must be in [0.01, 100]"};
+  if (!within(o.low, 0, 100)) return OptionError{"low", "must be in [0, 100]"};
+  if (o.low >= o.high) return OptionError{"low", fmt::format("must be below high ({})", o.high)};
+  if (!within(o.queue_high, 0, 1e6)) return OptionError{"queue_high", "must be in [0, 1000000]"};
+  if (o.confirm < 0 || o.confirm > 24 * kHour) return OptionError{"confirm", "must be in [0s, 24h]"};
+  if (o.dwell < 0 || o.dwell > 24 * kHour) return OptionError{"dwell", "must be in [0s, 24h]"};
+  if (o.min_units < 1) return OptionError{"min_units", "must be at least 1"};
+  return std::nullopt;
+}
+
+OptionFields PdRatioFields(PdRatioOptions& o) {
+  return {.numbers = {{"high", &o.high}, {"low", &o.low}, {"queue_high", &o.queue_high}},
+          .durations = {{"confirm", &o.confirm}, {"dwell", &o.dwell}}};
+}
 
 double Pressure(const PoolSignals& s, const PdRatioOptions& o) {
   const double queue = o.queue_high > 0 ? s.queue_per_unit / o.queue_high : 0;

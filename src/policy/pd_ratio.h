@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/time.h"
+#include "policy/option_error.h"
 
 namespace myriad::policy {
 
@@ -30,6 +31,13 @@ struct PdRatioOptions {
   Nanos dwell = 5 * kMinute;   // at least this long between switches
   int min_units = 1;           // neither pool is drained below this
 };
+
+// high [0.01, 100], low [0, 100] and below high, queue_high [0, 1e6], confirm and dwell
+// [0s, 24h], min_units >= 1 (each configuration bounds it above by its pools); nullopt when all
+// hold. The simulator's elastic.pd_ratio and the controller's pd_ratio both check with it.
+std::optional<OptionError> CheckPdRatioOptions(const PdRatioOptions& o);
+// The keys a configuration sets them by (min_units is each configuration's own).
+OptionFields PdRatioFields(PdRatioOptions& o);
 
 enum class PdSide { kPrefill, kDecode };
 

@@ -38,6 +38,30 @@ absl::Status ValidateVersionName(std::string_view v) {
   return absl::OkStatus();
 }
 
+namespace {
+
+VersionWindow Since(const VersionWindow& now, const VersionWindow& base) {
+  return {.requests = now.requests - base.requests,
+          .slo_met = now.slo_met - base.slo_met,
+          .errors = now.errors - base.errors,
+          .probes = now.probes - base.probes,
+          .probe_mismatches = now.probe_mismatches - base.probe_mismatches};
+}
+
+}  // namespace
+
+void RolloutWindow::Observe(std::string_view config, const VersionWindow& stable, const VersionWindow& canary) {
+  // A change (the judge's, an operator's, a restart's) starts a new window.
+  if (!started_ || config != config_) {
+    started_ = true;
+    config_ = std::string(config);
+    stable_base_ = stable;
+    canary_base_ = canary;
+  }
+  stable_ = Since(stable, stable_base_);
+  canary_ = Since(canary, canary_base_);
+}
+
 absl::Status ValidateJudgeOptions(const JudgeOptions& o) {
   if (o.ladder.empty() || o.ladder.size() > kMaxRolloutLadderSteps) {
     return absl::InvalidArgumentError(fmt::format("ladder: must have 1 to {} steps", kMaxRolloutLadderSteps));

@@ -34,10 +34,30 @@ absl::Status ValidateVersionName(std::string_view version);
 // One version's outcomes over the judged window.
 struct VersionWindow {
   int64_t requests = 0;
-  int64_t slo_met = 0;           // requests answered within the TTFT SLO
+  int64_t slo_met = 0;           // requests within the SLO: TTFT and TPOT (policy/slo.h)
   int64_t errors = 0;            // failed requests (5xx, upstream failures)
   int64_t probes = 0;            // known-answer probes judged
   int64_t probe_mismatches = 0;  // probes answered wrongly
+};
+
+// The window the judge is given, kept the same way by the controller (from the gateway's counts)
+// and by the simulator (from its own): each version's outcomes since the rollout last changed
+// (its versions or its share), so that the canary at 25% is not judged on what it did at 5%.
+// The driver keeps each version's counts since start and names the rollout's configuration.
+class RolloutWindow {
+ public:
+  // `config`: the rollout as it stands (e.g. "stable/canary/share"); when it differs from the
+  // last one observed, the window restarts at these counts. `stable`, `canary`: each version's
+  // counts since start (requests, slo_met, errors; the probes are the driver's, per round).
+  void Observe(std::string_view config, const VersionWindow& stable, const VersionWindow& canary);
+  // Each version's outcomes since the window started (zero until observed).
+  const VersionWindow& stable() const { return stable_; }
+  const VersionWindow& canary() const { return canary_; }
+
+ private:
+  bool started_ = false;
+  std::string config_;
+  VersionWindow stable_base_, canary_base_, stable_, canary_;
 };
 
 struct JudgeOptions {

@@ -67,7 +67,7 @@ double TenantPolicy::FairShare(uint32_t tenant, Nanos now) const {
   return total / NanosToSeconds(options_.usage_window) * config(tenant).weight / weights;
 }
 
-std::string_view TenantPolicy::Admit(uint32_t tenant, int64_t tokens, double load, Nanos now) {
+std::string_view TenantPolicy::Admit(uint32_t tenant, int64_t tokens, double load, Nanos now, double decode_load) {
   State& s = Get(tenant);
   // Both decay over the same span: one exponential.
   const double keep = Decay(s.usage_time, now, options_.usage_window);
@@ -77,7 +77,9 @@ std::string_view TenantPolicy::Admit(uint32_t tenant, int64_t tokens, double loa
   s.demand += static_cast<double>(tokens);
   const double t = static_cast<double>(tokens);
   // Fill takes only what nobody else needs: refused before it spends quota or counts as usage.
-  if (IsFill(s.config.priority) && load > options_.contention) return kTenantNoHeadroom;
+  if (IsFill(s.config.priority) && (load > options_.contention || decode_load > options_.contention)) {
+    return kTenantNoHeadroom;
+  }
 
   if (s.config.quota_tokens_per_s > 0) {
     s.bucket = std::min(s.config.burst_tokens,

@@ -33,9 +33,11 @@ class TenantPolicy {
   TenantPolicy(std::vector<TenantConfig> tenants, TenantOptions options);
 
   // Decides on a request of `tokens` (prompt + expected output) from `tenant` given the
-  // router's load signal (estimated TTFT / SLO). Returns "" when admitted (and charges the
-  // tenant), else the reason: "tenant_quota", "tenant_over_fair_share", "tenant_low_priority".
-  std::string_view Admit(uint32_t tenant, int64_t tokens, double load, Nanos now);
+  // router's load signal (estimated TTFT / SLO) and the decode side's (recent TPOT / SLO,
+  // policy::DecodePressure; read for the fill class only). Returns "" when admitted (and
+  // charges the tenant), else the reason: "tenant_no_headroom", "tenant_quota",
+  // "tenant_over_fair_share", "tenant_low_priority".
+  std::string_view Admit(uint32_t tenant, int64_t tokens, double load, Nanos now, double decode_load = 0);
 
   // Tenants not configured get weight 1, priority 0, no quota, named "tenant<N>".
   size_t size() const { return state_.size(); }

@@ -9,6 +9,8 @@
 #include "perf/hardware.h"
 #include "perf/model.h"
 #include "policy/eplb.h"
+#include "policy/slo.h"
+#include "policy/tenant_fill.h"
 #include "sim/moe_placement.h"
 
 namespace myriad::sim {
@@ -56,6 +58,11 @@ absl::Status Cluster::Build() {
   router_ = std::make_unique<policy::Router>(parsed->options, index_.get());
   tenants_ = std::make_unique<policy::TenantPolicy>(
       scenario_.tenants, policy::TenantOptions{.fairness = parsed->fair, .contention = rc.contention});
+  for (const policy::TenantConfig& t : scenario_.tenants) fill_tenant_.push_back(policy::IsFill(t.priority));
+  // Fill admission's decode signal, kept only where a fill tenant reads it.
+  if (std::find(fill_tenant_.begin(), fill_tenant_.end(), true) != fill_tenant_.end()) {
+    decode_pressure_ = std::make_unique<policy::DecodePressure>(scenario_.slo.tpot);
+  }
   const perf::Fabric fabric{.gpus_per_node = scenario_.hardware.gpus_per_node,
                             .nic_gbps = scenario_.hardware.nic_gbps};
   transfer_.gpu = *gpu;
@@ -312,12 +319,14 @@ void Cluster::Admit(uint32_t slot, bool retry) {
                                .output_tokens = r.output_tokens - st.generated,
                                .tenant = r.tenant,
                                .tenant_tokens = int64_t{r.input_tokens} + r.output_tokens,
+                               .decode_load = decode_pressure_ ? decode_pressure_->Load(events_.now()) : 0,
                                .now = events_.now(),
                                .retry = retry},
       entry, decode, rng_, this);
   // The reason string is built only on rejection, never on the admission path.
   if (!a.admitted()) return Reject(slot, a.ReasonText());
   const policy::RouteDecision& d = a.route;
+  table_[slot].fill = r.tenant < fill_tenant_.size() && fill_tenant_[r.tenant];
   table_[slot].expected_cached = static_cast<int32_t>(std::clamp<int64_t>(d.expected_cached_tokens, 0, std::numeric_limits<int32_t>::max()));
   if (d.hot_spot) ++hot_spots_;
   if (d.entry < 0) ++prefill_on_decode_;
@@ -499,6 +508,10 @@ void Cluster::OnRequestDone(int unit, uint32_t slot) {
   ReleaseDecodeCharge(table_[slot]);
   const uint64_t good = metrics_.good;
   metrics_.OnComplete(events_.now(), table_[slot]);
+  if (decode_pressure_) {
+    const ReqState& r = table_[slot];
+    decode_pressure_->Observe(events_.now(), policy::TimePerOutputToken(events_.now() - r.first_token, r.req.output_tokens));
+  }
   if (rollout_) rollout_->OnComplete(unit, metrics_.good > good);
   table_.Release(slot);
 }

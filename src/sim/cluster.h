@@ -18,6 +18,7 @@
 #include "policy/prefix_index.h"
 #include "policy/recompute_limiter.h"
 #include "policy/router.h"
+#include "policy/tenant_fill.h"
 #include "policy/tenants.h"
 #include "sim/cache_events.h"
 #include "sim/elastic_driver.h"
@@ -107,6 +108,8 @@ class Cluster final : public UnitHost, public FailureHost, private policy::Admis
   std::unique_ptr<policy::PrefixIndex> index_;  // only for prefix-aware policies
   std::unique_ptr<policy::Router> router_;
   std::unique_ptr<policy::TenantPolicy> tenants_;
+  std::vector<bool> fill_tenant_;  // by tenant index: a low-priority fill tenant's (preempted first)
+  std::unique_ptr<policy::DecodePressure> decode_pressure_;  // null: no fill tenant
   std::unique_ptr<CacheEventBus> bus_;
   std::string policy_name_;
   std::vector<policy::PrefillCost> pool_costs_;

@@ -37,11 +37,6 @@ absl::Status ParseFraction(const YamlReader& rd, const YAML::Node& n, const char
                   *out);
 }
 
-absl::Status ParseDwell(const YamlReader& rd, const YAML::Node& n, const char* key, const std::string& p, Nanos* out) {
-  MYRIAD_RETURN_IF_ERROR(rd.Duration(n, key, p, out));
-  return rd.Check(n, key, p, *out >= 0 && *out <= 24 * kHour, "must be between 0s and 24h", FormatDuration(*out));
-}
-
 }  // namespace
 
 int CanaryFloor(const ElasticConfig& c, int pool) {
@@ -56,7 +51,8 @@ int CanaryFloor(const ElasticConfig& c, int pool) {
 absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::vector<std::string>& pool_names,
                           const std::vector<int>& pool_counts, ElasticConfig* c) {
   const std::string p = "elastic";
-  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"interval", "forecast", "scale_out", "sleep", "autoscale", "pd_ratio", "rollout"}));
+  MYRIAD_RETURN_IF_ERROR(rd.Map(n, p, {"interval", "forecast", "scale_out", "sleep", "autoscale", "pd_ratio", "rollout",
+                                       "restarts"}));
   c->enabled = true;
   MYRIAD_RETURN_IF_ERROR(rd.Duration(n, "interval", p, &c->interval));
   MYRIAD_RETURN_IF_ERROR(rd.Check(n, "interval", p, c->interval >= kMinElasticInterval && c->interval <= kHour,
@@ -65,15 +61,14 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
     const std::string fp = p + ".forecast";
     MYRIAD_RETURN_IF_ERROR(rd.Map(f, fp, {"period", "buckets", "profile"}));
     MYRIAD_RETURN_IF_ERROR(rd.Duration(f, "period", fp, &c->forecast_period));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(f, "period", fp, c->forecast_period >= kMinute && c->forecast_period <= 7 * 24 * kHour,
-                                    "must be between 1m and 168h", FormatDuration(c->forecast_period)));
     MYRIAD_RETURN_IF_ERROR(rd.Get(f, "buckets", fp, &c->forecast_buckets));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(f, "buckets", fp, c->forecast_buckets >= 1 && c->forecast_buckets <= kMaxForecastBuckets,
-                                    fmt::format("must be between 1 and {}", kMaxForecastBuckets), c->forecast_buckets));
+    if (const auto bad = policy::CheckForecast(c->forecast_period, c->forecast_buckets)) {
+      return rd.Refused(f, fp, bad->key, bad->why);
+    }
     if (const YAML::Node pr = f["profile"]) {
       const std::string pp = fp + ".profile";
-      if (!pr.IsSequence() || pr.size() == 0 || pr.size() > kMaxForecastBuckets) {
-        return rd.Error(pr, pp, fmt::format("expected a list of 1 to {} relative rates", kMaxForecastBuckets));
+      if (!pr.IsSequence() || pr.size() == 0 || pr.size() > policy::kMaxForecastBuckets) {
+        return rd.Error(pr, pp, fmt::format("expected a list of 1 to {} relative rates", policy::kMaxForecastBuckets));
       }
       for (size_t i = 0; i < pr.size(); ++i) {
         double v = 0;
@@ -121,11 +116,11 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
       s.min = std::min(1, count);
       MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, e, "min", ap, 1, count, &s.min));
       MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, e, "initial", ap, s.min, count, &s.initial));
-      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "target_utilisation", ap, 0.05, 1, &s.target_utilisation));
-      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "headroom", ap, 0, 10, &s.headroom));
-      MYRIAD_RETURN_IF_ERROR(ParseDwell(rd, e, "scale_in_dwell", ap, &s.scale_in_dwell));
-      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "scale_in_margin", ap, 0, 0.9, &s.scale_in_margin));
-      MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, e, "scale_in_step", ap, 0.01, 1, &s.scale_in_step));
+      // The scaler's keys and bounds are the policy's own, the controller's autoscale's too (the
+      // keys allowed above are the subset a scenario sets).
+      const policy::OptionFields fields = policy::ScalerFields(s.scaler);
+      MYRIAD_RETURN_IF_ERROR(rd.Fields(e, ap, fields.numbers, fields.durations));
+      if (const auto bad = policy::CheckScalerOptions(s.scaler)) return rd.Refused(e, ap, bad->key, bad->why);
       c->autoscale.push_back(std::move(s));
     }
   }
@@ -146,12 +141,10 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
       }
     }
     policy::PdRatioOptions& o = r.options;
-    MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, d, "high", dp, 0.01, 100, &o.high));
-    MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, d, "low", dp, 0, 100, &o.low));
-    MYRIAD_RETURN_IF_ERROR(rd.Check(d, "low", dp, o.low < o.high, "must be below high", o.low));
-    MYRIAD_RETURN_IF_ERROR(ParseFraction(rd, d, "queue_high", dp, 0, 1e6, &o.queue_high));
-    MYRIAD_RETURN_IF_ERROR(ParseDwell(rd, d, "confirm", dp, &o.confirm));
-    MYRIAD_RETURN_IF_ERROR(ParseDwell(rd, d, "dwell", dp, &o.dwell));
+    // The policy's own keys and bounds, the controller's pd_ratio's too; min_units is bounded here.
+    const policy::OptionFields fields = policy::PdRatioFields(o);
+    MYRIAD_RETURN_IF_ERROR(rd.Fields(d, dp, fields.numbers, fields.durations));
+    if (const auto bad = policy::CheckPdRatioOptions(o)) return rd.Refused(d, dp, bad->key, bad->why);
     const int pc = pool_counts[static_cast<size_t>(r.prefill_index)], dc = pool_counts[static_cast<size_t>(r.decode_index)];
     MYRIAD_RETURN_IF_ERROR(rd.Get(d, "min_units", dp, &o.min_units));
     MYRIAD_RETURN_IF_ERROR(rd.Check(d, "min_units", dp, o.min_units >= 1 && o.min_units <= std::min(pc, dc),
@@ -159,6 +152,33 @@ absl::Status ParseElastic(const YamlReader& rd, const YAML::Node& n, const std::
                                     o.min_units));
     MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, d, "prefill_initial", dp, o.min_units, pc, &r.prefill_initial));
     MYRIAD_RETURN_IF_ERROR(ParseUnits(rd, d, "decode_initial", dp, o.min_units, dc, &r.decode_initial));
+  }
+  if (const YAML::Node rs = n["restarts"]) {
+    if (!rs.IsSequence() || rs.size() == 0 || rs.size() > kMaxRestarts) {
+      return rd.Error(rs, p + ".restarts",
+                      fmt::format("expected a list of 1 to {} restarts, each {{pool: NAME, at: TIME, max_out: N}}",
+                                  kMaxRestarts));
+    }
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const YAML::Node e = rs[i];
+      const std::string rp = fmt::format("{}.restarts[{}]", p, i);
+      MYRIAD_RETURN_IF_ERROR(rd.Map(e, rp, {"pool", "at", "max_out", "min_serving_fraction"}));
+      RestartConfig r;
+      MYRIAD_RETURN_IF_ERROR(FindPool(rd, e, "pool", rp, pool_names, &r.pool, &r.pool_index));
+      const int count = pool_counts[static_cast<size_t>(r.pool_index)];
+      MYRIAD_RETURN_IF_ERROR(rd.Duration(e, "at", rp, &r.at));
+      MYRIAD_RETURN_IF_ERROR(rd.Check(e, "at", rp, r.at >= 0 && r.at <= 7 * 24 * kHour, "must be between 0s and 168h",
+                                      FormatDuration(r.at)));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(e, "max_out", rp, &r.options.max_out));
+      MYRIAD_RETURN_IF_ERROR(rd.Check(e, "max_out", rp, r.options.max_out >= 1 && r.options.max_out <= count,
+                                      fmt::format("must be between 1 and the pool's count, {}", count),
+                                      r.options.max_out));
+      MYRIAD_RETURN_IF_ERROR(rd.Get(e, "min_serving_fraction", rp, &r.options.min_serving_fraction));
+      MYRIAD_RETURN_IF_ERROR(rd.Check(e, "min_serving_fraction", rp,
+                                      policy::ValidateRestartOptions(r.options).ok(), "must be in [0, 1)",
+                                      r.options.min_serving_fraction));
+      c->restarts.push_back(std::move(r));
+    }
   }
   if (const YAML::Node ro = n["rollout"]) {
     const std::string rp = p + ".rollout";

@@ -10,8 +10,10 @@
 
 #include "absl/status/status.h"
 #include "core/time.h"
+#include "policy/autoscaler.h"
 #include "policy/pd_ratio.h"
 #include "policy/recovery.h"
+#include "policy/rollout.h"
 #include "policy/unit_sleep.h"
 #include "sim/rollout_config.h"
 #include "sim/yaml_reader.h"
@@ -20,7 +22,6 @@ namespace myriad::sim {
 
 // Bounds of the section (documented in docs/elasticity.md).
 inline constexpr Nanos kMinElasticInterval = kSecond;
-inline constexpr int kMaxForecastBuckets = 10'000;
 inline constexpr int kMaxSleepingUnits = 1'000'000;
 
 struct AutoscaleConfig {
@@ -28,11 +29,8 @@ struct AutoscaleConfig {
   int pool_index = -1;
   int min = 1;
   int initial = -1;  // -1: the pool's count
-  double target_utilisation = 0.7;
-  double headroom = 0.2;
-  Nanos scale_in_dwell = 5 * kMinute;
-  double scale_in_margin = 0.15;
-  double scale_in_step = 0.25;
+  // target_utilisation, headroom and the scale-in keys; the driver sets the units and lead time.
+  policy::ScalerOptions scaler;
 };
 
 struct PdRatioConfig {
@@ -42,6 +40,17 @@ struct PdRatioConfig {
   int prefill_initial = -1, decode_initial = -1;  // -1: the pool's count
   policy::PdRatioOptions options;
 };
+
+// A rolling restart of one pool (`elastic.restarts[]`): from `at`, its serving units are taken
+// out a few at a time as policy::NextToRestart allows, each drained, reloaded (the scale-out
+// pipeline without a node: weights from a peer, communicator, warm-up, readiness) and returned.
+struct RestartConfig {
+  std::string pool;
+  int pool_index = -1;
+  Nanos at = 0;
+  policy::RestartOptions options;
+};
+inline constexpr size_t kMaxRestarts = 64;
 
 struct ElasticConfig {
   bool enabled = false;
@@ -55,6 +64,7 @@ struct ElasticConfig {
   std::vector<AutoscaleConfig> autoscale;
   PdRatioConfig pd_ratio;
   RolloutSimConfig rollout;  // a model rollout with its canary (sim/rollout_config.h)
+  std::vector<RestartConfig> restarts;
 };
 
 // The fewest units pool `pool` may serve under `c` (its autoscale min, or pd_ratio's min_units;

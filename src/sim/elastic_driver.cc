@@ -31,7 +31,8 @@ ElasticDriver::ElasticDriver(const Scenario& s, EventQueue& events, const std::v
       fabric_(policy::FabricOf(s.elastic.scale_out,
                                s.hardware.nic_gbps / 8 * 1e9 * perf::TransferModel{}.nic_efficiency * s.hardware.gpus_per_node,
                                s.hardware.spine_oversubscription)),
-      storage_(events, s.elastic.scale_out.storage_bytes_per_s) {
+      storage_(events, s.elastic.scale_out.storage_bytes_per_s),
+      restarts_(s.elastic.restarts.size()) {
   for (size_t u = 0; u < units.size(); ++u) pools_[static_cast<size_t>(units[u]->config().pool)].units.push_back(static_cast<int>(u));
   const ElasticConfig& e = s.elastic;
   for (const AutoscaleConfig& a : e.autoscale) {
@@ -45,16 +46,12 @@ ElasticDriver::ElasticDriver(const Scenario& s, EventQueue& events, const std::v
                                         .loaded_units = e.scale_out.weights_from_peers ? 1 : 0,
                                         .peers_allowed = e.scale_out.weights_from_peers},
                                        fabric_, e.scale_out);
+    policy::ScalerOptions o = a.scaler;
+    o.min_units = a.min;
+    o.max_units = pool.count;
+    o.lead_time = pr.lead;
     pr.scaler = std::make_unique<policy::Autoscaler>(
-        policy::ScalerOptions{.min_units = a.min,
-                              .max_units = pool.count,
-                              .target_utilisation = a.target_utilisation,
-                              .headroom = a.headroom,
-                              .lead_time = pr.lead,
-                              .scale_in_dwell = a.scale_in_dwell,
-                              .scale_in_margin = a.scale_in_margin,
-                              .scale_in_step = a.scale_in_step},
-        policy::SeasonalForecast(e.forecast_period, e.forecast_buckets, e.forecast_profile));
+        o, policy::SeasonalForecast(e.forecast_period, e.forecast_buckets, e.forecast_profile));
   }
   if (e.pd_ratio.enabled) pd_ = std::make_unique<policy::PdRatioController>(e.pd_ratio.options);
 }
@@ -87,6 +84,10 @@ void ElasticDriver::Init() {
 void ElasticDriver::Start(Nanos horizon) {
   horizon_ = horizon;
   events_.After(s_.elastic.interval, [this] { Tick(); });
+  for (size_t k = 0; k < restarts_.size(); ++k) {
+    const Nanos at = s_.elastic.restarts[k].at;
+    if (at <= horizon) events_.At(at, [this, k] { BeginRestart(k); });
+  }
 }
 
 int ElasticDriver::Count(size_t p, State st) const {
@@ -154,6 +155,10 @@ void ElasticDriver::Tick() {
     UnitRec& r = rec_[u];
     const Unit& unit = *units_[u];
     if (r.state != State::kDraining || !unit.idle() || unit.kv_used() > 0) continue;
+    if (r.restart_after) {
+      Reload(static_cast<int>(u));
+      continue;
+    }
     const size_t from = static_cast<size_t>(unit.config().pool);
     if (r.sleep_after) {
       Sleep(static_cast<int>(u));
@@ -176,6 +181,7 @@ void ElasticDriver::Tick() {
       ++pools_[from].switched_out;
     }
   }
+  for (size_t k = 0; k < restarts_.size(); ++k) RestartRound(k);
   bool over = false;
   for (size_t p = 0; p < pools_.size(); ++p) {
     PoolRec& pr = pools_[p];
@@ -245,7 +251,7 @@ void ElasticDriver::ScaleOut(size_t p, int n, const std::string& reason) {
   for (int u : pr.units) {
     if (started == n) break;
     UnitRec& r = rec_[static_cast<size_t>(u)];
-    if (r.state != State::kDraining || r.switch_to >= 0) continue;
+    if (r.state != State::kDraining || r.switch_to >= 0 || r.restart_after) continue;
     r.state = State::kServing;
     r.sleep_after = false;
     units_[static_cast<size_t>(u)]->set_routable(true);
@@ -451,6 +457,7 @@ nlohmann::ordered_json ElasticDriver::Report(Nanos end) const {
                   {"largest_load_s", NanosToSeconds(largest_load_time_)},
                   {"largest_load_from_storage_s", NanosToSeconds(largest_load_storage_time_)}};
   j["pools"] = std::move(pools);
+  if (!restarts_.empty()) j["restarts"] = RestartReport();
   j["actions_total"] = actions_total_;
   j["actions"] = std::move(actions);
   return j;

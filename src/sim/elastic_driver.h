@@ -18,6 +18,7 @@
 
 #include "policy/autoscaler.h"
 #include "policy/pd_ratio.h"
+#include "policy/rollout.h"
 #include "policy/unit_sleep.h"
 #include "policy/weight_plan.h"
 #include "sim/event_queue.h"
@@ -58,6 +59,7 @@ class ElasticDriver {
     Nanos allocated = 0;    // closed allocation intervals, summed
     int switch_to = -1;     // draining for a role switch into this pool
     bool sleep_after = false;  // draining to sleep, not to be released
+    bool restart_after = false;  // draining for a rolling restart (elastic.restarts)
     Nanos asleep_since = 0;
     Nanos slept = 0;        // closed sleeping intervals, summed
     Nanos last_busy = 0;
@@ -78,6 +80,18 @@ class ElasticDriver {
     Nanos at;
     std::string pool, what, reason;
   };
+  // A rolling restart in progress or done (elastic.restarts, policy::NextToRestart).
+  struct RestartRec {
+    Nanos start = -1, end = -1;
+    std::vector<int> units;                // the pool's serving units when it began
+    std::vector<policy::UnitState> state;  // per units[i]
+    struct Event {
+      Nanos at;
+      int unit;
+      bool out;  // true: taken out; false: back serving
+    };
+    std::vector<Event> events;
+  };
 
   void Tick();
   policy::PoolSignals Sample(size_t p, Nanos dt);
@@ -97,6 +111,13 @@ class ElasticDriver {
   // The serving unit of pool p with the least work (the last one on ties): cheapest to drain.
   int LeastLoaded(size_t p) const;
   void Record(size_t p, std::string what, std::string reason);
+  // Rolling restarts (sim/elastic_restart.cc): the first round at the restart's `at`, then one
+  // each tick; a drained unit reloads and comes back.
+  void BeginRestart(size_t k);
+  void RestartRound(size_t k);
+  void Reload(int u);
+  void RestartBack(int u);
+  nlohmann::ordered_json RestartReport() const;
   void ObserveBurst(double arrival_rate);
 
   const Scenario& s_;
@@ -118,6 +139,7 @@ class ElasticDriver {
   Nanos last_tick_ = 0;
   Nanos horizon_ = 0;
   std::vector<ActionRec> actions_;
+  std::vector<RestartRec> restarts_;  // one per elastic.restarts entry
   int64_t actions_total_ = 0;
   // The last tick, from the burst's start, at which a pool's latency signal was over its SLO.
   Nanos burst_over_slo_ = -1;

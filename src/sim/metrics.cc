@@ -1,5 +1,7 @@
 #include "sim/metrics.h"
 
+#include "policy/slo.h"
+
 namespace myriad::sim {
 
 void RequestMetrics::EnableTimeline(Nanos bucket, Nanos horizon) {
@@ -54,14 +56,11 @@ void RequestMetrics::OnComplete(Nanos now, const ReqState& s) {
   ++t.completed;
   if (per_tenant_latency_) t.ttft_s.Add(NanosToSeconds(ttft));
   e2e_s.Add(NanosToSeconds(now - r.arrival));
-  bool ok = ttft <= slo_ttft_ && !s.corrupt;
   if (s.corrupt) ++corrupted;
-  Nanos tpot = -1;
-  if (r.output_tokens > 1) {
-    tpot = (now - s.first_token) / (r.output_tokens - 1);
-    tpot_s.Add(NanosToSeconds(tpot));
-    ok = ok && tpot <= slo_tpot_;
-  }
+  const Nanos tpot = policy::TimePerOutputToken(now - s.first_token, r.output_tokens);
+  if (tpot >= 0) tpot_s.Add(NanosToSeconds(tpot));
+  // The verdict the gateway's rollout windows give too (policy/slo.h).
+  const bool ok = !s.corrupt && policy::MeetsSlo({.ttft = slo_ttft_, .tpot = slo_tpot_}, ttft, tpot);
   if (sampler_) {
     sampler_->OnComplete(NanosToSeconds(ttft), tpot >= 0 ? NanosToSeconds(tpot) : -1.0, ok,
                          int64_t{r.input_tokens} + r.output_tokens);

@@ -31,6 +31,7 @@ struct alignas(64) ReqState {
   uint32_t src_incarnation = 0;  // of the prefill unit when its KV left for decode
   bool corrupt = false;          // served by a unit with silent data corruption
   bool decode_charged = false;   // decode_unit's hand-off charge holds it (Unit::ChargeDecode)
+  bool fill = false;             // a low-priority fill tenant's: preempted first (policy/tenant_fill.h)
   int32_t expected_cached = 0;   // the router's expected prefix hit (fits the first line's padding)
   Request req;
 

@@ -42,17 +42,12 @@ bool RolloutDriver::PicksCanary(uint64_t request_id) const {
 }
 
 void RolloutDriver::OnComplete(int u, bool slo_met) {
-  const int v = version_[static_cast<size_t>(u)];
-  ++served_[v];
-  slo_met_[v] += slo_met;
-  if (phase_ != Phase::kCanary) return;
-  ++window_[v].requests;
-  window_[v].slo_met += slo_met;
+  policy::VersionWindow& t = totals_[version_[static_cast<size_t>(u)]];
+  ++t.requests;
+  t.slo_met += slo_met;
 }
 
-void RolloutDriver::OnError(int u) {
-  if (phase_ == Phase::kCanary) ++window_[version_[static_cast<size_t>(u)]].errors;
-}
+void RolloutDriver::OnError(int u) { ++totals_[version_[static_cast<size_t>(u)]].errors; }
 
 void RolloutDriver::Begin() {
   phase_ = Phase::kCanary;
@@ -61,6 +56,7 @@ void RolloutDriver::Begin() {
   for (size_t u = 0; u < units_.size(); ++u) {
     if (version_[u]) units_[u]->set_slowdown(c_.slowdown);
   }
+  ObserveWindow();
   Event("start", fmt::format("canary at share {}", share_));
   const Nanos every = c_.interval > 0 ? c_.interval : s_.elastic.interval;
   events_.After(every, [this] { Round(); });
@@ -68,7 +64,8 @@ void RolloutDriver::Begin() {
 
 void RolloutDriver::Round() {
   if (phase_ != Phase::kCanary) return;
-  policy::VersionWindow canary = window_[1];
+  ObserveWindow();
+  policy::VersionWindow canary = window_.canary();
   for (size_t u = 0; u < units_.size(); ++u) {
     if (!version_[u] || !units_[u]->routable()) continue;
     ++canary.probes;
@@ -77,7 +74,7 @@ void RolloutDriver::Round() {
     canary.probe_mismatches += wrong;
     mismatches_ += wrong;
   }
-  const policy::Judgement j = policy::Judge(c_.judge, share_, window_[0], canary);
+  const policy::Judgement j = policy::Judge(c_.judge, share_, window_.stable(), canary);
   const Nanos every = c_.interval > 0 ? c_.interval : s_.elastic.interval;
   switch (j.verdict) {
     case policy::Verdict::kHold:
@@ -105,7 +102,7 @@ void RolloutDriver::Round() {
       ReloadWhenDrained();
       return;
   }
-  if (j.verdict != policy::Verdict::kHold) window_[0] = window_[1] = {};
+  ObserveWindow();  // a step starts the next window now
   if (events_.now() + every <= horizon_) events_.After(every, [this] { Round(); });
 }
 
@@ -163,13 +160,15 @@ nlohmann::ordered_json RolloutDriver::Report() const {
   for (const EventRec& e : events_log_) {
     events.push_back({{"t_s", NanosToSeconds(e.at)}, {"event", e.what}, {"share", e.share}, {"reason", e.reason}});
   }
-  auto attainment = [&](int v) { return served_[v] > 0 ? static_cast<double>(slo_met_[v]) / static_cast<double>(served_[v]) : 0.0; };
+  auto attainment = [&](int v) {
+    return totals_[v].requests > 0 ? static_cast<double>(totals_[v].slo_met) / static_cast<double>(totals_[v].requests) : 0.0;
+  };
   ordered_json j = {{"outcome", phase()},
                     {"start_s", started_ < 0 ? -1.0 : NanosToSeconds(started_)},
                     {"rollback_after_s", RollbackAfterS()},
                     {"promote_after_s", promoted_ < 0 ? -1.0 : NanosToSeconds(promoted_ - started_)},
                     {"reloaded_at_s", reloaded_ < 0 ? -1.0 : NanosToSeconds(reloaded_)},
-                    {"served_by_canary", served_[1]},
+                    {"served_by_canary", totals_[1].requests},
                     {"canary_slo_attainment", attainment(1)},
                     {"stable_slo_attainment", attainment(0)},
                     {"probes", probes_},

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
@@ -53,6 +54,8 @@ class RolloutDriver {
   void Round();
   void Event(std::string what, std::string reason);
   void ReloadWhenDrained();
+  // The window restarts whenever the share changes.
+  void ObserveWindow() { window_.Observe(fmt::format("{}", share_), totals_[0], totals_[1]); }
 
   const Scenario& s_;
   const RolloutSimConfig& c_;
@@ -67,10 +70,10 @@ class RolloutDriver {
   Phase phase_ = Phase::kPending;
   double share_ = 0;
   Nanos horizon_ = 0, started_ = -1, rolled_back_ = -1, promoted_ = -1, reloaded_ = -1;
-  // The window judged: each version's outcomes since the share last changed.
-  policy::VersionWindow window_[2];
-  int64_t served_[2] = {0, 0};       // completed requests by version, over the whole run
-  int64_t slo_met_[2] = {0, 0};
+  // Each version's outcomes over the whole run (0: stable, 1: canary), and the window judged:
+  // those since the share last changed.
+  policy::VersionWindow totals_[2];
+  policy::RolloutWindow window_;
   int64_t probes_ = 0, mismatches_ = 0;
   struct EventRec {
     Nanos at;

@@ -14,7 +14,7 @@ Unit::Unit(UnitConfig cfg, const perf::StepModel& model, EventQueue& events, Req
       events_(events),
       table_(table),
       host_(host),
-      planner_({.kv_capacity = model.KvCapacityTokens(),
+      planner_({.kv_capacity = cfg.kv_tokens > 0 ? cfg.kv_tokens : model.KvCapacityTokens(),
                 .max_running = int64_t{cfg.max_seqs_per_rank} * model.layout().dp,
                 .step_tokens = int64_t{cfg.max_batch_tokens_per_rank} * model.layout().dp}) {
   if (cfg.moe != nullptr) {
@@ -186,6 +186,7 @@ void Unit::JoinDecode(uint32_t slot) {
     return;
   }
   r.decoding = true;
+  holds_fill_ |= r.fill;
   r.join_step = step_;
   r.gen_at_join = r.generated;
   ++running_;
@@ -245,17 +246,23 @@ void Unit::Preempt(uint32_t slot) {
 
 void Unit::EnsureGrowthRoom() {
   while (planner_.MustPreempt(Kv())) {
-    const std::optional<size_t> victim = policy::BatchPlanner::Victim(admission_order_.size(), [this](size_t i) {
-      const auto [slot, epoch] = admission_order_[i];
-      const ReqState& r = table_[slot];
-      return r.epoch == epoch && r.decoding && r.decode_unit == cfg_.id;
-    });
+    const std::optional<size_t> victim = policy::BatchPlanner::Victim(
+        admission_order_.size(),
+        [this](size_t i) {
+          const auto [slot, epoch] = admission_order_[i];
+          const ReqState& r = table_[slot];
+          return r.epoch == epoch && r.decoding && r.decode_unit == cfg_.id;
+        },
+        [this](size_t i) { return int64_t{table_[admission_order_[i].first].fill}; }, int64_t{holds_fill_});
     if (!victim) {
       admission_order_.clear();  // only stale entries left
       break;
     }
     const uint32_t slot = admission_order_[*victim].first;
-    admission_order_.resize(*victim);  // the victim and the stale entries after it
+    // A fill victim may have interactive sequences admitted after it; any other victim is the
+    // last running one: it goes with the stale entries after it.
+    if (table_[slot].fill) admission_order_.erase(admission_order_.begin() + static_cast<ptrdiff_t>(*victim));
+    else admission_order_.resize(*victim);
     Preempt(slot);
   }
 }
@@ -324,7 +331,7 @@ void Unit::DropCache() {
 void Unit::set_capacity_fraction(double f) {
   f = std::clamp(f, 0.0, 1.0);
   const auto scale = [f](int64_t full) { return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(full) * f)); };
-  planner_.set_limits({.kv_capacity = scale(model_.KvCapacityTokens()),
+  planner_.set_limits({.kv_capacity = scale(cfg_.kv_tokens > 0 ? cfg_.kv_tokens : model_.KvCapacityTokens()),
                        .max_running = scale(int64_t{cfg_.max_seqs_per_rank} * model_.layout().dp),
                        .step_tokens = scale(int64_t{cfg_.max_batch_tokens_per_rank} * model_.layout().dp)});
   Publish();

@@ -33,6 +33,7 @@ struct UnitConfig {
   int max_batch_tokens_per_rank = 8192;  // chunked-prefill budget per DP rank per step
   int max_seqs_per_rank = 128;           // running decode sequences per DP rank
   int block_tokens = 256;                // KV block size of the prefix cache
+  int64_t kv_tokens = 0;                 // KV capacity; 0: the HBM the model leaves (the emulator's kv_blocks)
   // When set, steps are timed rank by rank (uneven DP batches, hot experts) instead of by the
   // evenly-loaded StepModel. Decode sequences go to the DP rank with the fewest.
   const perf::MoeStepModel* moe = nullptr;
@@ -209,6 +210,9 @@ class Unit {
   EventQueue& events_;
   RequestTable& table_;
   UnitHost& host_;
+  // A fill tenant's sequence has decoded here (the preemption victim's scan looks past the
+  // last admitted one only then).
+  bool holds_fill_ = false;
   policy::BatchPlanner planner_;
 
   bool busy_ = false;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -56,8 +57,8 @@ struct Fixture {
   std::vector<json> log;
 
   // `gateway_clock`: the gateway's; a ManualClock nobody advances runs none of its health rounds.
-  explicit Fixture(ControlConfig c = {}, std::shared_ptr<Clock> gateway_clock = nullptr)
-      : h(2, WithAdmin(), {}, std::move(gateway_clock)) {
+  explicit Fixture(ControlConfig c = {}, int engines = 2, std::shared_ptr<Clock> gateway_clock = nullptr)
+      : h(engines, WithAdmin(), {}, std::move(gateway_clock)) {
     std::filesystem::create_directories(dir);
     c.listen = "127.0.0.1:0";
     c.gateway_url = fmt::format("http://127.0.0.1:{}", h.gw->port());
@@ -164,7 +165,7 @@ TEST(Controller, HangIsDrainedInTheGatewayWithinHangAfterAndTheHookSeesItsTarget
 TEST(Controller, CrashIsDrainedAfterFailedProbesInARow) {
   // The gateway runs no health checks and gets no traffic: it never takes b0 out, so only the
   // controller's own failed scrapes count (TheGatewaysVerdictActsAtTheFirstFailedScrape).
-  Fixture f({}, std::make_shared<ManualClock>());
+  Fixture f({}, 2, std::make_shared<ManualClock>());
   f.h.emus[0]->Crash();
   f.Step();  // one failed scrape: not yet
   EXPECT_EQ(f.ctl->StateOf("b0"), "serving");
@@ -358,6 +359,73 @@ TEST(Controller, OperatorMaintenanceAndRepairOverTheAdminApi) {
   for (int i = 0; i < 4 && f.ctl->StateOf("b0") != "serving"; ++i) f.Step();
   EXPECT_EQ(f.ctl->StateOf("b0"), "serving") << f.Log();
   EXPECT_FALSE(Draining(f.h, "b0"));
+}
+
+// A rolling restart of a pool over the admin API (policy::NextToRestart, the simulator's
+// elastic.restarts too): every engine is drained, restarted and re-admitted through the gate,
+// and never more than the buffer allows are out at once: 4 engines with 70% kept serving
+// leave room for one, whatever max_out says.
+TEST(Controller, RollingRestartOfAPoolKeepsTheCapacityBuffer) {
+  ControlConfig c;
+  c.admin_token = "op-token";
+  Fixture f(c, 4);
+  net::HttpClient api(net::HostPort{"127.0.0.1", f.ctl->port()});
+  const net::Headers op{{"Authorization", "Bearer op-token"}};
+  const auto post = [&](const std::string& target, const net::Headers& h, const std::string& body = "") {
+    auto r = api.Request("POST", target, body, "application/json", h);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::pair(r->status, r->body) : std::pair(0, std::string());
+  };
+  EXPECT_EQ(post("/admin/pools/colocated/restart", {}).first, 401);
+  EXPECT_EQ(post("/admin/pools/decode/restart", op).first, 404) << "no serving engine in that pool";
+  EXPECT_EQ(post("/admin/pools/verifier/restart", op).first, 400);
+  const auto bad = post("/admin/pools/colocated/restart", op, R"({"min_serving_fraction": 1.5})");
+  EXPECT_EQ(bad.first, 400);
+  EXPECT_NE(bad.second.find("min_serving_fraction: 1.5 is not in [0, 1)"), std::string::npos) << bad.second;
+  EXPECT_EQ(post("/admin/pools/colocated/restart", op, R"({"max_out": 0})").first, 400);
+  EXPECT_EQ(post("/admin/pools/colocated/restart", op, R"({"surge": 1})").first, 400);
+  const auto asked = post("/admin/pools/colocated/restart", op, R"({"max_out": 3, "min_serving_fraction": 0.7})");
+  ASSERT_EQ(asked.first, 202) << asked.second;
+  EXPECT_EQ(json::parse(asked.second)["engines"].size(), 4u) << asked.second;
+  EXPECT_EQ(post("/admin/pools/colocated/restart", op).first, 409) << "one restart of a pool at a time";
+
+  int most_down = 0;
+  for (int i = 0; i < 20; ++i) {
+    f.Step();
+    int down = 0;
+    for (const char* e : {"b0", "b1", "b2", "b3"}) down += f.ctl->StateOf(e) != "serving";
+    most_down = std::max(most_down, down);
+    if (f.Log().find("\"event\":\"done\"") != std::string::npos) break;
+  }
+  EXPECT_EQ(most_down, 1) << f.Log();
+  ASSERT_NE(f.Log().find("\"event\":\"done\""), std::string::npos) << "the restart finished: " << f.Log();
+  // From the action log alone: each engine drained, restarted and re-admitted once, and
+  // never two between a drain and its re-admission.
+  std::map<std::string, int> restarts;
+  int out = 0, most_out = 0;
+  {
+    std::lock_guard l(f.mu);
+    for (const json& j : f.log) {
+      const std::string action = j["action"].get<std::string>();
+      if (action == "drain") most_out = std::max(most_out, ++out);
+      if (action == "readmit") --out;
+      if (action == "restart") ++restarts[j["target"].get<std::string>()];
+    }
+  }
+  EXPECT_EQ(most_out, 1) << f.Log();
+  EXPECT_EQ(restarts, (std::map<std::string, int>{{"b0", 1}, {"b1", 1}, {"b2", 1}, {"b3", 1}})) << f.Log();
+  for (const char* e : {"b0", "b1", "b2", "b3"}) {
+    EXPECT_EQ(f.ctl->StateOf(e), "serving");
+    EXPECT_FALSE(Draining(f.h, e));
+  }
+  auto engines = api.Request("GET", "/admin/engines", "", "", {});
+  ASSERT_TRUE(engines.ok());
+  const json restart = json::parse(engines->body)["restarts"][0];
+  EXPECT_GE(restart["done_s"].get<double>(), 0) << restart.dump();
+  for (const json& e : restart["engines"]) EXPECT_EQ(e["state"], "done") << restart.dump();
+  // A buffer that leaves no engine free to go is refused, not left hanging.
+  const auto stuck = post("/admin/pools/colocated/restart", op, R"({"min_serving_fraction": 0.9})");
+  EXPECT_EQ(stuck.first, 400) << stuck.second;
 }
 
 TEST(Controller, OperatorRequestsAreRefusedWithoutAnAdminToken) {

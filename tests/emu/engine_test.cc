@@ -22,12 +22,14 @@ namespace {
 struct Job {
   int prompt;
   int output;
+  int64_t priority = 0;  // > 0: a fill tenant's (the simulated unit's low class)
 };
 
 // Runs `jobs` through an engine, all submitted before its first step; returns each request's
 // usage, in submission order, and the steps the engine planned.
 struct EngineRun {
   std::vector<Usage> usage;
+  std::vector<size_t> finish_order;  // job indices
   std::vector<perf::BatchShape> steps;
   EngineStats stats;
 };
@@ -56,6 +58,7 @@ EngineRun RunEngine(EngineOptions o, const std::vector<Job>& jobs) {
       EXPECT_EQ(reason, "length");
       std::lock_guard l(mu);
       run.usage[i] = u;
+      run.finish_order.push_back(i);
       ++finished;
       cv.notify_all();
     };
@@ -76,6 +79,44 @@ class RecordingHost : public sim::UnitHost {
   std::vector<uint32_t> done;
 };
 
+// The same jobs through a simulated unit of the engine's hardware, all queued before its first
+// step (as RunEngine submits them): the slots in the order they finished, the steps and stats.
+struct UnitRun {
+  std::vector<uint32_t> done;  // slots; slot i is job i
+  std::vector<perf::BatchShape> steps;
+  sim::UnitStats stats;
+};
+
+UnitRun RunUnit(const EngineOptions& o, sim::UnitConfig cfg, const std::vector<Job>& jobs) {
+  auto engine = Engine::Create(o);  // for its step model: the unit must be the same hardware
+  EXPECT_TRUE(engine.ok());
+  UnitRun run;
+  if (!engine.ok()) return run;
+  sim::EventQueue events;
+  sim::RequestTable table;
+  RecordingHost host;
+  cfg.role = sim::Role::kColocated;
+  cfg.block_tokens = 16;
+  sim::Unit unit(cfg, (*engine)->step_model(), events, table, host);
+  unit.set_step_log(&run.steps);
+  unit.Halt();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    sim::Request r;
+    r.id = i;
+    r.input_tokens = jobs[i].prompt;
+    r.output_tokens = jobs[i].output;
+    const uint32_t slot = table.Add(std::move(r));
+    table[slot].fill = jobs[i].priority > 0;  // the simulator's one low class: a fill tenant's
+    unit.EnqueuePrefill(slot);
+  }
+  unit.Resume();
+  while (events.Step()) {
+  }
+  run.done = host.done;
+  run.stats = unit.stats();
+  return run;
+}
+
 TEST(EngineTest, EmulatorAndSimulatedUnitPlanTheSameSteps) {
   // Chunking (a 512-token budget), a full decode batch (3 seats) and sequences finishing at
   // different steps, without KV pressure.
@@ -84,32 +125,12 @@ TEST(EngineTest, EmulatorAndSimulatedUnitPlanTheSameSteps) {
   o.max_num_seqs = 3;
   o.max_batched_tokens = 512;
   const EngineRun emu = RunEngine(o, jobs);
-
-  auto engine = Engine::Create(o);  // for its step model: the unit must be the same hardware
-  ASSERT_TRUE(engine.ok());
-  sim::EventQueue events;
-  sim::RequestTable table;
-  RecordingHost host;
   sim::UnitConfig cfg;
-  cfg.role = sim::Role::kColocated;
   cfg.max_batch_tokens_per_rank = 512;
   cfg.max_seqs_per_rank = 3;
-  cfg.block_tokens = 16;
-  sim::Unit unit(cfg, (*engine)->step_model(), events, table, host);
-  std::vector<perf::BatchShape> sim_steps;
-  unit.set_step_log(&sim_steps);
-  unit.Halt();  // as the engine: every request is queued before the first step
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    sim::Request r;
-    r.id = i;
-    r.input_tokens = jobs[i].prompt;
-    r.output_tokens = jobs[i].output;
-    unit.EnqueuePrefill(table.Add(std::move(r)));
-  }
-  unit.Resume();
-  while (events.Step()) {
-  }
-  ASSERT_EQ(host.done.size(), jobs.size());
+  const UnitRun unit = RunUnit(o, cfg, jobs);
+  const std::vector<perf::BatchShape>& sim_steps = unit.steps;
+  ASSERT_EQ(unit.done.size(), jobs.size());
 
   ASSERT_EQ(emu.steps.size(), sim_steps.size());
   EXPECT_GE(sim_steps.size(), 10u);  // the case exercises something
@@ -141,6 +162,30 @@ TEST(EngineTest, ReservesTheContextAndPreemptsTheNewestWhenGrowthRunsOut) {
   EXPECT_EQ(run.stats.finished_length, 3u);
   EXPECT_EQ(run.stats.running, 0);
   EXPECT_EQ(run.stats.kv_usage, 0.0);
+}
+
+// Low-priority fill gives way first (policy::BatchPlanner::Victim) in a simulated unit: of three
+// sequences that outgrow the KV together (the emulator's 20 blocks of 16), the oldest is a fill
+// tenant's, and it is the one preempted, so it finishes last; with one class the newest is
+// preempted, as the emulator does for the same jobs.
+TEST(EngineTest, TheFillSequenceIsPreemptedFirstInASimulatedUnit) {
+  EngineOptions o;
+  o.kv_blocks = 20;
+  for (const bool fill_first : {true, false}) {
+    SCOPED_TRACE(fill_first ? "the oldest is fill" : "one class");
+    const std::vector<Job> jobs = {{64, 100, fill_first ? 1 : 0}, {64, 100}, {64, 100}};
+    sim::UnitConfig cfg;
+    cfg.kv_tokens = 20 * 16;
+    const UnitRun unit = RunUnit(o, cfg, jobs);
+    ASSERT_EQ(unit.done.size(), 3u);
+    EXPECT_GT(unit.stats.preemptions, 0);
+    EXPECT_EQ(unit.done.back(), fill_first ? 0u : 2u);
+    if (!fill_first) {
+      const EngineRun emu = RunEngine(o, jobs);
+      ASSERT_EQ(emu.finish_order.size(), 3u);
+      EXPECT_EQ(emu.finish_order.back(), 2u) << "the emulator's victim is the newest too";
+    }
+  }
 }
 
 TEST(EngineTest, ACachedPrefixSavesComputeNotRoomAsInASimulatedUnit) {

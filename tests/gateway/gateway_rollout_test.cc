@@ -21,8 +21,8 @@ struct RolloutGateway {
   std::unique_ptr<Harness> h;
   net::AsyncHttpClient ac;
 
-  explicit RolloutGateway(double share, bool canary_engine = true, std::vector<RolloutConfig> more = {}) {
-    GatewayConfig c;
+  explicit RolloutGateway(double share, bool canary_engine = true, std::vector<RolloutConfig> more = {},
+                          GatewayConfig c = {}) {
     c.admin_token = "admin";
     int n = 0;
     for (const char* v : {"v1", "v1", "v2"}) {
@@ -81,6 +81,37 @@ TEST(GatewayRollout, TheCanaryShareHoldsAndEachVersionIsServedByItsOwnEngines) {
   EXPECT_NE(metrics->body.find("myriad_gateway_version_requests_total{model=\"emu-model\",version=\"v2\""),
             std::string::npos);
   EXPECT_TRUE(myriad::testing::PromtoolComplaints(metrics->body).empty());
+}
+
+// The windows the controller judges count a request within the SLO only if its first token
+// came within routing.ttft_slo and its stream's time per output token within routing.tpot_slo
+// (policy::MeetsSlo, the simulator's verdict): a canary whose every token is slow fails it while
+// its first token is in time.
+TEST(GatewayRollout, TheSloVerdictHoldsTheStreamToTheTpotTarget) {
+  GatewayConfig c;
+  c.ttft_slo = 60 * kSecond;
+  c.tpot_slo = 50 * kMillisecond;
+  RolloutGateway g(0.5, true, {}, c);
+  emu::Fault slow;
+  slow.kind = emu::Fault::Kind::kSlow;
+  slow.factor = 1000;
+  g.emus[2]->SetFault(slow);
+  std::map<std::string, int> by_version;
+  for (int i = 1; i <= 12; ++i) {
+    json body = {{"model", "emu-model"}, {"prompt", "hello rollout"}, {"max_tokens", 4}, {"stream", true},
+                 {"user", fmt::format("user-{}", i)}};
+    const CallResult r = Send(g.ac, g.h->gw->port(), "POST", "/v1/completions", body.dump(), "");
+    ASSERT_EQ(r.status, 200) << r.body;
+    ++by_version[g.h->RequestLog(static_cast<size_t>(i)).value("version", "")];
+  }
+  ASSERT_GT(by_version["v2"], 0);
+  ASSERT_GT(by_version["v1"], 0);
+  const CallResult list = g.Admin("GET", "/admin/rollouts", "");
+  ASSERT_EQ(list.status, 200) << list.body;
+  const json versions = json::parse(list.body)["rollouts"][0]["versions"];
+  EXPECT_EQ(versions["v1"]["slo_met"].get<int>(), by_version["v1"]) << versions.dump();
+  EXPECT_EQ(versions["v2"]["requests"].get<int>(), by_version["v2"]) << versions.dump();
+  EXPECT_EQ(versions["v2"]["slo_met"].get<int>(), 0) << versions.dump();
 }
 
 TEST(GatewayRollout, AConversationStaysOnOneVersion) {
@@ -162,6 +193,36 @@ TEST(GatewayRollout, ACanaryWithoutEnginesFallsBackToStableAndSaysSo) {
   ASSERT_TRUE(metrics.ok());
   EXPECT_NE(metrics->body.find("myriad_gateway_rollout_canary_fallbacks_total{model=\"emu-model\"} 1"),
             std::string::npos);
+}
+
+TEST(GatewayRollout, WithinSloTimesTheStreamAfterItsFirstToken) {
+  const policy::SloTargets slo{.ttft = 2 * kSecond, .tpot = 100 * kMillisecond};
+  // 11 tokens, the first at 0.5 s and the last at 1.5 s: 100 ms each after the first.
+  RequestOutcome o;
+  o.ok = true;
+  o.duration_s = 1.5;
+  o.ttft_s = 0.5;
+  o.output_tokens = 11;
+  EXPECT_EQ(OutcomeTpot(o), 100 * kMillisecond);
+  EXPECT_TRUE(WithinSlo(o, slo));
+  o.duration_s = 1.6;
+  EXPECT_FALSE(WithinSlo(o, slo)) << "110 ms a token";
+  o.output_tokens = 1;
+  EXPECT_TRUE(WithinSlo(o, slo)) << "one token: no gap to time";
+  // Unstreamed: no first-token time, the whole answer held to the TTFT target.
+  o.duration_s = 1.9;
+  o.ttft_s = -1;
+  o.output_tokens = 100;
+  EXPECT_EQ(OutcomeTpot(o), -1);
+  EXPECT_TRUE(WithinSlo(o, slo));
+  o.duration_s = 2.1;
+  EXPECT_FALSE(WithinSlo(o, slo));
+  auto tpot = ParseGatewayConfig("routing:\n  tpot_slo: 2m\n", "gw.yaml");
+  EXPECT_NE(tpot.status().message().find("gw.yaml:2: routing.tpot_slo: must be in [1ms, 1m]"), std::string::npos)
+      << tpot.status();
+  auto ok = ParseGatewayConfig("routing:\n  tpot_slo: 40ms\n", "gw.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->tpot_slo, 40 * kMillisecond);
 }
 
 TEST(GatewayRollout, ConfigErrorsNameTheLineAndKey) {

@@ -80,8 +80,26 @@ TEST(BatchPlannerTest, PreemptionTakesTheNewestRunningSequence) {
   EXPECT_TRUE(planner.MustPreempt({.used = 991, .growth = 10}));
   // Entries 4 and 5 are stale (finished or already preempted): the victim is 3.
   const std::vector<bool> running = {true, true, false, true, false, false};
-  EXPECT_EQ(BatchPlanner::Victim(running.size(), [&](size_t i) { return running[i]; }), 3u);
-  EXPECT_EQ(BatchPlanner::Victim(2, [](size_t) { return false; }), std::nullopt);
+  const auto one_class = [](size_t) { return int64_t{0}; };
+  EXPECT_EQ(BatchPlanner::Victim(running.size(), [&](size_t i) { return running[i]; }, one_class), 3u);
+  EXPECT_EQ(BatchPlanner::Victim(running.size(), [&](size_t i) { return running[i]; }, one_class, 0), 3u);
+  EXPECT_EQ(BatchPlanner::Victim(2, [](size_t) { return false; }, one_class), std::nullopt);
+}
+
+// A low-priority fill sequence (the highest demotion, vLLM's priority value) is preempted
+// before any interactive one, however early it was admitted; among fill sequences, the newest.
+TEST(BatchPlannerTest, PreemptionTakesTheNewestFillSequenceFirst) {
+  const std::vector<bool> running = {true, true, true, true, false, true};
+  const std::vector<int64_t> fill = {0, 1, 0, 1, 1, 0};  // 4 is fill but stale
+  const auto is_running = [&](size_t i) { return running[i]; };
+  const auto demotion = [&](size_t i) { return fill[i]; };
+  EXPECT_EQ(BatchPlanner::Victim(running.size(), is_running, demotion), 3u);
+  EXPECT_EQ(BatchPlanner::Victim(running.size(), is_running, demotion, 1), 3u) << "the scan may stop at the first fill";
+  // No fill running: vLLM's default, the newest.
+  EXPECT_EQ(BatchPlanner::Victim(running.size(), is_running, [](size_t i) { return int64_t{i == 4}; }), 5u);
+  // vLLM's priorities: the highest value is the least important.
+  const std::vector<int64_t> priority = {5, 9, 0, 9, 0, 2};
+  EXPECT_EQ(BatchPlanner::Victim(priority.size(), [](size_t) { return true; }, [&](size_t i) { return priority[i]; }), 3u);
 }
 
 TEST(BatchPlannerTest, AttendedPositionsCountEachTokenSeeingItselfAndThoseBefore) {

@@ -127,6 +127,34 @@ TEST(RolloutRestartTest, TakesAtMostMaxOutAndKeepsTheServingBuffer) {
   EXPECT_FALSE(ValidateRestartOptions({.max_out = 1, .min_serving_fraction = 1}).ok());
 }
 
+// The window both drivers keep: counts since the rollout last changed, whoever changed it.
+TEST(RolloutWindowTest, RestartsWhenTheRolloutChangesAndCountsFromThere) {
+  RolloutWindow w;
+  EXPECT_EQ(w.canary().requests, 0);
+  w.Observe("v1/v2/0.01", Window(1000, 990, 3), Window(10, 10));
+  EXPECT_EQ(w.stable().requests, 0) << "the first observation is the baseline";
+  w.Observe("v1/v2/0.01", Window(1300, 1280, 4), Window(40, 30, 1));
+  EXPECT_EQ(w.stable().requests, 300);
+  EXPECT_EQ(w.stable().slo_met, 290);
+  EXPECT_EQ(w.stable().errors, 1);
+  EXPECT_EQ(w.canary().requests, 30);
+  EXPECT_EQ(w.canary().slo_met, 20);
+  EXPECT_EQ(w.canary().errors, 1);
+  // The share stepped up: the 5% rung is not judged on what the canary did at 1%.
+  w.Observe("v1/v2/0.05", Window(1400, 1380, 4), Window(50, 40, 1));
+  EXPECT_EQ(w.stable().requests, 0);
+  EXPECT_EQ(w.canary().requests, 0);
+  w.Observe("v1/v2/0.05", Window(1500, 1470, 4), Window(70, 58, 2));
+  EXPECT_EQ(w.stable().requests, 100);
+  EXPECT_EQ(w.stable().slo_met, 90);
+  EXPECT_EQ(w.canary().requests, 20);
+  EXPECT_EQ(w.canary().slo_met, 18);
+  EXPECT_EQ(w.canary().errors, 1);
+  // A change back to an earlier configuration is a change too.
+  w.Observe("v1/v2/0.01", Window(1600, 1570, 4), Window(80, 68, 2));
+  EXPECT_EQ(w.canary().requests, 0);
+}
+
 TEST(RolloutVersionTest, VersionNamesAreBoundedPrintableLabels) {
   EXPECT_TRUE(ValidateVersionName("v2.1-canary").ok());
   EXPECT_FALSE(ValidateVersionName("").ok());

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "policy/tenant_fill.h"
 
 namespace myriad::policy {
@@ -63,6 +65,34 @@ TEST(Tenants, FillIsAdmittedOnlyIntoHeadroomWithOrWithoutFairness) {
     // A refused fill request is not charged: its usage is what was admitted.
     EXPECT_NEAR(p.UsageRate(1, 0), 2000.0 / 10, 1e-9);
   }
+}
+
+// The decode side's signal: fill stays out of a decode pool near its TPOT SLO while the prompt
+// side has room; no other class reads it.
+TEST(Tenants, FillIsRefusedWhenTheDecodeSideIsPressed) {
+  TenantPolicy p({{.name = "interactive"}, {.name = "batch", .priority = kFillPriority}},
+                 TenantOptions{.contention = 0.5});
+  EXPECT_EQ(p.Admit(1, 1000, 0.1, 0, 0.4), "");
+  EXPECT_EQ(p.Admit(1, 1000, 0.1, 0, 0.5), "") << "at the bound";
+  EXPECT_EQ(p.Admit(1, 1000, 0.1, 0, 0.9), kTenantNoHeadroom) << "TTFT has room, TPOT does not";
+  EXPECT_EQ(p.Admit(0, 1000, 0.1, 0, 5.0), "") << "the interactive tenant is untouched";
+}
+
+TEST(Tenants, DecodePressureIsTheRecentTpotOverTheSlo) {
+  DecodePressure d(100 * kMillisecond, 10 * kSecond);
+  EXPECT_EQ(d.Load(0), 0) << "nothing finished yet";
+  d.Observe(0, 40 * kMillisecond);
+  d.Observe(0, -1);  // a one-token answer has no TPOT
+  EXPECT_DOUBLE_EQ(d.Load(0), 0.4);
+  d.Observe(0, 80 * kMillisecond);
+  EXPECT_DOUBLE_EQ(d.Load(0), 0.6);
+  // Newer samples weigh more: one window later, a 100 ms sample counts e times the older two.
+  d.Observe(10 * kSecond, 100 * kMillisecond);
+  const double e = std::exp(1.0);
+  EXPECT_NEAR(d.Load(10 * kSecond), (0.4 + 0.8 + e * 1.0) / (2 + e), 1e-12);
+  // Silence: the mean holds while the samples are recent, then nothing is pressed.
+  EXPECT_NEAR(d.Load(20 * kSecond), (0.4 + 0.8 + e * 1.0) / (2 + e), 1e-12);
+  EXPECT_EQ(d.Load(200 * kSecond), 0);
 }
 
 TEST(Tenants, FillIsRefusedBeforeItsQuotaIsSpent) {

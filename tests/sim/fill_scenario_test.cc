@@ -51,8 +51,10 @@ kv_block_tokens: 16
 
 // `contention` is the fill tenant's headroom (policy/tenant_fill.h): at a millionth of the
 // SLO no request finds any.
-std::string With(const std::string& rate, const std::string& batch, const std::string& contention = "0.5") {
+std::string With(const std::string& rate, const std::string& batch, const std::string& contention = "0.5",
+                 const std::string& tpot = "60ms") {
   std::string y = kFill;
+  y.replace(y.find("60ms"), 4, tpot);
   y.replace(y.find("RATE"), 4, rate);
   y.replace(y.find("BATCH"), 5, batch);
   y.replace(y.find("CONT"), 4, contention);
@@ -76,6 +78,24 @@ TEST(FillScenarioTest, BatchFillsIdleCapacityWithoutMovingTheInteractiveTenantsS
   EXPECT_NEAR(fill_slo, alone_slo, 0.01) << "interactive with fill against alone\n" << f.dump(2) << a.dump(2);
   // Admitted as any tenant, the same batch load costs the interactive tenant its SLO.
   EXPECT_LT(p[0]["slo_attainment"].get<double>(), alone_slo - 0.05) << p.dump(2);
+}
+
+// The decode side's signal (policy::DecodePressure): the same arrivals and the same prompt side,
+// but a TPOT target the decode steps sit far past (2 ms against steps of several): fill is
+// refused once the first requests finish, where a target they sit far below lets it in.
+TEST(FillScenarioTest, FillStaysOutOfADecodePoolPastItsTpotHeadroom) {
+  const auto loose = Simulate(With("20", "fill: true", "0.5", "10s"));
+  const auto tight = Simulate(With("20", "fill: true", "0.5", "2ms"));
+  const auto admitted = [](const nlohmann::ordered_json& t) {
+    return t["arrived"].get<int64_t>() - t["rejected"].get<int64_t>();
+  };
+  const auto& l = loose["tenants"][1];
+  const auto& t = tight["tenants"][1];
+  ASSERT_EQ(l["arrived"], t["arrived"]);
+  EXPECT_GT(admitted(l), 10 * admitted(t)) << l.dump(2) << t.dump(2);
+  EXPECT_GT(t["rejected"].get<int64_t>(), t["arrived"].get<int64_t>() * 9 / 10) << t.dump(2);
+  // The interactive tenant is never refused for it.
+  EXPECT_EQ(tight["tenants"][0]["rejected"].get<int64_t>(), 0) << tight["tenants"].dump(2);
 }
 
 }  // namespace
