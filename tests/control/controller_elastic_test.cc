@@ -47,7 +47,7 @@ struct Fixture {
     c.autoscale.scaler.scale_in_dwell = 0;
     c.autoscale.scaler.lead_time = 10 * kSecond;
     for (const char* a : {"scale_out", "drain", "stop"}) {
-      c.exec[a] = fmt::format("env | grep ^MYRIAD_ | sort > '{}'/{}_$MYRIAD_TARGET", dir.string(), a);
+      c.exec[a] = fmt::format("env | grep -E '^MYRIAD_(ACTION|COUNT|REASON|ROLE|TARGET|TARGET_URL)=' | sort > '{}'/{}_$MYRIAD_TARGET", dir.string(), a);
     }
     auto made = Controller::Create(c, clock);
     EXPECT_TRUE(made.ok()) << made.status();

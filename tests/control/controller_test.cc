@@ -69,7 +69,7 @@ struct Fixture {
     c.policy.hang_after = 3 * kSecond;
     c.policy.crash_after_failed_probes = 2;
     for (const char* a : {"drain", "restart"}) {
-      c.exec[a] = fmt::format("env | grep ^MYRIAD_ | sort > '{}'/{}_$MYRIAD_TARGET", dir.string(), a);
+      c.exec[a] = fmt::format("env | grep -E '^MYRIAD_(ACTION|COUNT|REASON|ROLE|TARGET|TARGET_URL)=' | sort > '{}'/{}_$MYRIAD_TARGET", dir.string(), a);
     }
     auto made = Controller::Create(c, clock);
     EXPECT_TRUE(made.ok()) << made.status();
@@ -286,7 +286,7 @@ TEST(Controller, RoleChangeDrainsRunsTheHookWithTheRoleAndReadmitsThroughTheGate
     ControlConfig c;
     c.dry_run = dry;
     const std::filesystem::path out = myriad::testing::TestTempDir() / (dry ? "role_dry" : "role_live");
-    c.exec["change_role"] = fmt::format("env | grep ^MYRIAD_ | sort > '{}'", out.string());
+    c.exec["change_role"] = fmt::format("env | grep -E '^MYRIAD_(ACTION|COUNT|REASON|ROLE|TARGET|TARGET_URL)=' | sort > '{}'", out.string());
     Fixture f(c);
     ASSERT_EQ(f.ctl->StateOf("b1"), "serving");
     EXPECT_TRUE(absl::IsInvalidArgument(f.ctl->RequestRoleChange("b1", "verifier")));
@@ -451,12 +451,15 @@ TEST(Controller, TheGatewaysVerdictActsAtTheFirstFailedScrape) {
     (void)client.Post("/v1/completions", R"({"model":"emu-model","prompt":"hello","max_tokens":1})");
     auto r = client.Request("GET", "/admin/backends", "", {}, {{"Authorization", std::string("Bearer ") + kToken}});
     if (!r.ok() || r->status != 200) return false;
-    for (const json& b : json::parse(r->body)["backends"]) {
+    const json j = json::parse(r->body);  // named: a range-for over a temporary's member dangles
+    for (const json& b : j["backends"]) {
       if (b["name"] == "b0") return b["ejected"].get<bool>() || !b["healthy"].get<bool>();
     }
     return false;
   };
-  ASSERT_TRUE(myriad::testing::WaitFor(out_in_gateway, 10 * kSecond)) << "the gateway never took b0 out";
+  ASSERT_TRUE(myriad::test::WaitFor(out_in_gateway, std::chrono::seconds(10)))
+      << "the gateway never took b0 out: "
+      << client.Request("GET", "/admin/backends", "", {}, {{"Authorization", std::string("Bearer ") + kToken}})->body;
   f.Step();  // one failed scrape (crash_after_failed_probes is 2 in the fixture)
   EXPECT_EQ(f.ctl->StateOf("b0"), "recovering") << f.Log();
   EXPECT_EQ(f.Actions("b0"), (std::vector<std::string>{"record_answer:admission", "drain:crash", "restart:crash"}));
